@@ -1,0 +1,104 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// matmul on the CPU: Eigen's GEMM on mapped buffers (no copy when a matrix has a unit stride in
+// either dim; a transposed view maps as column-major). Batches broadcast; many batches run in
+// parallel (each GEMM single-threaded), few batches let Eigen thread each GEMM. 16-bit floats are
+// widened to float and the result rounded once, as PyTorch's CPU kernels accumulate in float.
+#include <array>
+#include <cstdint>
+#include <type_traits>
+
+#include <Eigen/Core>  // Eigen::Map, GEMM
+
+#include <omp.h>
+
+#include <tenet/tensor.hpp>
+
+namespace tenet::detail::cpu {
+
+template <class T>
+using gemm_t = std::conditional_t<std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>, float, T>;
+
+/// C[M,N] = A[M,K] · B[K,N] with arbitrary element strides (rs: row stride, cs: column stride).
+template <class T>
+void gemm(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::int64_t brs, std::int64_t bcs, T* c,
+          std::int64_t M, std::int64_t N, std::int64_t K) {
+  using namespace Eigen;
+  using Dyn = Stride<Dynamic, Dynamic>;
+  using RowM = Matrix<T, Dynamic, Dynamic, RowMajor>;
+  using ColM = Matrix<T, Dynamic, Dynamic, ColMajor>;
+  Map<RowM> C(c, M, N);
+  if (K == 0) {
+    C.setZero();
+    return;
+  }
+  auto with_a = [&](auto&& A) {
+    if (bcs == 1 || N == 1)
+      C.noalias() = A * Map<const RowM, 0, Dyn>(b, K, N, Dyn(brs, N == 1 ? 1 : bcs));
+    else if (brs == 1 || K == 1)
+      C.noalias() = A * Map<const ColM, 0, Dyn>(b, K, N, Dyn(K == 1 ? 1 : bcs, brs));
+    else
+      C.noalias() = A * Map<const RowM, 0, Dyn>(b, K, N, Dyn(brs, bcs)).eval();
+  };
+  if (acs == 1 || K == 1)
+    with_a(Map<const RowM, 0, Dyn>(a, M, K, Dyn(ars, K == 1 ? 1 : acs)));
+  else if (ars == 1 || M == 1)
+    with_a(Map<const ColM, 0, Dyn>(a, M, K, Dyn(M == 1 ? 1 : acs, ars)));
+  else
+    with_a(Map<const RowM, 0, Dyn>(a, M, K, Dyn(ars, acs)).eval());
+}
+
+/// out = a @ b for operands of rank >= 2 (1-D operands are unsqueezed by the caller); out is fresh
+/// and contiguous with sizes batch..., M, N.
+template <class T, class SA, class SB, class SO>
+void run_matmul(const Tensor<T, SO>& out, const Tensor<T, SA>& a, const Tensor<T, SB>& b) {
+  constexpr std::size_t ra = SA::rank, rb = SB::rank, ro = SO::rank;
+  static_assert(ra >= 2 && rb >= 2 && ro >= 2);
+  const std::int64_t M = a.sizes()[ra - 2], K = a.sizes()[ra - 1], N = b.sizes()[rb - 1];
+  std::int64_t batches = 1;
+  for (std::size_t i = 0; i + 2 < ro; ++i) batches *= out.sizes()[i];
+  if (batches == 0 || M == 0 || N == 0) return;
+  // batch strides of a and b in the output's batch space (0 where they broadcast)
+  std::array<std::int64_t, ro> sa{}, sb{};
+  for (std::size_t i = 0; i + 2 < ro; ++i) {
+    if (i + ra >= ro) sa[i] = a.sizes()[i + ra - ro] == 1 ? 0 : a.strides()[i + ra - ro];
+    if (i + rb >= ro) sb[i] = b.sizes()[i + rb - ro] == 1 ? 0 : b.strides()[i + rb - ro];
+  }
+  const T* pa = a.data();
+  const T* pb = b.data();
+  T* pc = out.data();
+  const auto ars = a.strides()[ra - 2], acs = a.strides()[ra - 1];
+  const auto brs = b.strides()[rb - 2], bcs = b.strides()[rb - 1];
+  auto one = [&](std::int64_t bi) {
+    std::int64_t oa = 0, ob = 0, rem = bi;
+    for (std::size_t i = ro - 2; i-- > 0;) {
+      const std::int64_t idx = rem % out.sizes()[i];
+      rem /= out.sizes()[i];
+      oa += idx * sa[i];
+      ob += idx * sb[i];
+    }
+    T* c = pc + bi * M * N;
+    if constexpr (std::is_same_v<gemm_t<T>, T>) {
+      gemm<T>(pa + oa, ars, acs, pb + ob, brs, bcs, c, M, N, K);
+    } else {
+      // widen both operands to float, multiply, round once
+      std::vector<float> fa(static_cast<std::size_t>(M * K)), fb(static_cast<std::size_t>(K * N)),
+          fc(static_cast<std::size_t>(M * N));
+      for (std::int64_t i = 0; i < M; ++i)
+        for (std::int64_t k = 0; k < K; ++k) fa[i * K + k] = static_cast<float>(pa[oa + i * ars + k * acs]);
+      for (std::int64_t k = 0; k < K; ++k)
+        for (std::int64_t j = 0; j < N; ++j) fb[k * N + j] = static_cast<float>(pb[ob + k * brs + j * bcs]);
+      gemm<float>(fa.data(), K, 1, fb.data(), N, 1, fc.data(), M, N, K);
+      for (std::int64_t i = 0; i < M * N; ++i) c[i] = static_cast<T>(fc[i]);
+    }
+  };
+  if (batches >= omp_get_max_threads() && batches > 1) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t bi = 0; bi < batches; ++bi) one(bi);
+  } else {
+    for (std::int64_t bi = 0; bi < batches; ++bi) one(bi);
+  }
+}
+
+}  // namespace tenet::detail::cpu

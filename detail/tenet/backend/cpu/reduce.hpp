@@ -1,0 +1,239 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// The CPU reduction kernel. Its input is a pointwise tree (pw), so an elementwise prologue
+// (`sum(x * x)`) is fused into the reduction. The iteration space is reordered as
+// [kept dims..., reduced dims...], each group coalesced on its own; the reduced range of every
+// output is cut into chunks when there are fewer outputs than threads (a full sum of 64 Mi floats
+// runs on every core), and chunk results are combined in a fixed order (results do not depend on
+// the thread count for a given chunking).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include <tenet/backend/cpu/elementwise.hpp>
+#include <tenet/prims/reduce.hpp>
+
+namespace tenet::detail::cpu {
+
+inline constexpr std::int64_t reduce_grain = 16384;
+
+template <class Kind, class T>
+struct reduce_acc {
+  using type = typename Kind::template acc<T>;
+};
+template <class T>
+struct reduce_acc<prim::argmax_kind, T> {
+  using type = compute_t<T>;
+};
+template <class T>
+struct reduce_acc<prim::argmin_kind, T> {
+  using type = compute_t<T>;
+};
+
+/// One partial result: the accumulator, and for arg kinds the index of the best element.
+template <class A>
+struct partial {
+  A value;
+  std::int64_t index = -1;
+};
+
+template <class Kind, class A>
+TENET_INLINE void fold(partial<A>& p, A v, std::int64_t idx) {
+  if constexpr (prim::is_arg_kind<Kind>) {
+    if (p.index < 0 || Kind::better(v, p.value)) {
+      p.value = v;
+      p.index = idx;
+    }
+  } else {
+    p.value = Kind::combine(p.value, v);
+  }
+}
+template <class Kind, class A>
+TENET_INLINE void fold(partial<A>& p, const partial<A>& q) {
+  if constexpr (prim::is_arg_kind<Kind>) {
+    if (q.index >= 0) fold<Kind>(p, q.value, q.index);
+  } else {
+    p.value = Kind::combine(p.value, q.value);
+  }
+}
+
+/// Reduces the segment [b, e) of the current row of tree t into p (idx0: linear reduced index of b).
+template <class Kind, class A, class Tree>
+TENET_INLINE void reduce_segment(partial<A>& p, const Tree& t, std::int64_t b, std::int64_t e, std::int64_t idx0) {
+  using T = typename Tree::value_type;
+  std::int64_t i = b;
+  constexpr bool vector_kind = std::is_same_v<Kind, prim::sum_kind> || std::is_same_v<Kind, prim::amax_kind> ||
+                               std::is_same_v<Kind, prim::amin_kind>;
+  constexpr bool acc_ok = std::is_same_v<A, T> || (std::is_same_v<Kind, prim::sum_kind> && std::is_same_v<A, double>);
+  if constexpr (vector_kind && Tree::simd && !Tree::mask && std::is_same_v<typename Tree::lane, T> && acc_ok) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
+    if (t.unit_inner() && e - b >= 4 * W) {
+      if constexpr (std::is_same_v<Kind, prim::sum_kind>) {
+        constexpr std::int64_t block = 256 * W;  // lanes sum at most 256 values before the flush
+        while (i + 4 * W <= e) {
+          B a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
+          const std::int64_t stop = std::min(e, i + block);
+          for (; i + 4 * W <= stop; i += 4 * W) {
+            a0 += t.template load<B>(i);
+            a1 += t.template load<B>(i + W);
+            a2 += t.template load<B>(i + 2 * W);
+            a3 += t.template load<B>(i + 3 * W);
+          }
+          p.value += static_cast<A>(hsum((a0 + a1) + (a2 + a3)));
+        }
+      } else {
+        B acc(Kind::template identity<T>());
+        auto nan = xsimd::batch_bool<T>(false);
+        for (; i + W <= e; i += W) {
+          const B x = t.template load<B>(i);
+          nan = nan | xsimd::isnan(x);
+          if constexpr (std::is_same_v<Kind, prim::amax_kind>)
+            acc = xsimd::max(acc, x);
+          else
+            acc = xsimd::min(acc, x);
+        }
+        T r = std::is_same_v<Kind, prim::amax_kind> ? hmax(acc) : hmin(acc);
+        if (xsimd::any(nan)) r = std::numeric_limits<T>::quiet_NaN();
+        p.value = Kind::combine(p.value, r);
+      }
+    }
+  }
+  for (; i < e; ++i) fold<Kind>(p, static_cast<A>(static_cast<compute_t<T>>(t.get(i))), idx0 + (i - b));
+}
+
+/// out = reduce<Kind>(child) over the dims marked in `mask` (out: fresh, contiguous, any keepdim).
+template <class Kind, class OutT, class OS, class C, std::size_t Rin>
+void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bool, Rin>& mask_in) {
+  constexpr std::size_t R = Rin == 0 ? 1 : Rin;
+  using T = value_type_of<C>;
+  using A = typename reduce_acc<Kind, T>::type;
+  sizes_t<R> in{};
+  std::array<bool, R> mask{};
+  if constexpr (Rin == 0) {
+    in[0] = 1;
+    mask[0] = true;
+  } else {
+    in = child.sizes();
+    mask = mask_in;
+  }
+  using tree_t = pw<C, R>;
+  tree_t tree(child, in);
+
+  // reorder: kept dims first, reduced dims last; then coalesce each group (size-1 dims dropped)
+  std::array<std::size_t, R> order{};
+  std::size_t n = 0;
+  for (std::size_t d = 0; d < R; ++d)
+    if (!mask[d]) order[n++] = d;
+  const std::size_t kept_raw = n;
+  for (std::size_t d = 0; d < R; ++d)
+    if (mask[d]) order[n++] = d;
+  std::array<std::int64_t*, 64> arrays{};
+  std::size_t na = 0;
+  tree.for_each_strides([&](std::int64_t* s) { arrays[na++] = s; });
+  std::array<std::array<std::int64_t, R>, 64> saved{};
+  for (std::size_t a = 0; a < na; ++a)
+    for (std::size_t d = 0; d < R; ++d) saved[a][d] = arrays[a][order[d]];
+  std::array<std::int64_t, R + 1> sz{};
+  std::size_t nk = 0, nr = 0, nd = 0;
+  auto push_group = [&](std::size_t from, std::size_t to, std::size_t& count) {
+    const std::size_t start = nd;
+    for (std::size_t d = from; d < to; ++d) {
+      const std::int64_t s = in[order[d]];
+      if (s == 1) continue;
+      if (nd > start) {
+        bool merge = true;
+        for (std::size_t a = 0; a < na; ++a)
+          if (arrays[a][nd - 1] != saved[a][d] * s) merge = false;
+        if (merge) {
+          sz[nd - 1] *= s;
+          for (std::size_t a = 0; a < na; ++a) arrays[a][nd - 1] = saved[a][d];
+          continue;
+        }
+      }
+      sz[nd] = s;
+      for (std::size_t a = 0; a < na; ++a) arrays[a][nd] = saved[a][d];
+      ++nd;
+    }
+    count = nd - start;
+  };
+  push_group(0, kept_raw, nk);
+  push_group(kept_raw, R, nr);
+  if (nr == 0) {  // every reduced dim had size 1 (so was dropped and nd < R): one element each
+    sz[nd] = 1;
+    for (std::size_t a = 0; a < na; ++a) arrays[a][nd] = 0;
+    ++nd;
+    nr = 1;
+  }
+  std::int64_t K = 1, N = 1;
+  for (std::size_t d = 0; d < nk; ++d) K *= sz[d];
+  for (std::size_t d = nk; d < nd; ++d) N *= sz[d];
+  OutT* o = out.numel() ? out.data() : nullptr;
+  if (K == 0) return;
+  if (N == 0) {
+    if constexpr (Kind::has_identity) {
+      for (std::int64_t k = 0; k < K; ++k) o[k] = static_cast<OutT>(Kind::template identity<A>());
+      return;
+    } else {
+      throw value_error(std::string("tenet: ") + std::string(Kind::name) +
+                        "(): cannot reduce over a dim of size 0 (there is no identity); sizes " +
+                        sizes_text(in.data(), Rin));
+    }
+  }
+  const std::int64_t L = sz[nd - 1];
+  const int threads = omp_get_max_threads();
+  std::int64_t P = 1;
+  if (K < 2 * threads && N >= 2 * reduce_grain) P = std::min<std::int64_t>(N / reduce_grain, 4 * threads);
+  const std::int64_t chunk = (N + P - 1) / P;
+  std::vector<partial<A>> parts(static_cast<std::size_t>(K * P));
+  const std::size_t ndim = nd;
+  using index_t = std::array<std::int64_t, R + 1>;
+  auto work = [&](std::int64_t item) {
+    const std::int64_t k = item / P, j = item % P;
+    partial<A> p{};
+    if constexpr (!prim::is_arg_kind<Kind>) p.value = Kind::template identity<A>();
+    const std::int64_t b = j * chunk, e = std::min(N, b + chunk);
+    index_t idx{};
+    std::int64_t rem = k;
+    for (std::size_t d = nk; d-- > 0;) {
+      idx[d] = rem % sz[d];
+      rem /= sz[d];
+    }
+    tree_t t = tree;
+    for (std::int64_t pos = b; pos < e;) {
+      const std::int64_t row = pos / L, col = pos % L;
+      std::int64_t r = row;
+      for (std::size_t d = ndim - 1; d-- > nk;) {
+        idx[d] = r % sz[d];
+        r /= sz[d];
+      }
+      t.set_row(idx.data(), ndim);
+      const std::int64_t stop = std::min(L, col + (e - pos));
+      reduce_segment<Kind>(p, t, col, stop, pos);
+      pos += stop - col;
+    }
+    parts[static_cast<std::size_t>(item)] = p;
+  };
+  const std::int64_t items = K * P;
+  if (threads > 1 && items > 1 && K * N >= 2 * reduce_grain) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t item = 0; item < items; ++item) work(item);
+  } else {
+    for (std::int64_t item = 0; item < items; ++item) work(item);
+  }
+  for (std::int64_t k = 0; k < K; ++k) {
+    partial<A> p = parts[static_cast<std::size_t>(k * P)];
+    for (std::int64_t j = 1; j < P; ++j) fold<Kind>(p, parts[static_cast<std::size_t>(k * P + j)]);
+    if constexpr (prim::is_arg_kind<Kind>)
+      o[k] = static_cast<OutT>(p.index);
+    else
+      o[k] = static_cast<OutT>(p.value);
+  }
+}
+
+}  // namespace tenet::detail::cpu

@@ -1,0 +1,117 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// Which elementwise prims the CPU backend runs on xsimd batches, and how. A prim without an entry
+// runs through its scalar `apply` (still fused and threaded); see elementwise.hpp.
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>  // xsimd::batch, vector math (exp, log, erf, tanh ...)
+
+#include <tenet/prims/elementwise.hpp>
+
+namespace tenet::detail::cpu {
+
+/// Lane types with vector kernels.
+template <class T>
+inline constexpr bool simd_lane = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+template <class P>
+struct simd_impl {
+  static constexpr bool supported = false;
+};
+
+#define TENET_SIMD_UNARY(PRIM, ...)                 \
+  template <>                                       \
+  struct simd_impl<prim::PRIM> {                    \
+    static constexpr bool supported = true;         \
+    template <class B>                              \
+    static TENET_INLINE B apply(const B& x) {       \
+      return __VA_ARGS__;                           \
+    }                                               \
+  };
+TENET_SIMD_UNARY(neg_, -x)
+TENET_SIMD_UNARY(abs_, xsimd::abs(x))
+TENET_SIMD_UNARY(exp_, xsimd::exp(x))
+TENET_SIMD_UNARY(exp2_, xsimd::exp2(x))
+TENET_SIMD_UNARY(expm1_, xsimd::expm1(x))
+TENET_SIMD_UNARY(log_, xsimd::log(x))
+TENET_SIMD_UNARY(log2_, xsimd::log2(x))
+TENET_SIMD_UNARY(log1p_, xsimd::log1p(x))
+TENET_SIMD_UNARY(sqrt_, xsimd::sqrt(x))
+TENET_SIMD_UNARY(rsqrt_, B(1) / xsimd::sqrt(x))
+TENET_SIMD_UNARY(sin_, xsimd::sin(x))
+TENET_SIMD_UNARY(cos_, xsimd::cos(x))
+TENET_SIMD_UNARY(tan_, xsimd::tan(x))
+TENET_SIMD_UNARY(tanh_, xsimd::tanh(x))
+TENET_SIMD_UNARY(erf_, xsimd::erf(x))
+TENET_SIMD_UNARY(floor_, xsimd::floor(x))
+TENET_SIMD_UNARY(ceil_, xsimd::ceil(x))
+TENET_SIMD_UNARY(round_, xsimd::nearbyint(x))
+TENET_SIMD_UNARY(trunc_, xsimd::trunc(x))
+TENET_SIMD_UNARY(reciprocal_, B(1) / x)
+#undef TENET_SIMD_UNARY
+
+#define TENET_SIMD_BINARY(PRIM, ...)                          \
+  template <>                                                 \
+  struct simd_impl<prim::PRIM> {                              \
+    static constexpr bool supported = true;                   \
+    template <class B>                                        \
+    static TENET_INLINE auto apply(const B& a, const B& b) {  \
+      return __VA_ARGS__;                                     \
+    }                                                         \
+  };
+TENET_SIMD_BINARY(add_, a + b)
+TENET_SIMD_BINARY(sub_, a - b)
+TENET_SIMD_BINARY(mul_, a* b)
+TENET_SIMD_BINARY(div_, a / b)
+TENET_SIMD_BINARY(pow_, xsimd::pow(a, b))
+TENET_SIMD_BINARY(maximum_, xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(b), b, xsimd::max(a, b))))
+TENET_SIMD_BINARY(minimum_, xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(b), b, xsimd::min(a, b))))
+TENET_SIMD_BINARY(eq_, a == b)
+TENET_SIMD_BINARY(ne_, a != b)
+TENET_SIMD_BINARY(lt_, a < b)
+TENET_SIMD_BINARY(le_, a <= b)
+TENET_SIMD_BINARY(gt_, a > b)
+TENET_SIMD_BINARY(ge_, a >= b)
+#undef TENET_SIMD_BINARY
+
+template <>
+struct simd_impl<prim::where_> {
+  static constexpr bool supported = true;
+  template <class M, class B>
+  static TENET_INLINE B apply(const M& c, const B& a, const B& b) {
+    return xsimd::select(c, a, b);
+  }
+};
+
+/// Prims whose vector result is a mask (batch_bool) rather than values.
+template <class P>
+inline constexpr bool simd_mask_result = std::is_same_v<P, prim::eq_> || std::is_same_v<P, prim::ne_> ||
+                                         std::is_same_v<P, prim::lt_> || std::is_same_v<P, prim::le_> ||
+                                         std::is_same_v<P, prim::gt_> || std::is_same_v<P, prim::ge_>;
+
+/// Horizontal reductions of one batch (xsimd 8 has only hadd).
+template <class B>
+TENET_INLINE auto hsum(const B& b) {
+  return xsimd::hadd(b);
+}
+template <class B>
+TENET_INLINE auto hmax(const B& b) {
+  using T = typename B::value_type;
+  alignas(64) T v[B::size];
+  b.store_aligned(v);
+  T m = v[0];
+  for (std::size_t i = 1; i < B::size; ++i) m = v[i] > m ? v[i] : m;
+  return m;
+}
+template <class B>
+TENET_INLINE auto hmin(const B& b) {
+  using T = typename B::value_type;
+  alignas(64) T v[B::size];
+  b.store_aligned(v);
+  T m = v[0];
+  for (std::size_t i = 1; i < B::size; ++i) m = v[i] < m ? v[i] : m;
+  return m;
+}
+
+}  // namespace tenet::detail::cpu

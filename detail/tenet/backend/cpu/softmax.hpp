@@ -1,0 +1,91 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// softmax / log_softmax over the last dim, run natively (a composite the CPU backend declares).
+// One row at a time, three passes over a row that stays in cache: max, exp-and-sum (exp written to
+// the output), scale. The decomposition in ops.hpp is the reference it is tested against.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include <xsimd/xsimd.hpp>
+
+#include <omp.h>
+
+#include <tenet/tensor.hpp>
+
+namespace tenet::detail::cpu {
+
+/// out and x: contiguous, same sizes; rows of length L = last extent.
+template <bool Log, class T, class S>
+void run_softmax_last(const Tensor<T, S>& out, const Tensor<T, S>& x) {
+  const std::int64_t n = x.numel();
+  if (n == 0) return;
+  const std::int64_t L = S::rank == 0 ? 1 : x.sizes()[S::rank - 1];
+  const std::int64_t rows = n / L;
+  const T* in = x.data();
+  T* o = out.data();
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
+  auto row = [&](std::int64_t r) {
+    const T* a = in + r * L;
+    T* y = o + r * L;
+    // pass 1: max (NaN propagates)
+    std::int64_t i = 0;
+    B vm(-std::numeric_limits<T>::infinity());
+    auto nan = xsimd::batch_bool<T>(false);
+    for (; i + W <= L; i += W) {
+      const B v = B::load_unaligned(a + i);
+      nan = nan | xsimd::isnan(v);
+      vm = xsimd::max(vm, v);
+    }
+    T m = hmax(vm);
+    bool has_nan = xsimd::any(nan);
+    for (; i < L; ++i) {
+      if (a[i] != a[i]) has_nan = true;
+      m = std::max(m, a[i]);
+    }
+    if (has_nan) {
+      std::fill(y, y + L, std::numeric_limits<T>::quiet_NaN());
+      return;
+    }
+    if (std::isinf(m)) m = m > 0 ? m : T(0);  // all -inf: exp(-inf - 0) = 0, sum 0 -> nan as torch
+    // pass 2: exp(x - m), summed (log_softmax only sums)
+    B vs(T(0));
+    const B bm(m);
+    i = 0;
+    for (; i + W <= L; i += W) {
+      const B e = xsimd::exp(B::load_unaligned(a + i) - bm);
+      if constexpr (!Log) e.store_unaligned(y + i);
+      vs += e;
+    }
+    T s = hsum(vs);
+    for (; i < L; ++i) {
+      const T e = std::exp(a[i] - m);
+      if constexpr (!Log) y[i] = e;
+      s += e;
+    }
+    // pass 3
+    i = 0;
+    if constexpr (Log) {
+      const T shift = m + std::log(s);
+      const B bs(shift);
+      for (; i + W <= L; i += W) (B::load_unaligned(a + i) - bs).store_unaligned(y + i);
+      for (; i < L; ++i) y[i] = a[i] - shift;
+    } else {
+      const T inv = T(1) / s;
+      const B bi(inv);
+      for (; i + W <= L; i += W) (B::load_unaligned(y + i) * bi).store_unaligned(y + i);
+      for (; i < L; ++i) y[i] *= inv;
+    }
+  };
+  if (rows > 1 && n >= 32768) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) row(r);
+  } else {
+    for (std::int64_t r = 0; r < rows; ++r) row(r);
+  }
+}
+
+}  // namespace tenet::detail::cpu

@@ -1,0 +1,176 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// Eager evaluation: decompose for the tensor's backend, then run the plan.
+//
+//   decompose<cpu_simd>(e)   ATen ops -> prims (+ composites the CPU runs natively); closure checked
+//   materialize(p)           every non-pointwise node (reduction, matmul, native composite) becomes a
+//                            Tensor, children first; reductions take their pointwise child as a
+//                            fused prologue
+//   run_pointwise            the remaining elementwise tree, one fused loop
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include <tenet/backend/cpu/elementwise.hpp>
+#include <tenet/backend/cpu/matmul.hpp>
+#include <tenet/backend/cpu/reduce.hpp>
+#include <tenet/backend/cpu/softmax.hpp>
+#include <tenet/decomp/decompose.hpp>
+#include <tenet/ops.hpp>
+
+namespace tenet::detail {
+
+/// The CPU backend: xsimd kernels, OpenMP threads, Eigen GEMM.
+struct cpu_simd {
+  static constexpr const char* name() { return "cpu_simd"; }
+};
+
+// The eligibility predicate of the native softmax: last dim, float or double.
+template <std::int64_t D, class C>
+inline constexpr bool runs_natively<cpu_simd, aten::softmax<D>, C> =
+    (D == -1 || D == static_cast<std::int64_t>(rank_of<C>) - 1) &&
+    (std::is_same_v<value_type_of<C>, float> || std::is_same_v<value_type_of<C>, double>);
+template <std::int64_t D, class C>
+inline constexpr bool runs_natively<cpu_simd, aten::log_softmax<D>, C> =
+    runs_natively<cpu_simd, aten::softmax<D>, C>;
+
+template <class E>
+using result_tensor_t = Tensor<value_type_of<E>, shape_of<E>>;
+
+template <class E>
+auto to_tensor(const E& e);
+
+template <class E>
+auto materialize(const E& e) {
+  if constexpr (!Node<E>) {
+    return e;
+  } else {
+    using Op = typename E::op_type;
+    if constexpr (prim::is_elementwise_op<Op>) {
+      return std::apply([&](const auto&... c) { return make_node(e.op, materialize(c)...); }, e.children);
+    } else {
+      return Op::run_on_cpu(e);
+    }
+  }
+}
+
+template <class E>
+auto to_tensor(const E& e) {
+  if constexpr (TensorType<E>) {
+    return e;
+  } else {
+    auto m = materialize(e);
+    using M = decltype(m);
+    if constexpr (TensorType<M>) {
+      return m;
+    } else {
+      result_tensor_t<E> out(e.sizes());
+      cpu::run_pointwise(out, m);
+      return out;
+    }
+  }
+}
+
+template <Expression E>
+auto evaluate(const E& e) {
+  auto d = decompose<cpu_simd>(e);
+  using D = decltype(d);
+  static_assert(is_closed<D, cpu_simd>(), "tenet: internal: the decomposition left an op that is neither a prim nor "
+                                          "a composite the CPU backend runs");
+  return result_tensor_t<E>(to_tensor(d));
+}
+
+template <class T, class S, Expression E>
+void assign(const Tensor<T, S>& dst, const E& e) {
+  static_assert(shape_of<E>::rank <= S::rank, "tenet: cannot write an expression of higher rank into a tensor");
+  // the destination may be read by e: evaluate first when any leaf shares its storage
+  bool aliased = false;
+  auto check = [&](const auto& self, const auto& x) -> void {
+    using X = std::remove_cvref_t<decltype(x)>;
+    if constexpr (TensorType<X>) {
+      // reading dst itself at the same index is safe (x += y); any other view of its storage is not
+      bool same = false;
+      if constexpr (X::rank == S::rank)
+        same = x.offset() == dst.offset() && x.sizes() == dst.sizes() && x.strides() == dst.strides();
+      if (x.shares_storage(dst) && !same) aliased = true;
+    } else if constexpr (Node<X>) {
+      std::apply([&](const auto&... c) { (self(self, c), ...); }, x.children);
+    }
+  };
+  check(check, e);
+  const auto es = e.sizes();
+  const auto bs = broadcast_sizes<S::rank>(dst.sizes(), es);
+  if (bs != dst.sizes())
+    throw shape_error("tenet: cannot write a value of sizes " + sizes_text(es) + " into a tensor of sizes " +
+                      sizes_text(dst.sizes()));
+  if (aliased) {
+    auto tmp = to_tensor(decompose<cpu_simd>(cast_to<T>(e)));
+    cpu::run_pointwise(dst, tmp);
+  } else {
+    cpu::run_pointwise(dst, materialize(decompose<cpu_simd>(cast_to<T>(e))));
+  }
+}
+
+}  // namespace tenet::detail
+
+// ---------------------------------------------------------------------------------------------
+// Non-pointwise prims and native composites: how each runs on the CPU.
+namespace tenet::prim {
+
+template <class Kind, bool KeepDim, auto... Dims>
+template <class E>
+auto reduce_<Kind, KeepDim, Dims...>::run_on_cpu(const E& e) {
+  const auto& child = std::get<0>(e.children);
+  using C = std::remove_cvref_t<decltype(child)>;
+  auto c = detail::materialize(child);
+  detail::result_tensor_t<E> out(e.sizes());
+  detail::cpu::run_reduce<Kind>(out, c, mask<C>());
+  return out;
+}
+
+template <class E>
+auto matmul_::run_on_cpu(const E& e) {
+  auto a = detail::to_tensor(std::get<0>(e.children));
+  auto b = detail::to_tensor(std::get<1>(e.children));
+  using A = decltype(a);
+  using B = decltype(b);
+  detail::result_tensor_t<E> out(e.sizes());
+  if constexpr (A::rank == 1 && B::rank == 1) {
+    auto a2 = a.template unsqueeze<0>();
+    auto b2 = b.template unsqueeze<1>();
+    detail::cpu::run_matmul(out.template reshape<1, 1>(), a2, b2);
+  } else if constexpr (A::rank == 1) {
+    auto a2 = a.template unsqueeze<0>();
+    auto o2 = out.template unsqueeze<-2>();
+    detail::cpu::run_matmul(o2, a2, b);
+  } else if constexpr (B::rank == 1) {
+    auto b2 = b.template unsqueeze<1>();
+    auto o2 = out.template unsqueeze<-1>();
+    detail::cpu::run_matmul(o2, a, b2);
+  } else {
+    detail::cpu::run_matmul(out, a, b);
+  }
+  return out;
+}
+
+}  // namespace tenet::prim
+
+namespace tenet::aten {
+template <std::int64_t D>
+template <class E>
+auto softmax<D>::run_on_cpu(const E& e) {
+  auto x = detail::to_tensor(std::get<0>(e.children)).contiguous();
+  decltype(x) out(x.sizes());
+  detail::cpu::run_softmax_last<false>(out, x);
+  return out;
+}
+template <std::int64_t D>
+template <class E>
+auto log_softmax<D>::run_on_cpu(const E& e) {
+  auto x = detail::to_tensor(std::get<0>(e.children)).contiguous();
+  decltype(x) out(x.sizes());
+  detail::cpu::run_softmax_last<true>(out, x);
+  return out;
+}
+}  // namespace tenet::aten

@@ -1,0 +1,78 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// node<Op, Children...>: one op applied to its children, data only.
+//
+// An Op type supplies
+//   template <class... C> using result_type   the dtype (C++ element type) of the result
+//   template <class... C> using result_shape  the shape type of the result
+//   sizes(children...)                        the run-time sizes (throws shape_error on mismatch)
+// and, for ATen-level ops, `decompose(children...)`; prims have `is_prim = true` (prims/*.hpp).
+// Children are held by value: tensors are handles, so `auto e = a + b;` never dangles.
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <tenet/expr/concepts.hpp>
+#include <tenet/shape.hpp>
+
+namespace tenet {
+
+template <class Op, class... Children>
+struct node {
+  static constexpr bool is_expression = true;
+  using op_type = Op;
+  using value_type = typename Op::template result_type<Children...>;
+  using shape_type = typename Op::template result_shape<Children...>;
+  static constexpr std::size_t rank = shape_type::rank;
+
+  Op op;
+  std::tuple<Children...> children;
+
+  node(Op o, Children... c) : op(std::move(o)), children(std::move(c)...) {}
+
+  sizes_t<rank> sizes() const {
+    return std::apply([&](const Children&... c) { return op.sizes(c...); }, children);
+  }
+  std::int64_t numel() const {
+    std::int64_t n = 1;
+    for (auto s : sizes()) n *= s;
+    return n;
+  }
+};
+
+/// A C++ number in an expression: a 0-dim operand of type T.
+template <class T>
+struct scalar {
+  static constexpr bool is_expression = true;
+  using value_type = T;
+  using shape_type = shape<>;
+  static constexpr std::size_t rank = 0;
+  T value;
+  sizes_t<0> sizes() const { return {}; }
+};
+
+namespace detail {
+template <class T>
+struct is_node : std::false_type {};
+template <class Op, class... C>
+struct is_node<node<Op, C...>> : std::true_type {};
+template <class T>
+struct is_scalar_leaf : std::false_type {};
+template <class T>
+struct is_scalar_leaf<scalar<T>> : std::true_type {};
+}  // namespace detail
+
+template <class E>
+concept Node = detail::is_node<std::remove_cvref_t<E>>::value;
+template <class E>
+concept ScalarLeaf = detail::is_scalar_leaf<std::remove_cvref_t<E>>::value;
+template <class E>
+concept Leaf = TensorType<E> || ScalarLeaf<E>;
+
+template <class Op, class... C>
+auto make_node(Op op, C... c) {
+  return node<Op, C...>(std::move(op), std::move(c)...);
+}
+
+}  // namespace tenet

@@ -1,0 +1,307 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// The elementwise prims: unary, binary, ternary (where) and the cast (convert_element_type).
+//
+// Each prim is one struct holding its name, its shape and dtype rule and its scalar semantics
+// (`apply`, host and device, computed in compute_t<T>: float for the 16-bit floats). The VJP/JVP and
+// batching rules join these structs with the autograd and vmap issues. Backends map prims to
+// kernels in backend/<name>/elementwise.hpp.
+//
+// Prims see operands of one dtype (the ATen-level ops in include/tenet/ops.hpp insert the casts that
+// PyTorch's type promotion asks for); comparisons and logical prims return bool.
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+
+#include <tenet/dtype.hpp>
+#include <tenet/expr/concepts.hpp>
+#include <tenet/shape/rules.hpp>
+
+namespace tenet::prim {
+
+struct elementwise_group {};
+struct unary_group : elementwise_group {};
+struct binary_group : elementwise_group {};
+struct ternary_group : elementwise_group {};
+struct cast_group : elementwise_group {};
+
+/// Shape rule of every elementwise prim: broadcast the operands; dtype rule: the first operand's.
+struct elementwise_base {
+  static constexpr bool is_prim = true;
+  template <class... C>
+  using result_shape = detail::broadcast_all_t<shape_of<C>...>;
+  template <class C0, class... C>
+  using result_type = value_type_of<C0>;
+
+  template <class... C>
+  static auto sizes(const C&... c) {
+    constexpr std::size_t R = detail::broadcast_all_t<shape_of<C>...>::rank;
+    sizes_t<R> out{};
+    for (auto& s : out) s = 1;
+    ((out = detail::broadcast_sizes<R>(out, c.sizes())), ...);
+    return out;
+  }
+};
+
+template <class T>
+using ct = compute_t<T>;
+
+// ---------------------------------------------------------------------------------------------
+// unary
+#define TENET_UNARY_PRIM(NAME, FLOAT_ONLY, ...)                                           \
+  struct NAME##_ : elementwise_base {                                                    \
+    using group = unary_group;                                                           \
+    static constexpr std::string_view name = #NAME;                                      \
+    static constexpr bool floating_only = FLOAT_ONLY;                                    \
+    template <class T>                                                                   \
+    TENET_HOST_DEVICE static T apply(T xin) {                                            \
+      using C = ct<T>;                                                                   \
+      const C x = static_cast<C>(xin);                                                   \
+      return static_cast<T>(__VA_ARGS__);                                                \
+    }                                                                                    \
+  };
+
+TENET_UNARY_PRIM(neg, false, -x)
+TENET_UNARY_PRIM(abs, false, x < C(0) ? C(-x) : (x == C(0) ? C(0) : x))
+TENET_UNARY_PRIM(exp, true, std::exp(x))
+TENET_UNARY_PRIM(exp2, true, std::exp2(x))
+TENET_UNARY_PRIM(expm1, true, std::expm1(x))
+TENET_UNARY_PRIM(log, true, std::log(x))
+TENET_UNARY_PRIM(log2, true, std::log2(x))
+TENET_UNARY_PRIM(log1p, true, std::log1p(x))
+TENET_UNARY_PRIM(sqrt, true, std::sqrt(x))
+TENET_UNARY_PRIM(rsqrt, true, C(1) / std::sqrt(x))
+TENET_UNARY_PRIM(sin, true, std::sin(x))
+TENET_UNARY_PRIM(cos, true, std::cos(x))
+TENET_UNARY_PRIM(tan, true, std::tan(x))
+TENET_UNARY_PRIM(tanh, true, std::tanh(x))
+TENET_UNARY_PRIM(erf, true, std::erf(x))
+TENET_UNARY_PRIM(floor, true, std::floor(x))
+TENET_UNARY_PRIM(ceil, true, std::ceil(x))
+TENET_UNARY_PRIM(round, true, std::nearbyint(x))  // half to even, as torch.round
+TENET_UNARY_PRIM(trunc, true, std::trunc(x))
+TENET_UNARY_PRIM(reciprocal, true, C(1) / x)
+// sign: -1, 0, +1 (and 0 for NaN's sign bit ignored: torch.sign(nan) is nan for floats)
+TENET_UNARY_PRIM(sign, false, x != x ? x : C((C(0) < x) - (x < C(0))))
+#undef TENET_UNARY_PRIM
+
+/// isnan, returns bool.
+struct isnan_ : elementwise_base {
+  using group = unary_group;
+  static constexpr std::string_view name = "isnan";
+  template <class C0>
+  using result_type = bool;
+  template <class T>
+  TENET_HOST_DEVICE static bool apply(T x) {
+    const auto c = static_cast<ct<T>>(x);
+    return c != c;
+  }
+};
+/// logical_not, returns bool.
+struct logical_not_ : elementwise_base {
+  using group = unary_group;
+  static constexpr std::string_view name = "logical_not";
+  template <class C0>
+  using result_type = bool;
+  template <class T>
+  TENET_HOST_DEVICE static bool apply(T x) {
+    return !(static_cast<ct<T>>(x) != ct<T>(0));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// binary
+#define TENET_BINARY_PRIM(NAME, ...)                                      \
+  struct NAME##_ : elementwise_base {                                     \
+    using group = binary_group;                                           \
+    static constexpr std::string_view name = #NAME;                       \
+    template <class T>                                                    \
+    TENET_HOST_DEVICE static T apply(T ain, T bin) {                      \
+      using C = ct<T>;                                                    \
+      const C a = static_cast<C>(ain), b = static_cast<C>(bin);           \
+      return static_cast<T>(__VA_ARGS__);                                 \
+    }                                                                     \
+  };
+
+TENET_BINARY_PRIM(add, a + b)
+TENET_BINARY_PRIM(sub, a - b)
+TENET_BINARY_PRIM(mul, a* b)
+// maximum/minimum propagate NaN, as torch.maximum/minimum
+TENET_BINARY_PRIM(maximum, a != a ? a : (b != b ? b : (a > b ? a : b)))
+TENET_BINARY_PRIM(minimum, a != a ? a : (b != b ? b : (a < b ? a : b)))
+#undef TENET_BINARY_PRIM
+
+template <class C>
+TENET_HOST_DEVICE constexpr C int_floor_div(C a, C b) {
+  if (b == 0) return 0;  // guarded by the ATen op (division by zero is reported before the kernel runs)
+  if constexpr (std::is_signed_v<C>) {
+    if (b == -1) return static_cast<C>(-a);  // no overflow trap for INT_MIN / -1 (wraps like torch)
+    const C q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? static_cast<C>(q - 1) : q;
+  } else {
+    return a / b;
+  }
+}
+
+/// div: true division for floats, floor-free truncation never happens (ints are cast to float first).
+struct div_ : elementwise_base {
+  using group = binary_group;
+  static constexpr std::string_view name = "div";
+  template <class T>
+  TENET_HOST_DEVICE static T apply(T a, T b) {
+    using C = ct<T>;
+    if constexpr (std::is_integral_v<C>)
+      return int_floor_div<C>(a, b);
+    else
+      return static_cast<T>(static_cast<C>(a) / static_cast<C>(b));
+  }
+};
+/// remainder: the result has the sign of the divisor (Python's %), as torch.remainder.
+struct remainder_ : elementwise_base {
+  using group = binary_group;
+  static constexpr std::string_view name = "remainder";
+  template <class T>
+  TENET_HOST_DEVICE static T apply(T ain, T bin) {
+    using C = ct<T>;
+    const C a = static_cast<C>(ain), b = static_cast<C>(bin);
+    if constexpr (std::is_integral_v<C>) {
+      if (b == 0) return T(0);  // guarded by the ATen op
+      if constexpr (std::is_signed_v<C>) {
+        if (b == -1) return T(0);
+        C r = static_cast<C>(a % b);
+        if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<C>(r + b);
+        return static_cast<T>(r);
+      } else {
+        return static_cast<T>(a % b);
+      }
+    } else {
+      C r = std::fmod(a, b);
+      if (r != C(0) && ((r < C(0)) != (b < C(0)))) r += b;
+      return static_cast<T>(r);
+    }
+  }
+};
+/// fmod: the result has the sign of the dividend (C's fmod).
+struct fmod_ : elementwise_base {
+  using group = binary_group;
+  static constexpr std::string_view name = "fmod";
+  template <class T>
+  TENET_HOST_DEVICE static T apply(T ain, T bin) {
+    using C = ct<T>;
+    const C a = static_cast<C>(ain), b = static_cast<C>(bin);
+    if constexpr (std::is_integral_v<C>) {
+      if (b == 0) return T(0);  // guarded by the ATen op
+      if constexpr (std::is_signed_v<C>)
+        if (b == -1) return T(0);
+      return static_cast<T>(a % b);
+    } else {
+      return static_cast<T>(std::fmod(a, b));
+    }
+  }
+};
+/// pow: float pow; for integers exact repeated squaring (negative exponents rejected by the ATen op).
+struct pow_ : elementwise_base {
+  using group = binary_group;
+  static constexpr std::string_view name = "pow";
+  template <class T>
+  TENET_HOST_DEVICE static T apply(T ain, T bin) {
+    using C = ct<T>;
+    const C a = static_cast<C>(ain), b = static_cast<C>(bin);
+    if constexpr (std::is_same_v<C, bool>) {
+      return static_cast<T>(a || !b);
+    } else if constexpr (std::is_integral_v<C>) {
+      if (b < 0) return static_cast<T>(a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0));
+      using U = std::make_unsigned_t<C>;
+      U base = static_cast<U>(a), r = 1;
+      for (C e = b; e > 0; e >>= 1) {
+        if (e & 1) r = static_cast<U>(r * base);
+        base = static_cast<U>(base * base);
+      }
+      return static_cast<T>(static_cast<C>(r));
+    } else {
+      return static_cast<T>(std::pow(a, b));
+    }
+  }
+};
+
+#define TENET_COMPARE_PRIM(NAME, OP)                                      \
+  struct NAME##_ : elementwise_base {                                     \
+    using group = binary_group;                                           \
+    static constexpr std::string_view name = #NAME;                       \
+    template <class C0, class C1>                                         \
+    using result_type = bool;                                             \
+    template <class T>                                                    \
+    TENET_HOST_DEVICE static bool apply(T a, T b) {                       \
+      return static_cast<ct<T>>(a) OP static_cast<ct<T>>(b);              \
+    }                                                                     \
+  };
+TENET_COMPARE_PRIM(eq, ==)
+TENET_COMPARE_PRIM(ne, !=)
+TENET_COMPARE_PRIM(lt, <)
+TENET_COMPARE_PRIM(le, <=)
+TENET_COMPARE_PRIM(gt, >)
+TENET_COMPARE_PRIM(ge, >=)
+#undef TENET_COMPARE_PRIM
+
+#define TENET_LOGICAL_PRIM(NAME, OP)                                      \
+  struct NAME##_ : elementwise_base {                                     \
+    using group = binary_group;                                           \
+    static constexpr std::string_view name = #NAME;                       \
+    template <class C0, class C1>                                         \
+    using result_type = bool;                                             \
+    template <class T>                                                    \
+    TENET_HOST_DEVICE static bool apply(T a, T b) {                       \
+      const bool x = static_cast<ct<T>>(a) != ct<T>(0);                   \
+      const bool y = static_cast<ct<T>>(b) != ct<T>(0);                   \
+      return OP;                                                          \
+    }                                                                     \
+  };
+TENET_LOGICAL_PRIM(logical_and, x&& y)
+TENET_LOGICAL_PRIM(logical_or, x || y)
+TENET_LOGICAL_PRIM(logical_xor, x != y)
+#undef TENET_LOGICAL_PRIM
+
+// ---------------------------------------------------------------------------------------------
+// ternary
+/// where(cond, a, b): cond is bool; a and b have the result dtype.
+struct where_ : elementwise_base {
+  using group = ternary_group;
+  static constexpr std::string_view name = "where";
+  template <class C0, class C1, class C2>
+  using result_type = value_type_of<C1>;
+  template <class T>
+  TENET_HOST_DEVICE static T apply(bool c, T a, T b) {
+    return c ? a : b;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// cast
+/// convert_element_type<To>: C++ conversion, with PyTorch's rules for bool (nonzero is true) and
+/// for floats to integers (truncation toward zero).
+template <class To>
+struct convert_element_type_ : elementwise_base {
+  using group = cast_group;
+  static constexpr std::string_view name = "convert_element_type";
+  using target = To;
+  template <class C0>
+  using result_type = To;
+  template <class From>
+  TENET_HOST_DEVICE static To apply(From x) {
+    if constexpr (std::is_same_v<To, bool>) {
+      return static_cast<ct<From>>(x) != ct<From>(0);
+    } else if constexpr (std::is_same_v<From, bfloat16> || std::is_same_v<From, float16>) {
+      return static_cast<To>(static_cast<float>(x));
+    } else {
+      return static_cast<To>(x);
+    }
+  }
+};
+
+template <class Op>
+concept is_elementwise_op = requires { typename Op::group; } && std::is_base_of_v<elementwise_group, typename Op::group>;
+
+}  // namespace tenet::prim

@@ -1,0 +1,140 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// cat, stack (evaluate now: the concatenate prim copies each input into its slice of the result),
+// split and chunk (views).
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <tenet/backend/evaluate.hpp>
+#include <tenet/tensor.hpp>
+
+namespace tenet::compile_error {
+template <class ShapeA, class ShapeB, class Dim>
+struct cannot_cat {
+  static_assert(always_false<ShapeA>, "tenet: cat: in 'cannot_cat<shape A, shape B, dim<d>>' above the shapes differ "
+                                      "at dim d, which is not the cat dim");
+};
+}  // namespace tenet::compile_error
+
+namespace tenet {
+namespace detail {
+template <std::size_t D, class A, class B>
+struct cat_shape {
+  static_assert(A::rank == B::rank, "tenet: cat needs tensors of the same rank");
+  template <std::size_t I>
+  static constexpr auto extent() {
+    constexpr auto a = A::info[I], b = B::info[I];
+    if constexpr (I == D) {
+      if constexpr (a.is_fixed() && b.is_fixed())
+        return static_cast<std::int64_t>(a.value + b.value);
+      else
+        return dyn;
+    } else if constexpr (a.is_fixed() && b.is_fixed() && a.value != b.value) {
+      (void)sizeof(compile_error::cannot_cat<A, B, compile_error::dim<I>>);
+      return dyn;
+    } else if constexpr (a.is_fixed()) {
+      return A::template extent<I>;
+    } else {
+      return B::template extent<I>;
+    }
+  }
+  template <std::size_t... I>
+  static auto make(std::index_sequence<I...>) -> shape<extent<I>()...>;
+  using type = decltype(make(std::make_index_sequence<A::rank>{}));
+};
+template <std::size_t D, class... S>
+struct cat_all;
+template <std::size_t D, class A>
+struct cat_all<D, A> {
+  using type = A;
+};
+template <std::size_t D, class A, class B, class... Rest>
+struct cat_all<D, A, B, Rest...> {
+  using type = typename cat_all<D, typename cat_shape<D, A, B>::type, Rest...>::type;
+};
+
+template <std::size_t D, class T, class S, class Src>
+void copy_into_slice(const Tensor<T, S>& out, std::int64_t& at, const Src& src) {
+  const auto n = src.sizes()[D];
+  auto dst = out.template narrow<static_cast<std::int64_t>(D)>(at, n);
+  cpu::run_pointwise(dst, materialize(decompose<cpu_simd>(cast_to<T>(src))));
+  at += n;
+}
+template <std::size_t R>
+void check_cat_sizes(const sizes_t<R>& a, const sizes_t<R>& b, std::size_t d) {
+  for (std::size_t i = 0; i < R; ++i)
+    if (i != d && a[i] != b[i])
+      throw shape_error("tenet: cat: sizes " + sizes_text(a) + " and " + sizes_text(b) + " differ at dim " +
+                        std::to_string(i) + " (" + std::to_string(a[i]) + " vs " + std::to_string(b[i]) +
+                        "), which is not the cat dim " + std::to_string(d));
+}
+}  // namespace detail
+
+/// cat<D>(a, b, ...): concatenation along dim D; dtypes promote as torch.cat.
+template <std::int64_t D, Expression X0, Expression... X>
+auto cat(const X0& x0, const X&... xs) {
+  constexpr std::size_t d = detail::static_dim<shape_of<X0>, D>();
+  using T = detail::promoted_t<X0, X...>;
+  using S = typename detail::cat_all<d, shape_of<X0>, shape_of<X>...>::type;
+  auto sizes = x0.sizes();
+  auto add = [&](const auto& x) {
+    detail::check_cat_sizes(sizes, x.sizes(), d);
+    sizes[d] += x.sizes()[d];
+  };
+  sizes[d] = x0.sizes()[d];
+  (add(xs), ...);
+  Tensor<T, S> out(sizes);
+  std::int64_t at = 0;
+  detail::copy_into_slice<d>(out, at, x0);
+  (detail::copy_into_slice<d>(out, at, xs), ...);
+  return out;
+}
+/// cat<D>(list): a run-time number of tensors of one type.
+template <std::int64_t D, class T, class S>
+auto cat(const std::vector<Tensor<T, S>>& xs) {
+  constexpr std::size_t d = detail::static_dim<S, D>();
+  using S2 = detail::set_extent_t<S, d, dyn>;
+  if (xs.empty()) throw value_error("tenet: cat needs at least one tensor");
+  auto sizes = xs[0].sizes();
+  sizes[d] = 0;
+  for (auto& x : xs) {
+    detail::check_cat_sizes(xs[0].sizes(), x.sizes(), d);
+    sizes[d] += x.sizes()[d];
+  }
+  Tensor<T, S2> out(sizes);
+  std::int64_t at = 0;
+  for (auto& x : xs) detail::copy_into_slice<d>(out, at, x);
+  return out;
+}
+
+/// stack<D>(a, b, ...): a new dim D of extent = the number of tensors.
+template <std::int64_t D, Expression X0, Expression... X>
+auto stack(const X0& x0, const X&... xs) {
+  auto unsq = [](const auto& x) { return detail::to_tensor(x).template unsqueeze<D>(); };
+  return cat<D>(unsq(x0), unsq(xs)...);
+}
+
+/// split<D>(x, size): views of `size` elements along D (the last may be shorter), as torch.split.
+template <std::int64_t D, class T, class S>
+auto split(const Tensor<T, S>& x, std::int64_t size) {
+  constexpr std::size_t d = detail::static_dim<S, D>();
+  if (size <= 0) throw value_error("tenet: split size must be positive, got " + std::to_string(size));
+  using V = decltype(x.template narrow<D>(0, 0));
+  std::vector<V> parts;
+  const std::int64_t n = x.sizes()[d];
+  for (std::int64_t at = 0; at < n || (n == 0 && parts.empty()); at += size)
+    parts.push_back(x.template narrow<D>(at, std::min(size, n - at)));
+  return parts;
+}
+/// chunk<D>(x, chunks): as torch.chunk (chunks of ceil(n / chunks); possibly fewer than asked).
+template <std::int64_t D, class T, class S>
+auto chunk(const Tensor<T, S>& x, std::int64_t chunks) {
+  constexpr std::size_t d = detail::static_dim<S, D>();
+  if (chunks <= 0) throw value_error("tenet: chunk expects chunks > 0, got " + std::to_string(chunks));
+  const std::int64_t n = x.sizes()[d];
+  return split<D>(x, std::max<std::int64_t>(1, (n + chunks - 1) / chunks));
+}
+
+}  // namespace tenet

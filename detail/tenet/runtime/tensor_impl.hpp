@@ -1,0 +1,85 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// The Tensor members that evaluate: contiguous, clone, to, and the in-place ops.
+#include <type_traits>
+
+#include <tenet/backend/evaluate.hpp>
+#include <tenet/tensor.hpp>
+
+namespace tenet::detail {
+/// PyTorch's can_cast for in-place results: no floating result into an integer tensor, no
+/// non-bool result into a bool tensor.
+template <class From, class To>
+inline constexpr bool can_cast_in_place =
+    !(is_floating_v<From> && !is_floating_v<To>) && !(!std::is_same_v<From, bool> && std::is_same_v<To, bool>);
+
+template <class T, class E>
+void check_in_place_cast(const char* op) {
+  (void)op;
+  using R = value_type_of<E>;
+  static_assert(can_cast_in_place<R, T>, "tenet: the result type of this in-place op cannot be cast to the tensor's "
+                                         "dtype (as PyTorch: e.g. float into an integer tensor); use an out-of-place "
+                                         "op and .to<T>()");
+}
+}  // namespace tenet::detail
+
+namespace tenet {
+
+template <class T, class S>
+Tensor<T, S> Tensor<T, S>::contiguous() const {
+  require_defined("contiguous");
+  return is_contiguous() ? *this : clone();
+}
+
+template <class T, class S>
+Tensor<T, S> Tensor<T, S>::clone() const {
+  require_defined("clone");
+  Tensor out(sizes_, device());
+  detail::cpu::run_pointwise(out, *this);
+  return out;
+}
+
+template <class T, class S>
+template <class U>
+auto Tensor<T, S>::to() const {
+  require_defined("to");
+  return Tensor<U, S>(cast<U>(*this));
+}
+
+template <class T, class S>
+template <ExprOrScalar E>
+const Tensor<T, S>& Tensor<T, S>::copy_(const E& e) const {
+  require_cpu("copy_");
+  if constexpr (Expression<E>)
+    detail::assign(*this, e);
+  else
+    detail::assign(*this, detail::cast_to<T>(e));
+  return *this;
+}
+
+template <class T, class S>
+template <Scalar V>
+const Tensor<T, S>& Tensor<T, S>::fill_(V v) const {
+  require_cpu("fill_");
+  detail::cpu::run_pointwise(*this, detail::cast_to<T>(v));
+  return *this;
+}
+
+#define TENET_IN_PLACE(NAME, FN)                                   \
+  template <class T, class S>                                      \
+  template <ExprOrScalar E>                                        \
+  const Tensor<T, S>& Tensor<T, S>::NAME(const E& e) const {       \
+    require_cpu(#NAME);                                            \
+    auto r = FN(*this, e);                                         \
+    detail::check_in_place_cast<T, decltype(r)>(#NAME);            \
+    detail::assign(*this, r);                                      \
+    return *this;                                                  \
+  }
+TENET_IN_PLACE(add_, add)
+TENET_IN_PLACE(sub_, sub)
+TENET_IN_PLACE(mul_, mul)
+TENET_IN_PLACE(div_, div)
+#undef TENET_IN_PLACE
+
+}  // namespace tenet

@@ -1,0 +1,172 @@
+#pragma once
+#define TENET_PUBLIC_HEADER_INCLUDED 1
+// Factories: empty, zeros, ones, full, arange, linspace, eye, rand, randn, randint and *_like.
+// Shapes are template arguments; each dyn or sym extent takes one size argument, in order:
+//   auto a = zeros<float, shape<2, 3>>();   auto b = randn<float, shape<dyn, 64>>(n);
+// Random factories draw from the default Philox generator (manual_seed): the same numbers on every
+// backend for the same seed.
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <string>
+
+#include <tenet/device.hpp>
+#include <tenet/tensor.hpp>
+
+#include <tenet/runtime/philox.hpp>
+#include <tenet/runtime/tensor_impl.hpp>
+
+namespace tenet {
+
+namespace detail {
+template <class S, std::integral... N>
+sizes_t<S::rank> sizes_from(N... n) {
+  constexpr std::size_t runtime = [] {
+    std::size_t k = 0;
+    for (auto& e : S::info) k += !e.is_fixed();
+    return k;
+  }();
+  static_assert(sizeof...(N) == runtime, "tenet: give one size argument for each dyn or sym extent of the shape");
+  const std::array<std::int64_t, sizeof...(N)> args{static_cast<std::int64_t>(n)...};
+  sizes_t<S::rank> s{};
+  std::size_t a = 0;
+  for (std::size_t i = 0; i < S::rank; ++i) {
+    s[i] = S::info[i].is_fixed() ? S::info[i].value : args[a++];
+    if (s[i] < 0) throw shape_error("tenet: negative size " + std::to_string(s[i]) + " for " + S::text());
+  }
+  return s;
+}
+}  // namespace detail
+
+template <class T, class S, std::integral... N>
+Tensor<T, S> empty(N... n) {
+  return Tensor<T, S>(detail::sizes_from<S>(n...));
+}
+template <class T, class S, std::integral... N>
+Tensor<T, S> full(T value, N... n) {
+  Tensor<T, S> t(detail::sizes_from<S>(n...));
+  t.fill_(value);
+  return t;
+}
+template <class T, class S, std::integral... N>
+Tensor<T, S> zeros(N... n) {
+  return full<T, S>(T(0), n...);
+}
+template <class T, class S, std::integral... N>
+Tensor<T, S> ones(N... n) {
+  return full<T, S>(T(1), n...);
+}
+
+/// Values start, start+step, ... < end (as torch.arange; the count is ceil((end-start)/step)).
+template <class T = std::int64_t>
+Tensor<T, shape<dyn>> arange(double start, double end, double step = 1.0) {
+  if (step == 0.0) throw value_error("tenet: arange: step must be nonzero");
+  if ((end - start) / step < 0)
+    throw value_error("tenet: arange: upper bound and larger bound inconsistent with step sign (start " +
+                      std::to_string(start) + ", end " + std::to_string(end) + ", step " + std::to_string(step) + ")");
+  const auto n = static_cast<std::int64_t>(std::ceil((end - start) / step));
+  Tensor<T, shape<dyn>> t({n});
+  T* p = t.data();
+  for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
+  return t;
+}
+template <class T = std::int64_t>
+Tensor<T, shape<dyn>> arange(double end) {
+  return arange<T>(0.0, end, 1.0);
+}
+
+/// `steps` values from start to end inclusive (as torch.linspace: the second half computed from the end).
+template <class T = float>
+Tensor<T, shape<dyn>> linspace(double start, double end, std::int64_t steps) {
+  if (steps < 0) throw value_error("tenet: linspace: number of steps must be non-negative, got " + std::to_string(steps));
+  Tensor<T, shape<dyn>> t({steps});
+  T* p = t.data();
+  const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
+  const std::int64_t half = steps / 2;
+  for (std::int64_t i = 0; i < steps; ++i)
+    p[i] = static_cast<T>(i < half ? start + step * static_cast<double>(i)
+                                   : end - step * static_cast<double>(steps - i - 1));
+  return t;
+}
+
+/// The n x m identity (m = n by default).
+template <class T = float>
+Tensor<T, shape<dyn, dyn>> eye(std::int64_t n, std::int64_t m = -1) {
+  if (m < 0) m = n;
+  if (n < 0) throw value_error("tenet: eye: n must be non-negative, got " + std::to_string(n));
+  Tensor<T, shape<dyn, dyn>> t({n, m});
+  t.fill_(0);
+  for (std::int64_t i = 0; i < std::min(n, m); ++i) t(i, i) = T(1);
+  return t;
+}
+template <class T, std::int64_t N>
+Tensor<T, shape<N, N>> eye() {
+  return Tensor<T, shape<N, N>>(eye<T>(N));
+}
+
+/// Seeds the default generator (torch.manual_seed).
+inline void manual_seed(std::uint64_t seed) { detail::default_generator().manual_seed(seed); }
+
+template <class T, class S, std::integral... N>
+Tensor<T, S> rand(N... n) {
+  static_assert(is_floating_v<T>, "tenet: rand needs a floating dtype");
+  Tensor<T, S> t(detail::sizes_from<S>(n...));
+  const auto d = detail::default_generator().reserve(t.numel());
+  detail::fill_uniform(t.data(), t.numel(), d.seed, d.offset, 0.0, 1.0);
+  return t;
+}
+template <class T, class S, std::integral... N>
+Tensor<T, S> randn(N... n) {
+  static_assert(is_floating_v<T>, "tenet: randn needs a floating dtype");
+  Tensor<T, S> t(detail::sizes_from<S>(n...));
+  const auto d = detail::default_generator().reserve(t.numel());
+  detail::fill_normal(t.data(), t.numel(), d.seed, d.offset, 0.0, 1.0);
+  return t;
+}
+/// Integers in [low, high).
+template <class T, class S, std::integral... N>
+Tensor<T, S> randint(std::int64_t low, std::int64_t high, N... n) {
+  Tensor<T, S> t(detail::sizes_from<S>(n...));
+  const auto d = detail::default_generator().reserve(t.numel());
+  detail::fill_randint(t.data(), t.numel(), d.seed, d.offset, low, high);
+  return t;
+}
+
+template <Expression E>
+auto empty_like(const E& e) {
+  return Tensor<value_type_of<E>, shape_of<E>>(e.sizes());
+}
+template <Expression E>
+auto zeros_like(const E& e) {
+  auto t = empty_like(e);
+  t.fill_(0);
+  return t;
+}
+template <Expression E>
+auto ones_like(const E& e) {
+  auto t = empty_like(e);
+  t.fill_(1);
+  return t;
+}
+template <Expression E, Scalar V>
+auto full_like(const E& e, V v) {
+  auto t = empty_like(e);
+  t.fill_(v);
+  return t;
+}
+template <Expression E>
+auto rand_like(const E& e) {
+  auto t = empty_like(e);
+  const auto d = detail::default_generator().reserve(t.numel());
+  detail::fill_uniform(t.data(), t.numel(), d.seed, d.offset, 0.0, 1.0);
+  return t;
+}
+template <Expression E>
+auto randn_like(const E& e) {
+  auto t = empty_like(e);
+  const auto d = detail::default_generator().reserve(t.numel());
+  detail::fill_normal(t.data(), t.numel(), d.seed, d.offset, 0.0, 1.0);
+  return t;
+}
+
+}  // namespace tenet

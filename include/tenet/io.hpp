@@ -1,0 +1,50 @@
+#pragma once
+#define TENET_PUBLIC_HEADER_INCLUDED 1
+// Printing as PyTorch prints: `std::cout << t`, fmt::format("{}", t), tenet::to_string(t).
+#include <ostream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include <tenet/tensor.hpp>
+
+#include <tenet/io/format.hpp>
+
+namespace tenet {
+
+template <class T, class S>
+std::string to_string(const Tensor<T, S>& t) {
+  if (!t.defined()) return "tensor(undefined)";
+  if (!t.device().is_cpu())
+    throw device_error("tenet: printing a tensor on " + t.device().str() + " needs a copy to the CPU first");
+  const auto sizes = t.sizes();
+  const auto strides = t.strides();
+  const T* base = t.numel() ? t.data() : nullptr;
+  auto get = [&](std::int64_t flat) -> T {
+    std::int64_t off = 0;
+    for (std::size_t d = S::rank; d-- > 0;) {
+      off += (flat % sizes[d]) * strides[d];
+      flat /= sizes[d];
+    }
+    return base[off];
+  };
+  constexpr dtype dt = dtype_of<T>;
+  const bool default_dtype = dt == dtype::float32 || dt == dtype::int64 || dt == dtype::bool_;
+  return detail::format_tensor<T>(std::span<const std::int64_t>(sizes.data(), sizes.size()), get, torch_name(dt),
+                                  default_dtype, "");
+}
+
+template <class T, class S>
+std::ostream& operator<<(std::ostream& os, const Tensor<T, S>& t) {
+  return os << to_string(t);
+}
+
+}  // namespace tenet
+
+template <class T, class S>
+struct fmt::formatter<tenet::Tensor<T, S>> : fmt::formatter<std::string> {
+  template <class Ctx>
+  auto format(const tenet::Tensor<T, S>& t, Ctx& ctx) const {
+    return fmt::formatter<std::string>::format(tenet::to_string(t), ctx);
+  }
+};

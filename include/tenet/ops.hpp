@@ -1,0 +1,593 @@
+#pragma once
+#define TENET_PUBLIC_HEADER_INCLUDED 1
+// The ATen-level ops. Each returns a lazy expression; assigning it to a Tensor evaluates it.
+// Every op is a decomposition into prims: most build prim nodes directly (inserting the casts of
+// PyTorch's type promotion), the composites below (sigmoid, silu, gelu, softmax, log_softmax) stay
+// ATen-level nodes until decompose_t rewrites them, so that a backend can run them natively.
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+#include <type_traits>
+
+#include <tenet/dtype.hpp>
+#include <tenet/tensor.hpp>
+
+#include <tenet/decomp/decompose.hpp>
+#include <tenet/expr/node.hpp>
+#include <tenet/prims/elementwise.hpp>
+#include <tenet/prims/reduce.hpp>
+
+namespace tenet {
+
+/// Tag: keep reduced dims with extent 1 (`sum<1>(x, keepdim)`).
+struct keepdim_t {};
+inline constexpr keepdim_t keepdim{};
+
+namespace detail {
+
+template <class A, bool IsExpr = Expression<A>>
+struct promotion_operand;
+template <class A>
+struct promotion_operand<A, true> {
+  using type = std::conditional_t<rank_of<A> == 0, zero_dim_operand<value_type_of<A>>, tensor_operand<value_type_of<A>>>;
+};
+template <class A>
+struct promotion_operand<A, false> {
+  using type = scalar_operand<std::remove_cvref_t<A>>;
+};
+/// torch.result_type of the arguments (expressions and C++ numbers).
+template <class... A>
+using promoted_t = result_type_t<typename promotion_operand<std::remove_cvref_t<A>>::type...>;
+
+/// The expression e with element type To (a cast prim when the type differs).
+template <class To, class E>
+auto cast_to(const E& e) {
+  if constexpr (!Expression<E>) {
+    if constexpr (std::is_same_v<To, bool>)
+      return scalar<To>{static_cast<double>(e) != 0.0};
+    else
+      return scalar<To>{static_cast<To>(e)};
+  } else if constexpr (std::is_same_v<value_type_of<E>, To>) {
+    return e;
+  } else if constexpr (ScalarLeaf<E>) {
+    return scalar<To>{prim::convert_element_type_<To>::apply(e.value)};
+  } else {
+    return make_node(prim::convert_element_type_<To>{}, e);
+  }
+}
+
+/// The float type a floating-only op computes in: float types stay, others become float32.
+template <class T>
+using floating_t = std::conditional_t<is_floating_v<T>, T, float>;
+
+template <class P, class X>
+auto float_unary(const X& x) {
+  return make_node(P{}, cast_to<floating_t<value_type_of<X>>>(x));
+}
+template <class P, class X>
+auto same_unary(const X& x) {
+  return make_node(P{}, x);
+}
+template <class P, class A, class B>
+auto promoted_binary(const A& a, const B& b) {
+  using T = promoted_t<A, B>;
+  return make_node(P{}, cast_to<T>(a), cast_to<T>(b));
+}
+
+template <class A, class B>
+concept binary_args = (Expression<A> || Expression<B>) && ExprOrScalar<A> && ExprOrScalar<B>;
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// unary
+#define TENET_FLOAT_UNARY(NAME)                     \
+  template <Expression X>                           \
+  auto NAME(const X& x) {                           \
+    return detail::float_unary<prim::NAME##_>(x);   \
+  }
+TENET_FLOAT_UNARY(exp)
+TENET_FLOAT_UNARY(exp2)
+TENET_FLOAT_UNARY(expm1)
+TENET_FLOAT_UNARY(log)
+TENET_FLOAT_UNARY(log2)
+TENET_FLOAT_UNARY(log1p)
+TENET_FLOAT_UNARY(sqrt)
+TENET_FLOAT_UNARY(rsqrt)
+TENET_FLOAT_UNARY(sin)
+TENET_FLOAT_UNARY(cos)
+TENET_FLOAT_UNARY(tan)
+TENET_FLOAT_UNARY(tanh)
+TENET_FLOAT_UNARY(erf)
+TENET_FLOAT_UNARY(reciprocal)
+#undef TENET_FLOAT_UNARY
+
+/// floor, ceil, round, trunc: identity on integers (as torch).
+#define TENET_ROUNDING_UNARY(NAME)                                          \
+  template <Expression X>                                                   \
+  auto NAME(const X& x) {                                                   \
+    if constexpr (is_floating_v<value_type_of<X>>)                          \
+      return detail::same_unary<prim::NAME##_>(x);                          \
+    else                                                                    \
+      return x;                                                             \
+  }
+TENET_ROUNDING_UNARY(floor)
+TENET_ROUNDING_UNARY(ceil)
+TENET_ROUNDING_UNARY(round)
+TENET_ROUNDING_UNARY(trunc)
+#undef TENET_ROUNDING_UNARY
+
+template <Expression X>
+auto neg(const X& x) {
+  static_assert(!std::is_same_v<value_type_of<X>, bool>,
+                "tenet: negation of a bool tensor is not supported (as in PyTorch); use logical_not");
+  return detail::same_unary<prim::neg_>(x);
+}
+template <Expression X>
+auto operator-(const X& x) {
+  return neg(x);
+}
+template <Expression X>
+auto abs(const X& x) {
+  return detail::same_unary<prim::abs_>(x);
+}
+template <Expression X>
+auto sign(const X& x) {
+  return detail::same_unary<prim::sign_>(x);
+}
+template <Expression X>
+auto square(const X& x) {
+  if constexpr (std::is_same_v<value_type_of<X>, bool>)
+    return make_node(prim::mul_{}, detail::cast_to<std::int64_t>(x), detail::cast_to<std::int64_t>(x));
+  else
+    return make_node(prim::mul_{}, x, x);
+}
+template <Expression X>
+auto relu(const X& x) {
+  using T = value_type_of<X>;
+  static_assert(!std::is_same_v<T, bool>, "tenet: relu of a bool tensor is not supported (as in PyTorch)");
+  return make_node(prim::maximum_{}, x, scalar<T>{T(0)});
+}
+template <Expression X>
+auto isnan(const X& x) {
+  return make_node(prim::isnan_{}, x);
+}
+template <Expression X>
+auto logical_not(const X& x) {
+  return make_node(prim::logical_not_{}, x);
+}
+template <Expression X>
+auto operator!(const X& x) {
+  return logical_not(x);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ATen-level composites (decomposed by decompose_t; a backend may run them natively)
+namespace aten {
+
+/// Shape and dtype of the (single) input.
+struct same_as_input {
+  static constexpr bool is_prim = false;
+  template <class C>
+  using result_type = value_type_of<C>;
+  template <class C>
+  using result_shape = shape_of<C>;
+  template <class C>
+  static auto sizes(const C& c) {
+    return c.sizes();
+  }
+};
+
+struct sigmoid : same_as_input {
+  static constexpr std::string_view name = "sigmoid";
+  template <class X>
+  auto decompose(const X& x) const {
+    using T = value_type_of<X>;
+    return reciprocal(make_node(prim::add_{}, scalar<T>{T(1)}, exp(neg(x))));
+  }
+};
+struct silu : same_as_input {
+  static constexpr std::string_view name = "silu";
+  template <class X>
+  auto decompose(const X& x) const {
+    using T = value_type_of<X>;
+    return make_node(prim::div_{}, x, make_node(prim::add_{}, scalar<T>{T(1)}, exp(neg(x))));
+  }
+};
+/// gelu: exact (erf) form, or the tanh approximation.
+template <bool Tanh>
+struct gelu : same_as_input {
+  static constexpr std::string_view name = Tanh ? "gelu_tanh" : "gelu";
+  template <class X>
+  auto decompose(const X& x) const;
+};
+
+}  // namespace aten
+
+template <Expression X>
+auto sigmoid(const X& x) {
+  return make_node(aten::sigmoid{}, detail::cast_to<detail::floating_t<value_type_of<X>>>(x));
+}
+template <Expression X>
+auto silu(const X& x) {
+  return make_node(aten::silu{}, detail::cast_to<detail::floating_t<value_type_of<X>>>(x));
+}
+
+// ---------------------------------------------------------------------------------------------
+// binary
+#define TENET_PROMOTED_BINARY(NAME, PRIM)                 \
+  template <class A, class B>                             \
+    requires detail::binary_args<A, B>                    \
+  auto NAME(const A& a, const B& b) {                     \
+    return detail::promoted_binary<prim::PRIM>(a, b);     \
+  }
+TENET_PROMOTED_BINARY(add, add_)
+TENET_PROMOTED_BINARY(mul, mul_)
+TENET_PROMOTED_BINARY(maximum, maximum_)
+TENET_PROMOTED_BINARY(minimum, minimum_)
+TENET_PROMOTED_BINARY(eq, eq_)
+TENET_PROMOTED_BINARY(ne, ne_)
+TENET_PROMOTED_BINARY(lt, lt_)
+TENET_PROMOTED_BINARY(le, le_)
+TENET_PROMOTED_BINARY(gt, gt_)
+TENET_PROMOTED_BINARY(ge, ge_)
+#undef TENET_PROMOTED_BINARY
+
+template <class A, class B>
+  requires detail::binary_args<A, B>
+auto sub(const A& a, const B& b) {
+  static_assert(!std::is_same_v<detail::promoted_t<A, B>, bool>,
+                "tenet: subtraction of bool tensors is not supported (as in PyTorch); use logical_xor");
+  return detail::promoted_binary<prim::sub_>(a, b);
+}
+/// True division: integer operands are divided as float32 (torch.div without rounding_mode).
+template <class A, class B>
+  requires detail::binary_args<A, B>
+auto div(const A& a, const B& b) {
+  using T = detail::floating_t<detail::promoted_t<A, B>>;
+  return make_node(prim::div_{}, detail::cast_to<T>(a), detail::cast_to<T>(b));
+}
+template <class A, class B>
+  requires detail::binary_args<A, B>
+auto pow(const A& a, const B& b) {
+  return detail::promoted_binary<prim::pow_>(a, b);
+}
+/// Python's %: the result takes the divisor's sign. Integer division by zero throws value_error
+/// when the expression is evaluated.
+template <class A, class B>
+  requires detail::binary_args<A, B>
+auto remainder(const A& a, const B& b) {
+  return detail::promoted_binary<prim::remainder_>(a, b);
+}
+template <class A, class B>
+  requires detail::binary_args<A, B>
+auto fmod(const A& a, const B& b) {
+  return detail::promoted_binary<prim::fmod_>(a, b);
+}
+#define TENET_LOGICAL_BINARY(NAME, PRIM)                                             \
+  template <class A, class B>                                                        \
+    requires detail::binary_args<A, B>                                               \
+  auto NAME(const A& a, const B& b) {                                                \
+    using T = detail::promoted_t<A, B>;                                              \
+    return make_node(prim::PRIM{}, detail::cast_to<T>(a), detail::cast_to<T>(b));    \
+  }
+TENET_LOGICAL_BINARY(logical_and, logical_and_)
+TENET_LOGICAL_BINARY(logical_or, logical_or_)
+TENET_LOGICAL_BINARY(logical_xor, logical_xor_)
+#undef TENET_LOGICAL_BINARY
+
+#define TENET_BINARY_OPERATOR(OP, FN)                 \
+  template <class A, class B>                         \
+    requires detail::binary_args<A, B>                \
+  auto operator OP(const A& a, const B& b) {          \
+    return FN(a, b);                                  \
+  }
+TENET_BINARY_OPERATOR(+, add)
+TENET_BINARY_OPERATOR(-, sub)
+TENET_BINARY_OPERATOR(*, mul)
+TENET_BINARY_OPERATOR(/, div)
+TENET_BINARY_OPERATOR(%, remainder)
+TENET_BINARY_OPERATOR(==, eq)
+TENET_BINARY_OPERATOR(!=, ne)
+TENET_BINARY_OPERATOR(<, lt)
+TENET_BINARY_OPERATOR(<=, le)
+TENET_BINARY_OPERATOR(>, gt)
+TENET_BINARY_OPERATOR(>=, ge)
+TENET_BINARY_OPERATOR(&&, logical_and)
+TENET_BINARY_OPERATOR(||, logical_or)
+#undef TENET_BINARY_OPERATOR
+
+/// where(cond, a, b): cond must be bool; a and b promote.
+template <Expression C, class A, class B>
+  requires ExprOrScalar<A> && ExprOrScalar<B>
+auto where(const C& cond, const A& a, const B& b) {
+  static_assert(std::is_same_v<value_type_of<C>, bool>,
+                "tenet: where() needs a bool condition; compare (x > 0) or cast with .to<bool>()");
+  using T = std::conditional_t<Expression<A> || Expression<B>, detail::promoted_t<A, B>,
+                               std::conditional_t<std::is_floating_point_v<A> || std::is_floating_point_v<B>, float,
+                                                  std::int64_t>>;
+  return make_node(prim::where_{}, cond, detail::cast_to<T>(a), detail::cast_to<T>(b));
+}
+
+/// clamp(x, lo, hi): minimum(maximum(x, lo), hi), promoted as torch.clamp.
+template <Expression X, class L, class H>
+  requires ExprOrScalar<L> && ExprOrScalar<H>
+auto clamp(const X& x, const L& lo, const H& hi) {
+  using T = detail::promoted_t<X, L, H>;
+  return make_node(prim::minimum_{}, make_node(prim::maximum_{}, detail::cast_to<T>(x), detail::cast_to<T>(lo)),
+                   detail::cast_to<T>(hi));
+}
+template <Expression X, class L>
+  requires ExprOrScalar<L>
+auto clamp_min(const X& x, const L& lo) {
+  return maximum(x, lo);
+}
+template <Expression X, class H>
+  requires ExprOrScalar<H>
+auto clamp_max(const X& x, const H& hi) {
+  return minimum(x, hi);
+}
+
+/// Tag for gelu's tanh approximation: `gelu(x, approximate_tanh)` is F.gelu(x, approximate="tanh").
+struct approximate_tanh_t {};
+inline constexpr approximate_tanh_t approximate_tanh{};
+
+template <Expression X>
+auto gelu(const X& x) {
+  return make_node(aten::gelu<false>{}, detail::cast_to<detail::floating_t<value_type_of<X>>>(x));
+}
+template <Expression X>
+auto gelu(const X& x, approximate_tanh_t) {
+  return make_node(aten::gelu<true>{}, detail::cast_to<detail::floating_t<value_type_of<X>>>(x));
+}
+
+template <bool Tanh>
+template <class X>
+auto aten::gelu<Tanh>::decompose(const X& x) const {
+  using T = value_type_of<X>;
+  using C = compute_t<T>;
+  const T half = T(C(0.5)), one = T(C(1));
+  if constexpr (!Tanh) {  // 0.5 x (1 + erf(x / sqrt 2))
+    const T k_erf = T(C(std::numbers::sqrt2 / 2));
+    auto t = erf(make_node(prim::mul_{}, x, scalar<T>{k_erf}));
+    return make_node(prim::mul_{}, make_node(prim::mul_{}, x, scalar<T>{half}), make_node(prim::add_{}, t, scalar<T>{one}));
+  } else {  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    const T k_tanh = T(C(std::numbers::sqrt2 * std::numbers::inv_sqrtpi));
+    const T k_cube = T(C(0.044715));
+    auto t = tanh(make_node(
+        prim::mul_{}, scalar<T>{k_tanh},
+        make_node(prim::add_{}, x, make_node(prim::mul_{}, scalar<T>{k_cube}, make_node(prim::mul_{}, x, square(x))))));
+    return make_node(prim::mul_{}, make_node(prim::mul_{}, x, scalar<T>{half}), make_node(prim::add_{}, t, scalar<T>{one}));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// casts
+template <class To, Expression X>
+auto cast(const X& x) {
+  static_assert(Element<To>, "tenet: cast<To>: To must be an element type");
+  return detail::cast_to<To>(x);
+}
+
+// ---------------------------------------------------------------------------------------------
+// reductions: dims are template arguments (checked at compile time); none means all dims.
+namespace detail {
+template <class Kind, bool Keep, auto... D, class X>
+auto reduce(const X& x) {
+  return make_node(prim::reduce_<Kind, Keep, D...>{}, x);
+}
+template <class X, auto... D>
+std::int64_t reduced_count(const X& x) {
+  const auto s = x.sizes();
+  constexpr auto mask = reduce_dims<shape_of<X>, D...>::mask;
+  std::int64_t n = 1;
+  for (std::size_t i = 0; i < mask.size(); ++i)
+    if (mask[i]) n *= s[i];
+  return n;
+}
+}  // namespace detail
+
+#define TENET_REDUCTION(NAME, KIND)                                  \
+  template <auto... D, Expression X>                                 \
+  auto NAME(const X& x) {                                            \
+    return detail::reduce<prim::KIND, false, D...>(x);               \
+  }                                                                  \
+  template <auto... D, Expression X>                                 \
+  auto NAME(const X& x, keepdim_t) {                                 \
+    return detail::reduce<prim::KIND, true, D...>(x);                \
+  }
+TENET_REDUCTION(sum, sum_kind)
+TENET_REDUCTION(prod, prod_kind)
+TENET_REDUCTION(amax, amax_kind)
+TENET_REDUCTION(amin, amin_kind)
+#undef TENET_REDUCTION
+
+/// argmax<d>(x) or argmax(x) (over the flattened tensor): int64 indices.
+template <auto... D, Expression X>
+auto argmax(const X& x) {
+  static_assert(sizeof...(D) <= 1, "tenet: argmax takes one dim or none");
+  return detail::reduce<prim::argmax_kind, false, D...>(x);
+}
+template <auto... D, Expression X>
+auto argmax(const X& x, keepdim_t) {
+  static_assert(sizeof...(D) == 1, "tenet: argmax with keepdim takes one dim");
+  return detail::reduce<prim::argmax_kind, true, D...>(x);
+}
+template <auto... D, Expression X>
+auto argmin(const X& x) {
+  static_assert(sizeof...(D) <= 1, "tenet: argmin takes one dim or none");
+  return detail::reduce<prim::argmin_kind, false, D...>(x);
+}
+template <auto... D, Expression X>
+auto argmin(const X& x, keepdim_t) {
+  static_assert(sizeof...(D) == 1, "tenet: argmin with keepdim takes one dim");
+  return detail::reduce<prim::argmin_kind, true, D...>(x);
+}
+
+/// any/all: bool (uint8 for a uint8 input, as torch).
+template <auto... D, Expression X>
+auto any(const X& x) {
+  using R = std::conditional_t<std::is_same_v<value_type_of<X>, std::uint8_t>, std::uint8_t, bool>;
+  return detail::cast_to<R>(detail::reduce<prim::amax_kind, false, D...>(detail::cast_to<bool>(x)));
+}
+template <auto... D, Expression X>
+auto any(const X& x, keepdim_t) {
+  using R = std::conditional_t<std::is_same_v<value_type_of<X>, std::uint8_t>, std::uint8_t, bool>;
+  return detail::cast_to<R>(detail::reduce<prim::amax_kind, true, D...>(detail::cast_to<bool>(x)));
+}
+template <auto... D, Expression X>
+auto all(const X& x) {
+  using R = std::conditional_t<std::is_same_v<value_type_of<X>, std::uint8_t>, std::uint8_t, bool>;
+  return detail::cast_to<R>(detail::reduce<prim::amin_kind, false, D...>(detail::cast_to<bool>(x)));
+}
+template <auto... D, Expression X>
+auto all(const X& x, keepdim_t) {
+  using R = std::conditional_t<std::is_same_v<value_type_of<X>, std::uint8_t>, std::uint8_t, bool>;
+  return detail::cast_to<R>(detail::reduce<prim::amin_kind, true, D...>(detail::cast_to<bool>(x)));
+}
+
+namespace detail {
+template <bool Keep, auto... D, class X>
+auto mean_impl(const X& x) {
+  using T = value_type_of<X>;
+  static_assert(is_floating_v<T>, "tenet: mean needs a floating dtype (as torch.mean); cast with .to<float>()");
+  const auto n = static_cast<double>(reduced_count<X, D...>(x));
+  return make_node(prim::div_{}, reduce<prim::sum_kind, Keep, D...>(x), scalar<T>{T(static_cast<compute_t<T>>(n))});
+}
+template <bool Keep, auto... D, class X>
+auto var_impl(const X& x, double correction) {
+  using T = value_type_of<X>;
+  static_assert(is_floating_v<T>, "tenet: var/std need a floating dtype (as torch); cast with .to<float>()");
+  const auto n = static_cast<double>(reduced_count<X, D...>(x));
+  const double denom = std::max(0.0, n - correction);
+  auto centered = make_node(prim::sub_{}, x, mean_impl<true, D...>(x));
+  return make_node(prim::div_{}, reduce<prim::sum_kind, Keep, D...>(make_node(prim::mul_{}, centered, centered)),
+                   scalar<T>{T(static_cast<compute_t<T>>(denom))});
+}
+}  // namespace detail
+
+template <auto... D, Expression X>
+auto mean(const X& x) {
+  return detail::mean_impl<false, D...>(x);
+}
+template <auto... D, Expression X>
+auto mean(const X& x, keepdim_t) {
+  return detail::mean_impl<true, D...>(x);
+}
+/// var with Bessel's correction by default (correction = 1), as torch.var.
+template <auto... D, Expression X>
+auto var(const X& x, double correction = 1.0) {
+  return detail::var_impl<false, D...>(x, correction);
+}
+template <auto... D, Expression X>
+auto var(const X& x, keepdim_t, double correction = 1.0) {
+  return detail::var_impl<true, D...>(x, correction);
+}
+template <auto... D, Expression X>
+auto std(const X& x, double correction = 1.0) {
+  return sqrt(detail::var_impl<false, D...>(x, correction));
+}
+template <auto... D, Expression X>
+auto std(const X& x, keepdim_t, double correction = 1.0) {
+  return sqrt(detail::var_impl<true, D...>(x, correction));
+}
+
+namespace detail {
+template <bool Keep, auto... D, class X>
+auto logsumexp_impl(const X& x0) {
+  auto x = cast_to<floating_t<value_type_of<X>>>(x0);
+  using T = value_type_of<decltype(x)>;
+  // m = amax (with +-inf replaced by 0 so that inf - inf never appears), as torch.logsumexp
+  auto m_raw = reduce<prim::amax_kind, true, D...>(x);
+  auto inf = std::numeric_limits<compute_t<T>>::infinity();
+  auto m = make_node(prim::where_{},
+                     make_node(prim::eq_{}, make_node(prim::abs_{}, m_raw), scalar<T>{T(inf)}),
+                     scalar<T>{T(0)}, m_raw);
+  auto s = reduce<prim::sum_kind, true, D...>(exp(make_node(prim::sub_{}, x, m)));
+  auto r = make_node(prim::add_{}, log(s), m);
+  if constexpr (Keep) {
+    return r;
+  } else {
+    // drop the kept unit dims: sum over them is the identity
+    return reduce<prim::sum_kind, false, D...>(r);
+  }
+}
+}  // namespace detail
+template <auto... D, Expression X>
+auto logsumexp(const X& x) {
+  return detail::logsumexp_impl<false, D...>(x);
+}
+template <auto... D, Expression X>
+auto logsumexp(const X& x, keepdim_t) {
+  return detail::logsumexp_impl<true, D...>(x);
+}
+
+/// Vector p-norm over dims (torch.linalg.vector_norm): p = 2 by default; inf, -inf and 0 as torch.
+/// p is a run-time value, so norm evaluates now and returns a Tensor.
+template <auto... D, Expression X>
+auto norm(const X& x0, double p = 2.0) {
+  auto x = detail::cast_to<detail::floating_t<value_type_of<X>>>(x0);
+  using T = value_type_of<decltype(x)>;
+  using C = compute_t<T>;
+  using R = Tensor<T, typename detail::reduce_shape<shape_of<X>, false, D...>::type>;
+  auto a = abs(x);
+  if (std::isinf(p)) {
+    if (p > 0) return R(detail::reduce<prim::amax_kind, false, D...>(a));
+    return R(detail::reduce<prim::amin_kind, false, D...>(a));
+  }
+  if (p == 0.0) return R(detail::reduce<prim::sum_kind, false, D...>(detail::cast_to<T>(make_node(prim::ne_{}, x, scalar<T>{T(0)}))));
+  if (p == 1.0) return R(detail::reduce<prim::sum_kind, false, D...>(a));
+  if (p == 2.0) return R(sqrt(detail::reduce<prim::sum_kind, false, D...>(make_node(prim::mul_{}, x, x))));
+  return R(pow(detail::reduce<prim::sum_kind, false, D...>(pow(a, scalar<T>{T(C(p))})), scalar<T>{T(C(1.0 / p))}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// softmax / log_softmax over dim D (composites; the CPU runs the last-dim case natively)
+namespace aten {
+template <std::int64_t D>
+struct softmax : same_as_input {
+  static constexpr std::string_view name = "softmax";
+  static constexpr std::int64_t dim = D;
+  template <class E>
+  static auto run_on_cpu(const E& e);  // backend/evaluate.hpp
+  template <class X>
+  auto decompose(const X& x) const {
+    auto e = exp(make_node(prim::sub_{}, x, detail::reduce<prim::amax_kind, true, D>(x)));
+    return make_node(prim::div_{}, e, detail::reduce<prim::sum_kind, true, D>(e));
+  }
+};
+template <std::int64_t D>
+struct log_softmax : same_as_input {
+  static constexpr std::string_view name = "log_softmax";
+  static constexpr std::int64_t dim = D;
+  template <class E>
+  static auto run_on_cpu(const E& e);  // backend/evaluate.hpp
+  template <class X>
+  auto decompose(const X& x) const {
+    auto shifted = make_node(prim::sub_{}, x, detail::reduce<prim::amax_kind, true, D>(x));
+    return make_node(prim::sub_{}, shifted, log(detail::reduce<prim::sum_kind, true, D>(exp(shifted))));
+  }
+};
+}  // namespace aten
+
+template <std::int64_t D, Expression X>
+auto softmax(const X& x) {
+  (void)detail::reduce_dims<shape_of<X>, D>::dims;  // checks D at compile time
+  return make_node(aten::softmax<D>{}, detail::cast_to<detail::floating_t<value_type_of<X>>>(x));
+}
+template <std::int64_t D, Expression X>
+auto log_softmax(const X& x) {
+  (void)detail::reduce_dims<shape_of<X>, D>::dims;
+  return make_node(aten::log_softmax<D>{}, detail::cast_to<detail::floating_t<value_type_of<X>>>(x));
+}
+
+// ---------------------------------------------------------------------------------------------
+// matmul
+template <Expression A, Expression B>
+auto matmul(const A& a, const B& b) {
+  using T = detail::promoted_t<A, B>;
+  static_assert(!std::is_same_v<T, bool>, "tenet: matmul of bool tensors is not supported (as in PyTorch)");
+  return make_node(prim::matmul_{}, detail::cast_to<T>(a), detail::cast_to<T>(b));
+}
+
+}  // namespace tenet

@@ -1,0 +1,16 @@
+#pragma once
+#define TENET_PUBLIC_HEADER_INCLUDED 1
+// tenet: PyTorch 2.0 at C++ compile time. The one header users include.
+#include <tenet/device.hpp>
+#include <tenet/dtype.hpp>
+#include <tenet/error.hpp>
+#include <tenet/factories.hpp>
+#include <tenet/io.hpp>
+#include <tenet/ops.hpp>
+#include <tenet/shape.hpp>
+#include <tenet/tensor.hpp>
+
+#include <tenet/backend/evaluate.hpp>
+#include <tenet/runtime/join.hpp>
+#include <tenet/runtime/tensor_impl.hpp>
+#include <tenet/runtime/views.hpp>
