@@ -83,9 +83,13 @@ TENET_HOST_DEVICE constexpr bool is_integral(dtype d) noexcept {  // bool exclud
   return d != dtype::bool_ && !is_floating(d);
 }
 template <class T>
-inline constexpr bool is_floating_v = Element<T> && is_floating(dtype_of<T>);
+inline constexpr bool is_floating_v = false;  // false for anything but the four floating elements
+template <Element T>
+inline constexpr bool is_floating_v<T> = is_floating(dtype_of<T>);
 template <class T>
-inline constexpr bool is_integral_v = Element<T> && is_integral(dtype_of<T>);
+inline constexpr bool is_integral_v = false;  // false for anything but the five integral elements
+template <Element T>
+inline constexpr bool is_integral_v<T> = is_integral(dtype_of<T>);
 
 // The type arithmetic on T is done in: float for the 16-bit floating types, T otherwise.
 template <Element T>
