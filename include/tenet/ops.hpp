@@ -178,28 +178,57 @@ struct same_as_input {
   }
 };
 
-struct sigmoid : same_as_input {
+/// Pointwise composites: a backend may run them natively inside a fused loop through `apply`
+/// (one value in, one out), which must agree with `decompose` (tests/test_prims.cpp checks).
+struct pointwise_composite : same_as_input {
+  using group = prim::pointwise_composite_group;
+};
+
+struct sigmoid : pointwise_composite {
   static constexpr std::string_view name = "sigmoid";
   template <class X>
   auto decompose(const X& x) const {
     using T = value_type_of<X>;
     return reciprocal(make_node(prim::add_{}, scalar<T>{T(1)}, exp(neg(x))));
   }
+  template <class T>
+  TENET_HOST_DEVICE static T apply(T xin) {
+    using C = compute_t<T>;
+    const C x = static_cast<C>(xin);
+    return static_cast<T>(C(1) / (C(1) + std::exp(-x)));
+  }
 };
-struct silu : same_as_input {
+struct silu : pointwise_composite {
   static constexpr std::string_view name = "silu";
   template <class X>
   auto decompose(const X& x) const {
     using T = value_type_of<X>;
     return make_node(prim::div_{}, x, make_node(prim::add_{}, scalar<T>{T(1)}, exp(neg(x))));
   }
+  template <class T>
+  TENET_HOST_DEVICE static T apply(T xin) {
+    using C = compute_t<T>;
+    const C x = static_cast<C>(xin);
+    return static_cast<T>(x / (C(1) + std::exp(-x)));
+  }
 };
 /// gelu: exact (erf) form, or the tanh approximation.
 template <bool Tanh>
-struct gelu : same_as_input {
+struct gelu : pointwise_composite {
   static constexpr std::string_view name = Tanh ? "gelu_tanh" : "gelu";
   template <class X>
   auto decompose(const X& x) const;
+  template <class T>
+  TENET_HOST_DEVICE static T apply(T xin) {
+    using C = compute_t<T>;
+    const C x = static_cast<C>(xin);
+    if constexpr (Tanh) {
+      const C k = C(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
+      return static_cast<T>(C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x))));
+    } else {
+      return static_cast<T>(x * C(0.5) * (C(1) + std::erf(x * C(std::numbers::sqrt2 / 2))));
+    }
+  }
 };
 
 }  // namespace aten

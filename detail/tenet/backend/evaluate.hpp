@@ -35,6 +35,11 @@ template <std::int64_t D, class C>
 inline constexpr bool runs_natively<cpu_simd, aten::log_softmax<D>, C> =
     runs_natively<cpu_simd, aten::softmax<D>, C>;
 
+// Pointwise composites run inside the fused loop (their `apply`), every dtype.
+template <class Op, class C>
+  requires std::is_same_v<typename Op::group, prim::pointwise_composite_group>
+inline constexpr bool runs_natively<cpu_simd, Op, C> = true;
+
 template <class E>
 using result_tensor_t = Tensor<value_type_of<E>, shape_of<E>>;
 

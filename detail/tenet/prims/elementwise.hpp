@@ -10,6 +10,7 @@
 //
 // Prims see operands of one dtype (the ATen-level ops in include/tenet/ops.hpp insert the casts that
 // PyTorch's type promotion asks for); comparisons and logical prims return bool.
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <string_view>
@@ -20,6 +21,20 @@
 #include <tenet/expr/concepts.hpp>
 #include <tenet/shape/rules.hpp>
 
+namespace tenet::detail {
+/// Set by integer division prims that meet a zero divisor; kernels check and clear it after their
+/// loop and throw value_error (PyTorch raises ZeroDivisionError). Host kernels only for now.
+inline std::atomic<int>& integer_division_by_zero() {
+  static std::atomic<int> flag{0};
+  return flag;
+}
+TENET_HOST_DEVICE inline void note_division_by_zero() {
+#ifndef TENET_DEVICE_COMPILE
+  integer_division_by_zero().store(1, std::memory_order_relaxed);
+#endif
+}
+}  // namespace tenet::detail
+
 namespace tenet::prim {
 
 struct elementwise_group {};
@@ -27,6 +42,9 @@ struct unary_group : elementwise_group {};
 struct binary_group : elementwise_group {};
 struct ternary_group : elementwise_group {};
 struct cast_group : elementwise_group {};
+/// ATen-level composites that are pointwise (sigmoid, gelu ...): not prims, but a backend may run
+/// them inside a fused elementwise loop (ops.hpp).
+struct pointwise_composite_group : elementwise_group {};
 
 /// Shape rule of every elementwise prim: broadcast the operands; dtype rule: the first operand's.
 struct elementwise_base {
@@ -136,7 +154,10 @@ TENET_BINARY_PRIM(minimum, a != a ? a : (b != b ? b : (a < b ? a : b)))
 
 template <class C>
 TENET_HOST_DEVICE constexpr C int_floor_div(C a, C b) {
-  if (b == 0) return 0;  // guarded by the ATen op (division by zero is reported before the kernel runs)
+  if (b == 0) {
+    detail::note_division_by_zero();
+    return 0;
+  }
   if constexpr (std::is_signed_v<C>) {
     if (b == -1) return static_cast<C>(-a);  // no overflow trap for INT_MIN / -1 (wraps like torch)
     const C q = a / b;
@@ -168,7 +189,10 @@ struct remainder_ : elementwise_base {
     using C = ct<T>;
     const C a = static_cast<C>(ain), b = static_cast<C>(bin);
     if constexpr (std::is_integral_v<C>) {
-      if (b == 0) return T(0);  // guarded by the ATen op
+      if (b == 0) {
+        detail::note_division_by_zero();
+        return T(0);
+      }
       if constexpr (std::is_signed_v<C>) {
         if (b == -1) return T(0);
         C r = static_cast<C>(a % b);
@@ -193,7 +217,10 @@ struct fmod_ : elementwise_base {
     using C = ct<T>;
     const C a = static_cast<C>(ain), b = static_cast<C>(bin);
     if constexpr (std::is_integral_v<C>) {
-      if (b == 0) return T(0);  // guarded by the ATen op
+      if (b == 0) {
+        detail::note_division_by_zero();
+        return T(0);
+      }
       if constexpr (std::is_signed_v<C>)
         if (b == -1) return T(0);
       return static_cast<T>(a % b);

@@ -211,6 +211,13 @@ void parallel_rows(const iteration_space<R>& sp, std::int64_t grain, Body&& body
   }
 }
 
+/// Throws for errors the prims flagged inside a kernel (see note_division_by_zero).
+inline void check_kernel_flags() {
+  if (integer_division_by_zero().exchange(0, std::memory_order_relaxed))
+    throw value_error("tenet: integer division by zero (remainder, fmod or division of integer tensors; PyTorch "
+                      "raises ZeroDivisionError)");
+}
+
 /// out[i...] = e(i...) for every index of out (out may be a strided view; it must not overlap e's
 /// inputs unless it is read at exactly the same index).
 template <class T, class S, class E>
@@ -246,6 +253,7 @@ void run_pointwise(const Tensor<T, S>& out, const E& e) {
     }
     for (; i < en; ++i) orow[i * os] = static_cast<T>(t.get(i));
   });
+  check_kernel_flags();
 }
 
 }  // namespace tenet::detail::cpu

@@ -226,6 +226,7 @@ void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bo
   } else {
     for (std::int64_t item = 0; item < items; ++item) work(item);
   }
+  check_kernel_flags();
   for (std::int64_t k = 0; k < K; ++k) {
     partial<A> p = parts[static_cast<std::size_t>(k * P)];
     for (std::int64_t j = 1; j < P; ++j) fold<Kind>(p, parts[static_cast<std::size_t>(k * P + j)]);

@@ -7,6 +7,9 @@
 
 #include <xsimd/xsimd.hpp>  // xsimd::batch, vector math (exp, log, erf, tanh ...)
 
+#include <numbers>
+
+#include <tenet/ops.hpp>  // the pointwise composites
 #include <tenet/prims/elementwise.hpp>
 
 namespace tenet::detail::cpu {
@@ -81,6 +84,38 @@ struct simd_impl<prim::where_> {
   template <class M, class B>
   static TENET_INLINE B apply(const M& c, const B& a, const B& b) {
     return xsimd::select(c, a, b);
+  }
+};
+
+// Pointwise composites (ops.hpp) with vector kernels.
+template <>
+struct simd_impl<aten::sigmoid> {
+  static constexpr bool supported = true;
+  template <class B>
+  static TENET_INLINE B apply(const B& x) {
+    return B(1) / (B(1) + xsimd::exp(-x));
+  }
+};
+template <>
+struct simd_impl<aten::silu> {
+  static constexpr bool supported = true;
+  template <class B>
+  static TENET_INLINE B apply(const B& x) {
+    return x / (B(1) + xsimd::exp(-x));
+  }
+};
+template <bool Tanh>
+struct simd_impl<aten::gelu<Tanh>> {
+  static constexpr bool supported = true;
+  template <class B>
+  static TENET_INLINE B apply(const B& x) {
+    using T = typename B::value_type;
+    if constexpr (Tanh) {
+      const B k(T(std::numbers::sqrt2 * std::numbers::inv_sqrtpi));
+      return B(T(0.5)) * x * (B(1) + xsimd::tanh(k * xsimd::fma(B(T(0.044715)) * x, x * x, x)));
+    } else {
+      return x * B(T(0.5)) * (B(1) + xsimd::erf(x * B(T(std::numbers::sqrt2 / 2))));
+    }
   }
 };
 
