@@ -60,7 +60,13 @@ struct elementwise_base {
     sizes_t<R> out{};
     for (auto& s : out) s = 1;
     ((out = detail::broadcast_sizes<R>(out, c.sizes())), ...);
+    if constexpr (sizeof...(C) >= 2) check_symbol_pairs(c...);
     return out;
+  }
+  template <class C0, class... C>
+  static void check_symbol_pairs(const C0& c0, const C&... c) {
+    (detail::check_symbols<shape_of<C0>, shape_of<C>>(c0.sizes(), c.sizes()), ...);
+    if constexpr (sizeof...(C) >= 2) check_symbol_pairs(c...);
   }
 };
 

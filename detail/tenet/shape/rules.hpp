@@ -197,6 +197,21 @@ std::array<std::int64_t, R> broadcast_sizes(const std::array<std::int64_t, RA>& 
   return out;
 }
 
+/// A symbolic extent is bound once: where two operands name the same symbol in the same (right-
+/// aligned) position, their run-time sizes must be equal (even 1 against n is an error).
+template <class A, class B>
+void check_symbols(const std::array<std::int64_t, A::rank>& a, const std::array<std::int64_t, B::rank>& b) {
+  constexpr std::size_t ra = A::rank, rb = B::rank, n = ra < rb ? ra : rb;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& ea = A::info[ra - 1 - i];
+    const auto& eb = B::info[rb - 1 - i];
+    if (ea.same_symbol(eb) && a[ra - 1 - i] != b[rb - 1 - i])
+      throw shape_error("tenet: symbolic extent " + extent_text(ea) + " is " + std::to_string(a[ra - 1 - i]) +
+                        " in " + sizes_text(a) + " and " + std::to_string(b[rb - 1 - i]) + " in " + sizes_text(b) +
+                        " (a symbol names one value everywhere)");
+  }
+}
+
 /// Checks run-time sizes against the static extents of S (static extents must match exactly).
 template <class S>
 void check_sizes_match(const std::array<std::int64_t, S::rank>& s, const char* what) {
