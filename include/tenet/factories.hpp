@@ -83,6 +83,10 @@ Tensor<T, shape<dyn>> linspace(double start, double end, std::int64_t steps) {
   T* p = t.data();
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
   const std::int64_t half = steps / 2;
+  if (steps == 1) {
+    p[0] = static_cast<T>(start);
+    return t;
+  }
   for (std::int64_t i = 0; i < steps; ++i)
     p[i] = static_cast<T>(i < half ? start + step * static_cast<double>(i)
                                    : end - step * static_cast<double>(steps - i - 1));
@@ -99,7 +103,7 @@ Tensor<T, shape<dyn, dyn>> eye(std::int64_t n, std::int64_t m = -1) {
   for (std::int64_t i = 0; i < std::min(n, m); ++i) t(i, i) = T(1);
   return t;
 }
-template <class T, std::int64_t N>
+template <class T, int N>
 Tensor<T, shape<N, N>> eye() {
   return Tensor<T, shape<N, N>>(eye<T>(N));
 }

@@ -38,6 +38,17 @@ template <class T, class S>
 std::ostream& operator<<(std::ostream& os, const Tensor<T, S>& t) {
   return os << to_string(t);
 }
+/// An unevaluated expression prints its value (evaluated now).
+template <Expression E>
+  requires(!TensorType<E>)
+std::string to_string(const E& e) {
+  return to_string(detail::evaluate(e));
+}
+template <Expression E>
+  requires(!TensorType<E>)
+std::ostream& operator<<(std::ostream& os, const E& e) {
+  return os << to_string(e);
+}
 
 }  // namespace tenet
 

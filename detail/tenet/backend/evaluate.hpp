@@ -110,7 +110,9 @@ void assign(const Tensor<T, S>& dst, const E& e) {
     throw shape_error("tenet: cannot write a value of sizes " + sizes_text(es) + " into a tensor of sizes " +
                       sizes_text(dst.sizes()));
   if (aliased) {
-    auto tmp = to_tensor(decompose<cpu_simd>(cast_to<T>(e)));
+    auto value = to_tensor(decompose<cpu_simd>(cast_to<T>(e)));
+    // a bare view of dst evaluates to itself: copy it before writing
+    auto tmp = value.shares_storage(dst) ? value.clone() : value;
     cpu::run_pointwise(dst, tmp);
   } else {
     cpu::run_pointwise(dst, materialize(decompose<cpu_simd>(cast_to<T>(e))));

@@ -108,8 +108,8 @@ TENET_UNARY_PRIM(ceil, true, std::ceil(x))
 TENET_UNARY_PRIM(round, true, std::nearbyint(x))  // half to even, as torch.round
 TENET_UNARY_PRIM(trunc, true, std::trunc(x))
 TENET_UNARY_PRIM(reciprocal, true, C(1) / x)
-// sign: -1, 0, +1 (and 0 for NaN's sign bit ignored: torch.sign(nan) is nan for floats)
-TENET_UNARY_PRIM(sign, false, x != x ? x : C((C(0) < x) - (x < C(0))))
+// sign: -1, 0, +1; 0 for NaN, as torch.sign
+TENET_UNARY_PRIM(sign, false, C((C(0) < x) - (x < C(0))))
 #undef TENET_UNARY_PRIM
 
 /// isnan, returns bool.

@@ -17,31 +17,29 @@
 //     gives float or double (through the implicit `operator float`).
 #include <tenet/config.hpp>
 
-#include <concepts>  // std::integral, std::floating_point
+#include <concepts>  // std::integral, std::same_as
 #include <cstdint>
 #include <limits>
 #include <type_traits>
 
 namespace tenet::detail {
 
-// std::bit_cast without the dependency on <bit> being usable in device code: the builtin is the
-// same thing and is available in GCC >= 11, Clang >= 9 and NVCC's front end.
+// std::bit_cast, callable from device code (NVCC treats std::bit_cast as a host function unless
+// given --expt-relaxed-constexpr). The builtin behind it is in GCC >= 11, Clang >= 9 and NVCC.
 template <class To, class From>
 TENET_HOST_DEVICE constexpr To bit_cast(From const& from) noexcept {
   static_assert(sizeof(To) == sizeof(From), "bit_cast needs types of the same size");
   return __builtin_bit_cast(To, from);
 }
 
-// Number of bits needed to hold x (0 for x == 0); std::bit_width, usable in device code.
+// Number of bits needed to hold x (0 for x == 0): std::bit_width, callable from device code.
 TENET_HOST_DEVICE constexpr int bit_width(std::uint64_t x) noexcept {
-  int width = 0;
-  for (int step = 32; step > 0; step /= 2) {
-    if (x >> step) {
-      x >>= step;
-      width += step;
-    }
-  }
-  return width + static_cast<int>(x);
+  if (x == 0) return 0;
+#if defined(__CUDA_ARCH__)
+  return 64 - __clzll(static_cast<long long>(x));
+#else
+  return 64 - __builtin_clzll(x);
+#endif
 }
 
 // An IEEE-754-style binary format: sign, `ExponentBits` biased exponent, `MantissaBits` stored
@@ -110,6 +108,8 @@ struct source_format<float> {
   static constexpr int mantissa_bits = 23;
   static constexpr int bias = 127;
   static constexpr int total_bits = 32;
+  static constexpr bits_type sign_mask = 0x80000000u;
+  static constexpr bits_type exponent_mask = 0x7f800000u;
 };
 template <>
 struct source_format<double> {
@@ -117,6 +117,8 @@ struct source_format<double> {
   static constexpr int mantissa_bits = 52;
   static constexpr int bias = 1023;
   static constexpr int total_bits = 64;
+  static constexpr bits_type sign_mask = 0x8000000000000000u;
+  static constexpr bits_type exponent_mask = 0x7ff0000000000000u;
 };
 
 // Rounds a float or double to Format (see the contract at the top of the file).
@@ -149,6 +151,7 @@ TENET_HOST_DEVICE constexpr std::uint16_t narrow_floating(Source value) noexcept
 // Rounds an integer to Format, directly (a 64-bit integer is not rounded to double first).
 template <class Format, std::integral Integer>
 TENET_HOST_DEVICE constexpr std::uint16_t narrow_integer(Integer value) noexcept {
+  static_assert(sizeof(Integer) <= sizeof(std::uint64_t), "integers wider than 64 bits are not supported");
   if constexpr (std::is_signed_v<Integer>) {
     bool const negative = value < 0;
     auto const bits = static_cast<std::uint64_t>(value);  // two's complement, so -value is 0 - bits
@@ -160,25 +163,43 @@ TENET_HOST_DEVICE constexpr std::uint16_t narrow_integer(Integer value) noexcept
 
 // Float16 to float, exactly.
 TENET_HOST_DEVICE constexpr float widen_float16(std::uint16_t bits) noexcept {
-  using f = float16_format;
-  std::uint32_t const sign = static_cast<std::uint32_t>(bits & f::sign_mask) << 16;
-  std::uint32_t const exponent = (bits & f::infinity_bits) >> f::mantissa_bits;
-  std::uint32_t fraction = bits & f::mantissa_mask;
-  constexpr int fraction_shift = 23 - f::mantissa_bits;
-  if (exponent == 0x1f)  // infinity or NaN; the payload (and a signaling NaN) is kept
-    return bit_cast<float>(sign | 0x7f800000u | (fraction << fraction_shift));
-  if (exponent != 0)
-    return bit_cast<float>(sign | ((exponent + 127 - f::bias) << 23) | (fraction << fraction_shift));
-  if (fraction == 0) return bit_cast<float>(sign);
-  // Subnormal: fraction * 2^-24. Normalize so the leading one becomes the implicit bit.
-  int const normalize = f::mantissa_bits + 1 - bit_width(fraction);
-  fraction = (fraction << normalize) & f::mantissa_mask;
-  std::uint32_t const float_exponent = static_cast<std::uint32_t>(f::min_exponent - normalize + 127);
-  return bit_cast<float>(sign | (float_exponent << 23) | (fraction << fraction_shift));
+  std::uint32_t const sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
+  std::uint32_t const magnitude = bits & 0x7fffu;
+  if (magnitude >= 0x7c00u)  // infinity or NaN; the payload (and a signaling NaN) is kept
+    return bit_cast<float>(sign | 0x7f800000u | ((magnitude & 0x3ffu) << 13));
+  if (magnitude >= 0x0400u)  // normal: move the fields into place and rebias the exponent by 127 - 15
+    return bit_cast<float>(sign | ((magnitude << 13) + 0x38000000u));
+  // Zero or subnormal, fraction * 2^-24: exact in float arithmetic.
+  return bit_cast<float>(sign | bit_cast<std::uint32_t>(static_cast<float>(magnitude) * 0x1p-24f));
+}
+
+// Float to float16; equal to narrow_floating<float16_format>(value), with the float layout
+// hard-wired.
+TENET_HOST_DEVICE constexpr std::uint16_t narrow_float_to_float16(float value) noexcept {
+  std::uint32_t const bits = bit_cast<std::uint32_t>(value);
+  auto const sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
+  std::uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u)  // NaN: quiet, with the top payload bits
+    return static_cast<std::uint16_t>(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu));
+  if (magnitude >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 = max + ulp/2, or infinity
+  if (magnitude >= 0x38800000u) {                        // >= 2^-14: a normal result
+    magnitude -= 0x38000000u;                            // rebias the exponent by 127 - 15
+    magnitude += 0x0fffu + ((magnitude >> 13) & 1u);     // round the 13 dropped bits to even
+    return static_cast<std::uint16_t>(sign | (magnitude >> 13));
+  }
+  if (magnitude <= 0x33000000u) return sign;  // <= 2^-25: rounds to zero (2^-25 is a tie)
+  // A subnormal result: the significand, shifted so that bit 0 weighs 2^-24, rounded to even.
+  std::uint32_t const significand = (magnitude & 0x7fffffu) | 0x800000u;
+  int const shift = 126 - static_cast<int>(magnitude >> 23);  // 14 .. 24
+  std::uint32_t quotient = significand >> shift;
+  std::uint32_t const remainder = significand & ((1u << shift) - 1);
+  std::uint32_t const halfway = 1u << (shift - 1);
+  if (remainder > halfway || (remainder == halfway && (quotient & 1u))) ++quotient;
+  return static_cast<std::uint16_t>(sign | quotient);
 }
 
 // Float to bfloat16, the usual way: add just under half an ulp (plus one when the kept part is odd)
-// and truncate. Equal to narrow_floating<bfloat16_format>(value), faster.
+// and truncate. Equal to narrow_floating<bfloat16_format>(value).
 TENET_HOST_DEVICE constexpr std::uint16_t narrow_float_to_bfloat16(float value) noexcept {
   std::uint32_t bits = bit_cast<std::uint32_t>(value);
   if ((bits & 0x7fffffffu) > 0x7f800000u)  // NaN: keep sign and top payload, set the quiet bit
@@ -319,7 +340,7 @@ struct half_base {
     if constexpr (std::is_same_v<Format, bfloat16_format>)
       return narrow_float_to_bfloat16(value);
     else
-      return narrow_floating<Format>(value);
+      return narrow_float_to_float16(value);
   }
 };
 
@@ -362,17 +383,26 @@ TENET_HOST_DEVICE constexpr bool signbit(T x) noexcept {
   return (x.bits & T::format::sign_mask) != 0;
 }
 
-template <std::floating_point T>
+// (By the bits, so that it needs no library call in device code and no NaN in constant
+// evaluation.)
+template <class T>
+  requires std::same_as<T, float> || std::same_as<T, double>
 TENET_HOST_DEVICE constexpr bool isnan(T x) noexcept {
   return x != x;
 }
-template <std::floating_point T>
+template <class T>
+  requires std::same_as<T, float> || std::same_as<T, double>
 TENET_HOST_DEVICE constexpr bool isinf(T x) noexcept {
-  return x == std::numeric_limits<T>::infinity() || x == -std::numeric_limits<T>::infinity();
+  using source = detail::source_format<T>;
+  auto const bits = detail::bit_cast<typename source::bits_type>(x);
+  return (bits & ~source::sign_mask) == source::exponent_mask;
 }
-template <std::floating_point T>
+template <class T>
+  requires std::same_as<T, float> || std::same_as<T, double>
 TENET_HOST_DEVICE constexpr bool isfinite(T x) noexcept {
-  return !tenet::isnan(x) && !tenet::isinf(x);
+  using source = detail::source_format<T>;
+  auto const bits = detail::bit_cast<typename source::bits_type>(x);
+  return (bits & source::exponent_mask) != source::exponent_mask;
 }
 
 }  // namespace tenet

@@ -28,7 +28,7 @@ struct cat_shape {
     constexpr auto a = A::info[I], b = B::info[I];
     if constexpr (I == D) {
       if constexpr (a.is_fixed() && b.is_fixed())
-        return static_cast<std::int64_t>(a.value + b.value);
+        return static_cast<int>(a.value + b.value);  // computed extents are int, as users write them
       else
         return dyn;
     } else if constexpr (a.is_fixed() && b.is_fixed() && a.value != b.value) {

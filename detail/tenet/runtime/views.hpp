@@ -31,11 +31,27 @@ struct cannot_expand {
 
 namespace tenet::detail {
 
+/// True for a static extent equal to -1 (false, without a cast, for dyn and sym extents).
+template <auto E>
+constexpr bool is_minus_one_extent() {
+  if constexpr (is_static_extent<E>)
+    return static_cast<std::int64_t>(E) == -1;
+  else
+    return false;
+}
+template <auto E>
+constexpr bool is_negative_static_extent() {
+  if constexpr (is_static_extent<E>)
+    return static_cast<std::int64_t>(E) < 0;
+  else
+    return false;
+}
+
 // reshape target: -1 is inferred (statically when the other extents and the source are static).
 template <class S, auto... E>
 struct reshape_target {
   static constexpr std::size_t rank = sizeof...(E);
-  static constexpr int minus_ones = ((is_static_extent<E> && static_cast<std::int64_t>(E) == -1 ? 1 : 0) + ... + 0);
+  static constexpr int minus_ones = ((is_minus_one_extent<E>() ? 1 : 0) + ... + 0);
   static_assert(minus_ones <= 1, "tenet: reshape: only one extent can be -1");
   static constexpr bool others_static = ((is_static_extent<E>) && ...);
   static constexpr std::int64_t known_product = [] {
@@ -52,14 +68,13 @@ struct reshape_target {
   static constexpr bool fully_static = S::is_static && others_static;
   template <auto X>
   static constexpr auto map_extent() {
-    if constexpr (is_static_extent<X> && static_cast<std::int64_t>(X) == -1) {
+    if constexpr (is_minus_one_extent<X>()) {
       if constexpr (fully_static && known_product != 0)
-        return static_cast<std::int64_t>(S::static_numel / known_product);
+        return static_cast<int>(S::static_numel / known_product);
       else
         return dyn;
     } else {
-      static_assert(!is_static_extent<X> || static_cast<std::int64_t>(X) >= 0,
-                    "tenet: reshape extents must be >= 0 or -1");
+      static_assert(!is_negative_static_extent<X>(), "tenet: reshape extents must be >= 0 or -1");
       return X;
     }
   }
@@ -163,7 +178,7 @@ template <class T, class S>
 template <std::int64_t... P>
 auto Tensor<T, S>::permute() const {
   static_assert(sizeof...(P) == rank, "tenet: permute<...> needs one dim per dimension");
-  constexpr std::array<std::int64_t, rank> perm{detail::normalize_dim(P, static_cast<std::int64_t>(rank))...};
+  static constexpr std::array<std::int64_t, rank> perm{detail::normalize_dim(P, static_cast<std::int64_t>(rank))...};
   constexpr bool ok = [&] {
     std::array<bool, rank> seen{};
     for (auto p : perm) {
@@ -296,7 +311,7 @@ auto Tensor<T, S>::expand(N... n) const {
   using S2 = decltype([]<std::size_t... I>(std::index_sequence<I...>) {
     return shape<[] {
       constexpr auto e = detail::nth_extent<I, E...>();
-      if constexpr (detail::is_static_extent<e> && static_cast<std::int64_t>(e) == -1) {
+      if constexpr (detail::is_minus_one_extent<e>()) {
         static_assert(I + rank >= R2, "tenet: expand: -1 is not allowed for a new leading dim");
         return S::template extent<I + rank - R2>;
       } else {
@@ -363,7 +378,7 @@ auto Tensor<T, S>::squeeze() const {
     for (auto& e : S::info) k += !(e.is_fixed() && e.value == 1);
     return k;
   }();
-  constexpr std::array<std::size_t, kept> src = [] {
+  static constexpr std::array<std::size_t, kept> src = [] {
     std::array<std::size_t, kept> s{};
     std::size_t j = 0;
     for (std::size_t i = 0; i < rank; ++i)
@@ -394,7 +409,7 @@ auto Tensor<T, S>::flatten() const {
       }
       return p;
     }();
-    using mid = std::conditional_t<merged >= 0, shape<merged>, shape<dyn>>;
+    using mid = std::conditional_t<merged >= 0, shape<static_cast<int>(merged)>, shape<dyn>>;
     using S2 = detail::concat_shapes_t<detail::take_extents_t<S, 0, a>, mid, detail::take_extents_t<S, b + 1, rank>>;
     sizes_t<S2::rank> ns{};
     std::int64_t m = 1;

@@ -107,6 +107,108 @@ TENET_INLINE void reduce_segment(partial<A>& p, const Tree& t, std::int64_t b, s
   for (; i < e; ++i) fold<Kind>(p, static_cast<A>(static_cast<compute_t<T>>(t.get(i))), idx0 + (i - b));
 }
 
+/// The column case: the innermost kept dim has unit (or zero) stride for every operand and the
+/// innermost reduced dim does not (e.g. sum<0> of a row-major matrix). Each thread then owns a block
+/// of output columns and adds whole vectors of them per reduced position, instead of walking
+/// strided scalars. Returns false (nothing done) when the case does not apply.
+template <class Kind, class A, class OutT, class Tree>
+bool column_reduce(OutT* o, const Tree& tree, std::int64_t* const* arrays, std::size_t na, const std::int64_t* sz_in,
+                   std::size_t nk, std::size_t nd, std::int64_t K, std::int64_t N) {
+  using T = typename Tree::value_type;
+  constexpr bool vector_kind = std::is_same_v<Kind, prim::sum_kind> || std::is_same_v<Kind, prim::amax_kind> ||
+                               std::is_same_v<Kind, prim::amin_kind> || std::is_same_v<Kind, prim::prod_kind>;
+  if constexpr (!(vector_kind && Tree::simd && !Tree::mask && std::is_same_v<typename Tree::lane, T>)) {
+    return false;
+  } else {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
+    if (nk == 0) return false;
+    const std::size_t kl = nk - 1;
+    const std::int64_t Lk = sz_in[kl];
+    if (Lk < W) return false;
+    bool kept_unit = true, reduced_unit = true;
+    for (std::size_t a = 0; a < na; ++a) {
+      kept_unit = kept_unit && (arrays[a][kl] == 0 || arrays[a][kl] == 1);
+      reduced_unit = reduced_unit && (arrays[a][nd - 1] == 0 || arrays[a][nd - 1] == 1);
+    }
+    if (!kept_unit || reduced_unit) return false;
+    // new order: kept-outer..., reduced..., kept-last (the row)
+    std::array<std::int64_t, 64> sz{};
+    std::size_t j = 0;
+    for (std::size_t d = 0; d < kl; ++d) sz[j++] = sz_in[d];
+    for (std::size_t d = nk; d < nd; ++d) sz[j++] = sz_in[d];
+    sz[j++] = Lk;
+    for (std::size_t a = 0; a < na; ++a) {
+      std::array<std::int64_t, 64> t{};
+      std::size_t q = 0;
+      for (std::size_t d = 0; d < kl; ++d) t[q++] = arrays[a][d];
+      for (std::size_t d = nk; d < nd; ++d) t[q++] = arrays[a][d];
+      t[q++] = arrays[a][kl];
+      for (std::size_t d = 0; d < nd; ++d) arrays[a][d] = t[d];
+    }
+    const std::int64_t Ko = K / Lk;
+    constexpr std::int64_t block_cols = 1024;
+    const std::int64_t nblocks = (Lk + block_cols - 1) / block_cols;
+    const std::int64_t items = Ko * nblocks;
+    const std::size_t ndim = nd, nouter = kl;
+    auto work = [&](std::int64_t item) {
+      const std::int64_t ko = item / nblocks, cb = item % nblocks;
+      const std::int64_t c0 = cb * block_cols, c1 = std::min(Lk, c0 + block_cols);
+      std::array<std::int64_t, 64> idx{};
+      std::int64_t rem = ko;
+      for (std::size_t d = nouter; d-- > 0;) {
+        idx[d] = rem % sz[d];
+        rem /= sz[d];
+      }
+      alignas(64) T acc[block_cols];
+      A total[block_cols];
+      const T init = static_cast<T>(Kind::template identity<A>());
+      for (std::int64_t c = 0; c < c1 - c0; ++c) acc[c] = init, total[c] = Kind::template identity<A>();
+      Tree t = tree;
+      for (std::int64_t r = 0; r < N; ++r) {
+        std::int64_t rr = r;
+        for (std::size_t d = ndim - 1; d-- > nouter;) {
+          idx[d] = rr % sz[d];
+          rr /= sz[d];
+        }
+        t.set_row(idx.data(), ndim);
+        std::int64_t i = c0;
+        for (; i + W <= c1; i += W) {
+          const B x = t.template load<B>(i);
+          B a = B::load_aligned(acc + (i - c0));
+          if constexpr (std::is_same_v<Kind, prim::sum_kind>)
+            a += x;
+          else if constexpr (std::is_same_v<Kind, prim::prod_kind>)
+            a *= x;
+          else if constexpr (std::is_same_v<Kind, prim::amax_kind>)
+            a = xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(x), x, xsimd::max(a, x)));
+          else
+            a = xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(x), x, xsimd::min(a, x)));
+          a.store_aligned(acc + (i - c0));
+        }
+        for (; i < c1; ++i) acc[i - c0] = static_cast<T>(Kind::combine(static_cast<A>(acc[i - c0]), static_cast<A>(t.get(i))));
+        if constexpr (std::is_same_v<Kind, prim::sum_kind>) {
+          if ((r & 255) == 255) {  // flush the float lanes into the wider total every 256 rows
+            for (std::int64_t c = 0; c < c1 - c0; ++c) total[c] += static_cast<A>(acc[c]), acc[c] = T(0);
+          }
+        }
+      }
+      for (std::int64_t c = 0; c < c1 - c0; ++c) {
+        const A v = std::is_same_v<Kind, prim::sum_kind> ? total[c] + static_cast<A>(acc[c]) : static_cast<A>(acc[c]);
+        o[ko * Lk + c0 + c] = static_cast<OutT>(v);
+      }
+    };
+    if (omp_get_max_threads() > 1 && items > 1 && K * N >= 2 * reduce_grain) {
+#pragma omp parallel for schedule(static)
+      for (std::int64_t item = 0; item < items; ++item) work(item);
+    } else {
+      for (std::int64_t item = 0; item < items; ++item) work(item);
+    }
+    check_kernel_flags();
+    return true;
+  }
+}
+
 /// out = reduce<Kind>(child) over the dims marked in `mask` (out: fresh, contiguous, any keepdim).
 template <class Kind, class OutT, class OS, class C, std::size_t Rin>
 void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bool, Rin>& mask_in) {
@@ -185,6 +287,7 @@ void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bo
                         sizes_text(in.data(), Rin));
     }
   }
+  if (column_reduce<Kind, A>(o, tree, arrays.data(), na, sz.data(), nk, nd, K, N)) return;
   const std::int64_t L = sz[nd - 1];
   const int threads = omp_get_max_threads();
   std::int64_t P = 1;

@@ -3,6 +3,7 @@
 #include <tenet/config.hpp>
 // Which elementwise prims the CPU backend runs on xsimd batches, and how. A prim without an entry
 // runs through its scalar `apply` (still fused and threaded); see elementwise.hpp.
+#include <limits>
 #include <type_traits>
 
 #include <xsimd/xsimd.hpp>  // xsimd::batch, vector math (exp, log, erf, tanh ...)
@@ -23,6 +24,29 @@ struct simd_impl {
   static constexpr bool supported = false;
 };
 
+/// exp without xsimd's early overflow: xsimd 8 returns inf above 88.376 for float (the true limit is
+/// 88.722) and above 709.43 for double. Lanes past its limit take exp(x - 1) * e; x - 1 is exact
+/// there, so the result keeps full precision. The check is one compare per vector.
+template <class B>
+TENET_INLINE B exp_full_range(const B& x) {
+  using T = typename B::value_type;
+  constexpr T limit = std::is_same_v<T, float> ? T(88.3f) : T(709.0);
+  B r = xsimd::exp(x);
+  const auto big = x > B(limit);
+  if (xsimd::any(big)) r = xsimd::select(big, xsimd::exp(x - B(T(1))) * B(std::numbers::e_v<T>), r);
+  return r;
+}
+/// pow with C's special cases (pow(x, 0) = 1, pow(1, y) = 1, pow(0, y<0) = inf, pow(0, y>0) = 0),
+/// which xsimd 8's pow misses.
+template <class B>
+TENET_INLINE B pow_ieee(const B& a, const B& b) {
+  using T = typename B::value_type;
+  B r = xsimd::pow(a, b);
+  const B inf(std::numeric_limits<T>::infinity());
+  r = xsimd::select(a == B(T(0)), xsimd::select(b < B(T(0)), inf, xsimd::select(b == B(T(0)), B(T(1)), B(T(0)))), r);
+  return xsimd::select((b == B(T(0))) | (a == B(T(1))), B(T(1)), r);
+}
+
 #define TENET_SIMD_UNARY(PRIM, ...)                 \
   template <>                                       \
   struct simd_impl<prim::PRIM> {                    \
@@ -34,9 +58,9 @@ struct simd_impl {
   };
 TENET_SIMD_UNARY(neg_, -x)
 TENET_SIMD_UNARY(abs_, xsimd::abs(x))
-TENET_SIMD_UNARY(exp_, xsimd::exp(x))
+TENET_SIMD_UNARY(exp_, exp_full_range(x))
 TENET_SIMD_UNARY(exp2_, xsimd::exp2(x))
-TENET_SIMD_UNARY(expm1_, xsimd::expm1(x))
+TENET_SIMD_UNARY(expm1_, xsimd::select(x > B(typename B::value_type(80)), exp_full_range(x), xsimd::expm1(x)))
 TENET_SIMD_UNARY(log_, xsimd::log(x))
 TENET_SIMD_UNARY(log2_, xsimd::log2(x))
 TENET_SIMD_UNARY(log1p_, xsimd::log1p(x))
@@ -67,7 +91,7 @@ TENET_SIMD_BINARY(add_, a + b)
 TENET_SIMD_BINARY(sub_, a - b)
 TENET_SIMD_BINARY(mul_, a* b)
 TENET_SIMD_BINARY(div_, a / b)
-TENET_SIMD_BINARY(pow_, xsimd::pow(a, b))
+TENET_SIMD_BINARY(pow_, pow_ieee(a, b))
 TENET_SIMD_BINARY(maximum_, xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(b), b, xsimd::max(a, b))))
 TENET_SIMD_BINARY(minimum_, xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(b), b, xsimd::min(a, b))))
 TENET_SIMD_BINARY(eq_, a == b)
@@ -93,7 +117,7 @@ struct simd_impl<aten::sigmoid> {
   static constexpr bool supported = true;
   template <class B>
   static TENET_INLINE B apply(const B& x) {
-    return B(1) / (B(1) + xsimd::exp(-x));
+    return B(1) / (B(1) + exp_full_range(-x));
   }
 };
 template <>
@@ -101,7 +125,7 @@ struct simd_impl<aten::silu> {
   static constexpr bool supported = true;
   template <class B>
   static TENET_INLINE B apply(const B& x) {
-    return x / (B(1) + xsimd::exp(-x));
+    return x / (B(1) + exp_full_range(-x));
   }
 };
 template <bool Tanh>

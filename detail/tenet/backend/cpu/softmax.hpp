@@ -13,6 +13,7 @@
 
 #include <omp.h>
 
+#include <tenet/backend/cpu/simd.hpp>
 #include <tenet/tensor.hpp>
 
 namespace tenet::detail::cpu {
@@ -56,7 +57,7 @@ void run_softmax_last(const Tensor<T, S>& out, const Tensor<T, S>& x) {
     const B bm(m);
     i = 0;
     for (; i + W <= L; i += W) {
-      const B e = xsimd::exp(B::load_unaligned(a + i) - bm);
+      const B e = xsimd::exp(B::load_unaligned(a + i) - bm);  // x - m <= 0: no overflow
       if constexpr (!Log) e.store_unaligned(y + i);
       vs += e;
     }
@@ -69,10 +70,11 @@ void run_softmax_last(const Tensor<T, S>& out, const Tensor<T, S>& x) {
     // pass 3
     i = 0;
     if constexpr (Log) {
-      const T shift = m + std::log(s);
-      const B bs(shift);
-      for (; i + W <= L; i += W) (B::load_unaligned(a + i) - bs).store_unaligned(y + i);
-      for (; i < L; ++i) y[i] = a[i] - shift;
+      // (x - m) - log(s): adding log(s) to m first would round it at m's magnitude
+      const T ls = std::log(s);
+      const B bl(ls);
+      for (; i + W <= L; i += W) ((B::load_unaligned(a + i) - bm) - bl).store_unaligned(y + i);
+      for (; i < L; ++i) y[i] = (a[i] - m) - ls;
     } else {
       const T inv = T(1) / s;
       const B bi(inv);
