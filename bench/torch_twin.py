@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The bench/*.cpp workloads in PyTorch, eager and torch.compile, on the CPU.
+
+Same sizes, same metrics and the same harness as bench/harness.hpp: one warm-up call, then
+calls until >= 0.5 s and >= 5 runs, the median. torch.set_num_threads is the OpenMP thread
+count (OMP_NUM_THREADS if set, else os.cpu_count()). Prints one JSON line per result. When
+torch.compile fails for a workload, prints a JSON line with "value": null and "error" instead
+of stopping.
+
+Usage: python3 bench/torch_twin.py [--filter REGEX] [--no-compile]
+(here: `source /tmp/torchenv.sh` first; on a normal machine `pip install torch` suffices)
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+
+import torch
+
+
+def measure(f, min_seconds=0.5, min_runs=5):
+    f()  # warm-up (and, for torch.compile, the compilation)
+    times = []
+    while sum(times) < min_seconds or len(times) < min_runs:
+        t0 = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def report(workload, impl, metric, value, **extra):
+    line = {"workload": workload, "impl": impl, "device": "cpu", "metric": metric,
+            "value": None if value is None else float(f"{value:.4g}")}
+    line.update(extra)
+    print(json.dumps(line), flush=True)
+
+
+def gelu_affine(x, a: float, b: float, c: float):
+    return torch.nn.functional.gelu(x * a + b) * c
+
+
+def workloads():
+    """(name, metric, make_inputs() -> args, fn, amount) where metric = amount / t."""
+    n = 16 * 1024 * 1024
+    yield ("gelu_affine_16Mi", "GB/s",
+           lambda: (torch.randn(n), 1.5, 0.25, 0.5), gelu_affine, 8.0 * n / 1e9)
+    n = 64 * 1024 * 1024
+    yield ("sum_64Mi", "GB/s", lambda: (torch.rand(n),), lambda x: x.sum(), 4.0 * n / 1e9)
+    n = 4096
+    yield ("softmax_4096x4096", "GB/s", lambda: (torch.randn(n, n),),
+           lambda x: torch.softmax(x, dim=-1), 8.0 * n * n / 1e9)
+    n = 2048
+    yield ("sgemm_2048", "GFLOP/s", lambda: (torch.randn(n, n), torch.randn(n, n)),
+           lambda a, b: a @ b, 2.0 * n ** 3 / 1e9)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--filter", default="", help="regex on the workload name")
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    args = parser.parse_args()
+
+    threads = int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1))
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    pattern = re.compile(args.filter)
+
+    for name, metric, make_inputs, fn, amount in workloads():
+        if not pattern.search(name):
+            continue
+        inputs = make_inputs()
+        with torch.inference_mode():
+            t = measure(lambda: fn(*inputs))
+        report(name, "torch-eager", metric, amount / t)
+        if args.no_compile:
+            continue
+        try:
+            torch._dynamo.reset()
+            compiled = torch.compile(fn)
+            with torch.inference_mode():
+                t = measure(lambda: compiled(*inputs))
+            report(name, "torch-compile", metric, amount / t)
+        except Exception as e:  # noqa: BLE001 - any compile failure is "missing", not fatal
+            msg = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            report(name, "torch-compile", metric, None, error=msg)
+            print(f"torch_twin: torch.compile failed for {name}: {msg}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
