@@ -107,3 +107,20 @@ TEST_CASE("shapes: a symbolic extent is bound once where operands meet") {
   Tensor<float, shape<dyn, 4>> e = a + d;
   CHECK(e.sizes()[0] == 3);
 }
+
+TEST_CASE("prims: the vector erf holds 4e-7 relative error over a dense sweep") {
+  // the CPU backend's float erf is its own rational fit (backend/cpu/simd.hpp); check it densely
+  auto x = linspace<float>(-6.0, 6.0, 1200001);
+  Tensor<float, shape<dyn>> y = erf(x);
+  std::int64_t bad = 0;
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    const double want = std::erf(static_cast<double>(x(i)));
+    if (std::abs(y(i) - want) > 4e-7 * std::abs(want) + 1e-30 && bad++ < 5)
+      UNSCOPED_INFO("erf(" << x(i) << ") = " << y(i) << ", want " << want);
+  }
+  CHECK(bad == 0);
+  auto small = linspace<float>(1e-30, 1e-3, 1001);  // relative accuracy near 0
+  Tensor<float, shape<dyn>> ys = erf(small);
+  for (std::int64_t i = 0; i < small.numel(); ++i)
+    CHECK(ys(i) == Approx(std::erf(static_cast<double>(small(i)))).epsilon(4e-7));
+}

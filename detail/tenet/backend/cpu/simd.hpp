@@ -36,6 +36,34 @@ TENET_INLINE B exp_full_range(const B& x) {
   if (xsimd::any(big)) r = xsimd::select(big, xsimd::exp(x - B(T(1))) * B(std::numbers::e_v<T>), r);
   return r;
 }
+/// erf for float lanes: x * P(x^2) / Q(x^2) on x clamped to [-4, 4] (erf(4) rounds to 1 in float),
+/// a rational fit made for tenet (least squares pushed toward minimax on [0, 4], checked against
+/// 30-digit erf: max relative error 3.2e-7, 5 ulp next to 1). Branch-free: about 14 vector ops
+/// where xsimd 8's erf evaluates two kernels and an exp for mixed inputs. Double keeps xsimd's.
+template <class B>
+TENET_INLINE B erf_fast(const B& x) {
+  using T = typename B::value_type;
+  if constexpr (!std::is_same_v<T, float>) {
+    return xsimd::erf(x);
+  } else {
+    const B xc = xsimd::min(xsimd::max(x, B(-4.0f)), B(4.0f));
+    const B t = xc * xc;
+    B p(1.911019258133508e-08f);
+    p = xsimd::fma(p, t, B(-1.9422201827262973e-06f));
+    p = xsimd::fma(p, t, B(0.00014727548961687007f));
+    p = xsimd::fma(p, t, B(0.003990218443012632f));
+    p = xsimd::fma(p, t, B(0.051523837316424674f));
+    p = xsimd::fma(p, t, B(0.20711770478631855f));
+    p = xsimd::fma(p, t, B(1.1283790944644143f));
+    B q(0.0010210184813511335f);
+    q = xsimd::fma(q, t, B(0.014957386913730894f));
+    q = xsimd::fma(q, t, B(0.11796757971026268f));
+    q = xsimd::fma(q, t, B(0.5168845390848993f));
+    q = xsimd::fma(q, t, B(1.0f));
+    return xsimd::select(xsimd::isnan(x), x, xc * p / q);
+  }
+}
+
 /// pow with C's special cases (pow(x, 0) = 1, pow(1, y) = 1, pow(0, y<0) = inf, pow(0, y>0) = 0),
 /// which xsimd 8's pow misses.
 template <class B>
@@ -70,7 +98,7 @@ TENET_SIMD_UNARY(sin_, xsimd::sin(x))
 TENET_SIMD_UNARY(cos_, xsimd::cos(x))
 TENET_SIMD_UNARY(tan_, xsimd::tan(x))
 TENET_SIMD_UNARY(tanh_, xsimd::tanh(x))
-TENET_SIMD_UNARY(erf_, xsimd::erf(x))
+TENET_SIMD_UNARY(erf_, erf_fast(x))
 TENET_SIMD_UNARY(floor_, xsimd::floor(x))
 TENET_SIMD_UNARY(ceil_, xsimd::ceil(x))
 TENET_SIMD_UNARY(round_, xsimd::nearbyint(x))
@@ -138,7 +166,7 @@ struct simd_impl<aten::gelu<Tanh>> {
       const B k(T(std::numbers::sqrt2 * std::numbers::inv_sqrtpi));
       return B(T(0.5)) * x * (B(1) + xsimd::tanh(k * xsimd::fma(B(T(0.044715)) * x, x * x, x)));
     } else {
-      return x * B(T(0.5)) * (B(1) + xsimd::erf(x * B(T(std::numbers::sqrt2 / 2))));
+      return x * B(T(0.5)) * (B(1) + erf_fast(x * B(T(std::numbers::sqrt2 / 2))));
     }
   }
 };
