@@ -17,10 +17,6 @@ using tenet_test::make;
 
 constexpr const char* kFile = "reductions.txt";
 
-template <class E>
-auto ev(const E& e) {
-  return Tensor<tenet::value_type_of<E>, tenet::shape_of<E>>(e);
-}
 
 // The same extents (shape<6, 3> and shape<std::int64_t{6}, std::int64_t{3}> are distinct types).
 template <class S1, class S2>
@@ -37,7 +33,7 @@ void check_mm(const char* name, double rtol = 1e-5, double atol = 1e-5) {
   const auto& c = get_case(kFile, name);
   const auto a = make<T, SA>(c.at("a"));
   const auto b = make<T, SB>(c.at("b"));
-  const auto r = ev(tenet::matmul(a, b));
+  const auto r = tenet::eval(tenet::matmul(a, b));
   static_assert(std::is_same_v<tenet::value_type_of<decltype(r)>, T>);
   static_assert(std::is_same_v<tenet::shape_of<decltype(r)>, SO>);
   check_close(r, c.at("out"), rtol, atol);
@@ -62,14 +58,14 @@ TEST_CASE("matmul with a transposed operand", "[matmul]") {
   const auto b = make<float, shape<6, 4>>(c.at("b"));
   const auto at = a.transpose<0, 1>();
   REQUIRE_FALSE(at.is_contiguous());
-  check_close(ev(tenet::matmul(at, b)), c.at("out"), 1e-5, 1e-5);
+  check_close(tenet::eval(tenet::matmul(at, b)), c.at("out"), 1e-5, 1e-5);
 }
 
 TEST_CASE("matmul bfloat16", "[matmul]") {
   const auto& c = get_case(kFile, "mm_bf16");
   const auto a = make<tenet::bfloat16, shape<8, 16>>(c.at("a"));
   const auto b = make<tenet::bfloat16, shape<16, 5>>(c.at("b"));
-  const auto r = ev(tenet::matmul(a, b));
+  const auto r = tenet::eval(tenet::matmul(a, b));
   static_assert(std::is_same_v<tenet::value_type_of<decltype(r)>, tenet::bfloat16>);
   // one bf16 rounding of the result (torch accumulates in float32)
   check_close(r, c.at("out"), 1.6e-2, 2e-2);
@@ -79,24 +75,24 @@ TEST_CASE("matmul bfloat16", "[matmul]") {
 TEST_CASE("matmul with K = 0 gives zeros", "[matmul]") {
   const auto a = tenet::empty<float, shape<3, dyn>>(0);
   const auto b = tenet::empty<float, shape<dyn, 2>>(0);
-  const auto r = ev(tenet::matmul(a, b));
+  const auto r = tenet::eval(tenet::matmul(a, b));
   REQUIRE(r.sizes()[0] == 3);
   REQUIRE(r.sizes()[1] == 2);
   for (std::int64_t i = 0; i < 3; ++i)
     for (std::int64_t j = 0; j < 2; ++j) CHECK(r(i, j) == 0.0f);
-  const auto v = ev(tenet::matmul(tenet::empty<float, shape<dyn>>(0), tenet::empty<float, shape<dyn>>(0)));
+  const auto v = tenet::eval(tenet::matmul(tenet::empty<float, shape<dyn>>(0), tenet::empty<float, shape<dyn>>(0)));
   CHECK(v.item() == 0.0f);
 }
 
 TEST_CASE("matmul of dyn shapes with mismatched K throws shape_error", "[matmul]") {
   const auto a = tenet::ones<float, shape<dyn, dyn>>(3, 4);
   const auto b = tenet::ones<float, shape<dyn, dyn>>(5, 2);
-  CHECK_THROWS_AS(ev(tenet::matmul(a, b)), tenet::shape_error);
+  CHECK_THROWS_AS(tenet::eval(tenet::matmul(a, b)), tenet::shape_error);
   const auto v = tenet::ones<float, shape<dyn>>(3);
-  CHECK_THROWS_AS(ev(tenet::matmul(a, v)), tenet::shape_error);
+  CHECK_THROWS_AS(tenet::eval(tenet::matmul(a, v)), tenet::shape_error);
   const auto ba = tenet::ones<float, shape<dyn, 2, 3>>(2);
   const auto bb = tenet::ones<float, shape<dyn, 3, 2>>(3);
-  CHECK_THROWS_AS(ev(tenet::matmul(ba, bb)), tenet::shape_error);  // batch 2 vs 3
+  CHECK_THROWS_AS(tenet::eval(tenet::matmul(ba, bb)), tenet::shape_error);  // batch 2 vs 3
 }
 
 TEST_CASE("cat / stack vs torch", "[join]") {

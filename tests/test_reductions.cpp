@@ -18,10 +18,6 @@ using tenet_test::make;
 
 constexpr const char* kFile = "reductions.txt";
 
-template <class E>
-auto ev(const E& e) {
-  return Tensor<tenet::value_type_of<E>, tenet::shape_of<E>>(e);
-}
 
 struct tol {
   double rtol = -1, atol = -1;
@@ -31,7 +27,7 @@ template <class E>
 void chk(const E& e, const tenet_test::ref_case& c, const std::string& key, tol t = {}) {
   INFO("reference key " << key);
   REQUIRE(c.count(key) == 1);
-  auto r = ev(e);
+  auto r = tenet::eval(e);
   if (t.rtol < 0)
     check_close(r, c.at(key));
   else
@@ -165,21 +161,21 @@ TEST_CASE("amax/argmax propagate NaN; argmax ties take the first index", "[reduc
 TEST_CASE("reductions of empty tensors", "[reductions]") {
   const auto e = tenet::zeros<float, shape<dyn, dyn>>(0, 3);
   REQUIRE(e.numel() == 0);
-  CHECK(ev(tenet::sum(e)).item() == 0.0f);
-  CHECK(ev(tenet::prod(e)).item() == 1.0f);
-  const auto s0 = ev(tenet::sum<0>(e));
+  CHECK(tenet::eval(tenet::sum(e)).item() == 0.0f);
+  CHECK(tenet::eval(tenet::prod(e)).item() == 1.0f);
+  const auto s0 = tenet::eval(tenet::sum<0>(e));
   REQUIRE(s0.sizes()[0] == 3);
   for (std::int64_t i = 0; i < 3; ++i) CHECK(s0(i) == 0.0f);
-  const auto p0 = ev(tenet::prod<0>(e));
+  const auto p0 = tenet::eval(tenet::prod<0>(e));
   REQUIRE(p0.sizes()[0] == 3);
   for (std::int64_t i = 0; i < 3; ++i) CHECK(p0(i) == 1.0f);
-  CHECK(ev(tenet::sum<1>(e)).numel() == 0);
-  CHECK_THROWS_AS(ev(tenet::amax<0>(e)), tenet::value_error);
-  CHECK_THROWS_AS(ev(tenet::amax(e)), tenet::value_error);
-  CHECK_THROWS_AS(ev(tenet::argmax<0>(e)), tenet::value_error);
+  CHECK(tenet::eval(tenet::sum<1>(e)).numel() == 0);
+  CHECK_THROWS_AS(tenet::eval(tenet::amax<0>(e)), tenet::value_error);
+  CHECK_THROWS_AS(tenet::eval(tenet::amax(e)), tenet::value_error);
+  CHECK_THROWS_AS(tenet::eval(tenet::argmax<0>(e)), tenet::value_error);
   const auto ei = tenet::zeros<std::int32_t, shape<dyn>>(0);
-  CHECK(ev(tenet::sum(ei)).item() == 0);
-  CHECK(ev(tenet::prod(ei)).item() == 1);
+  CHECK(tenet::eval(tenet::sum(ei)).item() == 0);
+  CHECK(tenet::eval(tenet::prod(ei)).item() == 1);
 }
 
 TEST_CASE("reductions over size-1 dims", "[reductions]") {
@@ -236,7 +232,7 @@ TEST_CASE("large full sums keep float64-like accuracy", "[reductions]") {
       want += static_cast<double>(x.data()[i]);
       abs_sum += std::abs(static_cast<double>(x.data()[i]));
     }
-    const double got = ev(tenet::sum(x)).item();
+    const double got = tenet::eval(tenet::sum(x)).item();
     INFO("got " << got << " want " << want);
     CHECK(std::abs(got - want) <= 1e-5 * std::abs(want) + 1e-7 * abs_sum);
   }
@@ -244,19 +240,19 @@ TEST_CASE("large full sums keep float64-like accuracy", "[reductions]") {
     const auto x = tenet::rand<float, shape<dyn>>(n);
     double want = 0;
     for (std::int64_t i = 0; i < n; ++i) want += static_cast<double>(x.data()[i]);
-    const double got = ev(tenet::sum(x)).item();
+    const double got = tenet::eval(tenet::sum(x)).item();
     INFO("got " << got << " want " << want);
     CHECK(std::abs(got - want) <= 1e-5 * std::abs(want));
-    const double m = ev(tenet::mean(x)).item();
+    const double m = tenet::eval(tenet::mean(x)).item();
     CHECK(std::abs(m - want / n) <= 1e-5 * std::abs(want / n));
   }
   SECTION("ones") {
     const auto x = tenet::full<float, shape<dyn>>(0.1f, n);
     const double want = static_cast<double>(0.1f) * static_cast<double>(n);
-    const double got = ev(tenet::sum(x)).item();
+    const double got = tenet::eval(tenet::sum(x)).item();
     INFO("got " << got << " want " << want);
     CHECK(std::abs(got - want) <= 1e-5 * want);
-    CHECK(ev(tenet::sum(tenet::ones<float, shape<dyn>>(n))).item() == static_cast<float>(n));
+    CHECK(tenet::eval(tenet::sum(tenet::ones<float, shape<dyn>>(n))).item() == static_cast<float>(n));
   }
 }
 

@@ -577,8 +577,9 @@ template <std::int64_t D>
 struct softmax : same_as_input {
   static constexpr std::string_view name = "softmax";
   static constexpr std::int64_t dim = D;
-  template <class E>
-  static auto run_on_cpu(const E& e);  // backend/evaluate.hpp
+  /// Writes the value of node e into out (contiguous, e's sizes). Defined in backend/evaluate.hpp.
+  template <class E, class Out>
+  static void run_on_cpu_into(const E& e, const Out& out);
   template <class X>
   auto decompose(const X& x) const {
     auto e = exp(make_node(prim::sub_{}, x, detail::reduce<prim::amax_kind, true, D>(x)));
@@ -589,8 +590,9 @@ template <std::int64_t D>
 struct log_softmax : same_as_input {
   static constexpr std::string_view name = "log_softmax";
   static constexpr std::int64_t dim = D;
-  template <class E>
-  static auto run_on_cpu(const E& e);  // backend/evaluate.hpp
+  /// Writes the value of node e into out (contiguous, e's sizes). Defined in backend/evaluate.hpp.
+  template <class E, class Out>
+  static void run_on_cpu_into(const E& e, const Out& out);
   template <class X>
   auto decompose(const X& x) const {
     auto shifted = make_node(prim::sub_{}, x, detail::reduce<prim::amax_kind, true, D>(x));

@@ -8,61 +8,16 @@ Format (see tests/reference.hpp):
     tensor <key> <dtype> <ndim> <sizes...> <values...>
     end
 """
-import math
-import os
-import sys
 
 import torch
 import torch.nn.functional as F
 
+from reference_writer import ReferenceFile
+
 torch.manual_seed(0)
 
-OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "elementwise.txt")
-
-DTYPE_NAMES = {
-    torch.bool: "bool",
-    torch.uint8: "uint8",
-    torch.int8: "int8",
-    torch.int16: "int16",
-    torch.int32: "int32",
-    torch.int64: "int64",
-    torch.float16: "float16",
-    torch.bfloat16: "bfloat16",
-    torch.float32: "float32",
-    torch.float64: "float64",
-}
-
-lines = []
-
-
-def fmt(v):
-    if isinstance(v, bool):
-        return "True" if v else "False"
-    if isinstance(v, int):
-        return str(v)
-    if math.isnan(v):
-        return "nan"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return repr(float(v))
-
-
-def tensor_line(key, t):
-    t = t.detach().cpu()
-    flat = t.reshape(-1)
-    if t.dtype.is_floating_point:
-        vals = flat.double().tolist()
-    else:
-        vals = flat.tolist()
-    parts = ["tensor", key, DTYPE_NAMES[t.dtype], str(t.dim())] + [str(s) for s in t.shape] + [fmt(v) for v in vals]
-    return " ".join(parts)
-
-
-def case(name, **tensors):
-    lines.append(f"case {name}")
-    for k, t in tensors.items():
-        lines.append(tensor_line(k, t))
-    lines.append("end")
+ref = ReferenceFile()
+case = ref.case
 
 
 # ------------------------------------------------------------------------------------------------
@@ -262,6 +217,4 @@ case("cast", f=cf, bsrc=cb, bfsrc=cbf, d=c64,
      to_bf16=cbf.to(torch.bfloat16), to_f16=cbf.to(torch.float16), d_to_i32=c64.to(torch.int32),
      bool_to_f=bl1.to(torch.float32), i8_to_f=i8.to(torch.float32))
 
-with open(OUT, "w") as f:
-    f.write("\n".join(lines) + "\n")
-print(f"wrote {OUT}: {len(lines)} lines")
+ref.write("elementwise.txt")

@@ -6,42 +6,13 @@ tests/test_reductions.cpp and tests/test_matmul_join.cpp read it. Run:
 Format: see tests/reference.hpp.
 """
 import math
-import os
-import sys
 
 import torch
 
-DT = {torch.float32: "float32", torch.float64: "float64", torch.int32: "int32", torch.int64: "int64",
-      torch.bool: "bool", torch.bfloat16: "bfloat16"}
+from reference_writer import ReferenceFile
 
-
-def fmt(v):
-    if isinstance(v, bool):
-        return "True" if v else "False"
-    if isinstance(v, int):
-        return str(v)
-    if math.isnan(v):
-        return "nan"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return repr(float(v))
-
-
-def line(key, t):
-    t = t.detach().cpu()
-    vals = t.reshape(-1)
-    if t.dtype == torch.bfloat16:
-        vals = vals.double()
-    vals = vals.tolist()
-    return "tensor %s %s %d %s %s" % (key, DT[t.dtype], t.dim(), " ".join(str(s) for s in t.shape),
-                                       " ".join(fmt(v) for v in vals))
-
-
-cases = []
-
-
-def case(name, **tensors):
-    cases.append((name, tensors))
+ref = ReferenceFile()
+case = ref.case
 
 
 # dim specs: key suffix -> (dims or None, keepdim)
@@ -186,14 +157,7 @@ def main():
          cat1_ad=torch.cat([c1, d1], 1), cat_m1_adi=torch.cat([c1, d1, ci], -1), cat1_ia=torch.cat([ci, c1], 1),
          stack0=torch.stack([c1, c1 * 2]), stack1=torch.stack([c1, c1 * 2, c1 * 3], 1))
 
-    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                               "reductions.txt")
-    with open(path, "w") as f:
-        for name, tensors in cases:
-            f.write("case %s\n" % name)
-            for k, t in tensors.items():
-                f.write(line(k, t) + "\n")
-            f.write("end\n")
+    ref.write("reductions.txt")
 
 
 if __name__ == "__main__":

@@ -55,7 +55,9 @@ auto materialize(const E& e) {
     if constexpr (prim::is_elementwise_op<Op>) {
       return std::apply([&](const auto&... c) { return make_node(e.op, materialize(c)...); }, e.children);
     } else {
-      return Op::run_on_cpu(e);
+      result_tensor_t<E> out(e.sizes());
+      Op::run_on_cpu_into(e, out);
+      return out;
     }
   }
 }
@@ -109,75 +111,81 @@ void assign(const Tensor<T, S>& dst, const E& e) {
   if (bs != dst.sizes())
     throw shape_error("tenet: cannot write a value of sizes " + sizes_text(es) + " into a tensor of sizes " +
                       sizes_text(dst.sizes()));
+  auto d = decompose<cpu_simd>(cast_to<T>(e));
+  using D = decltype(d);
+  if constexpr (Node<D> && shape_of<D>::rank == S::rank) {
+    // a reduction, matmul or native composite at the root writes straight into a contiguous dst
+    if constexpr (!prim::is_elementwise_op<typename D::op_type>) {
+      if (!aliased && dst.is_contiguous() && es == dst.sizes()) {
+        D::op_type::run_on_cpu_into(d, dst);
+        return;
+      }
+    }
+  }
   if (aliased) {
-    auto value = to_tensor(decompose<cpu_simd>(cast_to<T>(e)));
+    auto value = to_tensor(d);
     // a bare view of dst evaluates to itself: copy it before writing
     auto tmp = value.shares_storage(dst) ? value.clone() : value;
     cpu::run_pointwise(dst, tmp);
   } else {
-    cpu::run_pointwise(dst, materialize(decompose<cpu_simd>(cast_to<T>(e))));
+    cpu::run_pointwise(dst, materialize(d));
   }
 }
 
 }  // namespace tenet::detail
+
+namespace tenet {
+/// The value of an expression now, as a Tensor of the expression's dtype and shape type
+/// (`auto t = eval(a + b);`, where `auto t = a + b;` would stay lazy).
+template <Expression E>
+auto eval(const E& e) {
+  if constexpr (TensorType<E>)
+    return e;
+  else
+    return detail::evaluate(e);
+}
+}  // namespace tenet
 
 // ---------------------------------------------------------------------------------------------
 // Non-pointwise prims and native composites: how each runs on the CPU.
 namespace tenet::prim {
 
 template <class Kind, bool KeepDim, auto... Dims>
-template <class E>
-auto reduce_<Kind, KeepDim, Dims...>::run_on_cpu(const E& e) {
+template <class E, class Out>
+void reduce_<Kind, KeepDim, Dims...>::run_on_cpu_into(const E& e, const Out& out) {
   const auto& child = std::get<0>(e.children);
   using C = std::remove_cvref_t<decltype(child)>;
-  auto c = detail::materialize(child);
-  detail::result_tensor_t<E> out(e.sizes());
-  detail::cpu::run_reduce<Kind>(out, c, mask<C>());
-  return out;
+  detail::cpu::run_reduce<Kind>(out, detail::materialize(child), mask<C>());
 }
 
-template <class E>
-auto matmul_::run_on_cpu(const E& e) {
+template <class E, class Out>
+void matmul_::run_on_cpu_into(const E& e, const Out& out) {
   auto a = detail::to_tensor(std::get<0>(e.children));
   auto b = detail::to_tensor(std::get<1>(e.children));
   using A = decltype(a);
   using B = decltype(b);
-  detail::result_tensor_t<E> out(e.sizes());
   if constexpr (A::rank == 1 && B::rank == 1) {
-    auto a2 = a.template unsqueeze<0>();
-    auto b2 = b.template unsqueeze<1>();
-    detail::cpu::run_matmul(out.template reshape<1, 1>(), a2, b2);
+    detail::cpu::run_matmul(out.template reshape<1, 1>(), a.template unsqueeze<0>(), b.template unsqueeze<1>());
   } else if constexpr (A::rank == 1) {
-    auto a2 = a.template unsqueeze<0>();
-    auto o2 = out.template unsqueeze<-2>();
-    detail::cpu::run_matmul(o2, a2, b);
+    detail::cpu::run_matmul(out.template unsqueeze<-2>(), a.template unsqueeze<0>(), b);
   } else if constexpr (B::rank == 1) {
-    auto b2 = b.template unsqueeze<1>();
-    auto o2 = out.template unsqueeze<-1>();
-    detail::cpu::run_matmul(o2, a, b2);
+    detail::cpu::run_matmul(out.template unsqueeze<-1>(), a, b.template unsqueeze<1>());
   } else {
     detail::cpu::run_matmul(out, a, b);
   }
-  return out;
 }
 
 }  // namespace tenet::prim
 
 namespace tenet::aten {
 template <std::int64_t D>
-template <class E>
-auto softmax<D>::run_on_cpu(const E& e) {
-  auto x = detail::to_tensor(std::get<0>(e.children)).contiguous();
-  decltype(x) out(x.sizes());
-  detail::cpu::run_softmax_last<false>(out, x);
-  return out;
+template <class E, class Out>
+void softmax<D>::run_on_cpu_into(const E& e, const Out& out) {
+  detail::cpu::run_softmax_last<false>(out, detail::to_tensor(std::get<0>(e.children)).contiguous());
 }
 template <std::int64_t D>
-template <class E>
-auto log_softmax<D>::run_on_cpu(const E& e) {
-  auto x = detail::to_tensor(std::get<0>(e.children)).contiguous();
-  decltype(x) out(x.sizes());
-  detail::cpu::run_softmax_last<true>(out, x);
-  return out;
+template <class E, class Out>
+void log_softmax<D>::run_on_cpu_into(const E& e, const Out& out) {
+  detail::cpu::run_softmax_last<true>(out, detail::to_tensor(std::get<0>(e.children)).contiguous());
 }
 }  // namespace tenet::aten

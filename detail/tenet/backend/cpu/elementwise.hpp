@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <tuple>
 #include <type_traits>
+#include <vector>
 
 #include <omp.h>
 
@@ -142,14 +143,21 @@ struct iteration_space {
   std::size_t nd = R;
 };
 
+/// Every operand's stride array (the output's first, when given), to be rewritten together.
+template <class Tree>
+std::vector<std::int64_t*> stride_arrays(Tree& tree, std::int64_t* out_strides = nullptr) {
+  std::vector<std::int64_t*> arrays;
+  if (out_strides) arrays.push_back(out_strides);
+  tree.for_each_strides([&](std::int64_t* s) { arrays.push_back(s); });
+  return arrays;
+}
+
 /// Merges dims d-1 and d wherever every stride array allows it, drops size-1 dims.
 /// @post for every operand, offset(idx) over the new space equals offset over the old one.
 template <std::size_t R, class Tree>
 iteration_space<R> coalesce(const sizes_t<R>& sizes, std::int64_t* out_strides, Tree& tree) {
-  std::array<std::int64_t*, 64> arrays{};
-  std::size_t na = 0;
-  if (out_strides) arrays[na++] = out_strides;
-  tree.for_each_strides([&](std::int64_t* s) { arrays[na++] = s; });
+  const auto arrays = stride_arrays(tree, out_strides);
+  const std::size_t na = arrays.size();
   iteration_space<R> sp;
   std::size_t nd = 0;
   for (std::size_t d = 0; d < R; ++d) {

@@ -122,7 +122,7 @@ bool column_reduce(OutT* o, const Tree& tree, std::int64_t* const* arrays, std::
   } else {
     using B = xsimd::batch<T>;
     constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
-    if (nk == 0) return false;
+    if (nk == 0 || nd > 63) return false;  // (the local index arrays below hold 64 dims)
     const std::size_t kl = nk - 1;
     const std::int64_t Lk = sz_in[kl];
     if (Lk < W) return false;
@@ -235,10 +235,9 @@ void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bo
   const std::size_t kept_raw = n;
   for (std::size_t d = 0; d < R; ++d)
     if (mask[d]) order[n++] = d;
-  std::array<std::int64_t*, 64> arrays{};
-  std::size_t na = 0;
-  tree.for_each_strides([&](std::int64_t* s) { arrays[na++] = s; });
-  std::array<std::array<std::int64_t, R>, 64> saved{};
+  const auto arrays = stride_arrays(tree);
+  const std::size_t na = arrays.size();
+  std::vector<std::array<std::int64_t, R>> saved(na);
   for (std::size_t a = 0; a < na; ++a)
     for (std::size_t d = 0; d < R; ++d) saved[a][d] = arrays[a][order[d]];
   std::array<std::int64_t, R + 1> sz{};

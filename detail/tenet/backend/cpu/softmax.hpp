@@ -19,8 +19,8 @@
 namespace tenet::detail::cpu {
 
 /// out and x: contiguous, same sizes; rows of length L = last extent.
-template <bool Log, class T, class S>
-void run_softmax_last(const Tensor<T, S>& out, const Tensor<T, S>& x) {
+template <bool Log, class T, class SO, class S>
+void run_softmax_last(const Tensor<T, SO>& out, const Tensor<T, S>& x) {
   const std::int64_t n = x.numel();
   if (n == 0) return;
   const std::int64_t L = S::rank == 0 ? 1 : x.sizes()[S::rank - 1];
