@@ -32,36 +32,38 @@ void run_softmax_last(const Tensor<T, SO>& out, const Tensor<T, S>& x) {
   auto row = [&](std::int64_t r) {
     const T* a = in + r * L;
     T* y = o + r * L;
-    // pass 1: max (NaN propagates)
+    // pass 1: max. A NaN need not be tracked here: exp(NaN - m) makes the sum NaN in pass 2, and
+    // every output of the row is then NaN, as in PyTorch.
     std::int64_t i = 0;
-    B vm(-std::numeric_limits<T>::infinity());
-    auto nan = xsimd::batch_bool<T>(false);
-    for (; i + W <= L; i += W) {
-      const B v = B::load_unaligned(a + i);
-      nan = nan | xsimd::isnan(v);
-      vm = xsimd::max(vm, v);
+    B m0(-std::numeric_limits<T>::infinity()), m1 = m0;
+    for (; i + 2 * W <= L; i += 2 * W) {
+      m0 = xsimd::max(m0, B::load_unaligned(a + i));
+      m1 = xsimd::max(m1, B::load_unaligned(a + i + W));
     }
-    T m = hmax(vm);
-    bool has_nan = xsimd::any(nan);
-    for (; i < L; ++i) {
-      if (a[i] != a[i]) has_nan = true;
-      m = std::max(m, a[i]);
-    }
-    if (has_nan) {
-      std::fill(y, y + L, std::numeric_limits<T>::quiet_NaN());
-      return;
-    }
-    if (std::isinf(m)) m = m > 0 ? m : T(0);  // all -inf: exp(-inf - 0) = 0, sum 0 -> nan as torch
+    for (; i + W <= L; i += W) m0 = xsimd::max(m0, B::load_unaligned(a + i));
+    T m = hmax(xsimd::max(m0, m1));
+    for (; i < L; ++i) m = a[i] > m ? a[i] : m;
+    if (std::isinf(m) && m < 0) m = T(0);  // all -inf: exp(-inf) = 0, sum 0 -> nan, as torch
     // pass 2: exp(x - m), summed (log_softmax only sums)
-    B vs(T(0));
+    B s0(T(0)), s1(T(0));
     const B bm(m);
     i = 0;
-    for (; i + W <= L; i += W) {
-      const B e = xsimd::exp(B::load_unaligned(a + i) - bm);  // x - m <= 0: no overflow
-      if constexpr (!Log) e.store_unaligned(y + i);
-      vs += e;
+    for (; i + 2 * W <= L; i += 2 * W) {
+      const B e0 = xsimd::exp(B::load_unaligned(a + i) - bm);  // x - m <= 0: no overflow
+      const B e1 = xsimd::exp(B::load_unaligned(a + i + W) - bm);
+      if constexpr (!Log) {
+        e0.store_unaligned(y + i);
+        e1.store_unaligned(y + i + W);
+      }
+      s0 += e0;
+      s1 += e1;
     }
-    T s = hsum(vs);
+    for (; i + W <= L; i += W) {
+      const B e = xsimd::exp(B::load_unaligned(a + i) - bm);
+      if constexpr (!Log) e.store_unaligned(y + i);
+      s0 += e;
+    }
+    T s = hsum(s0 + s1);
     for (; i < L; ++i) {
       const T e = std::exp(a[i] - m);
       if constexpr (!Log) y[i] = e;
