@@ -15,12 +15,10 @@ inline constexpr bool can_cast_in_place =
     !(is_floating_v<From> && !is_floating_v<To>) && !(!std::is_same_v<From, bool> && std::is_same_v<To, bool>);
 
 template <class T, class E>
-void check_in_place_cast(const char* op) {
-  (void)op;
-  using R = value_type_of<E>;
-  static_assert(can_cast_in_place<R, T>, "tenet: the result type of this in-place op cannot be cast to the tensor's "
-                                         "dtype (as PyTorch: e.g. float into an integer tensor); use an out-of-place "
-                                         "op and .to<T>()");
+constexpr void check_in_place_cast() {
+  static_assert(can_cast_in_place<value_type_of<E>, T>,
+                "tenet: the result type of this in-place op cannot be cast to the tensor's dtype (as PyTorch: e.g. "
+                "float into an integer tensor); use an out-of-place op and .to<T>()");
 }
 }  // namespace tenet::detail
 
@@ -72,7 +70,7 @@ const Tensor<T, S>& Tensor<T, S>::fill_(V v) const {
   const Tensor<T, S>& Tensor<T, S>::NAME(const E& e) const {       \
     require_cpu(#NAME);                                            \
     auto r = FN(*this, e);                                         \
-    detail::check_in_place_cast<T, decltype(r)>(#NAME);            \
+    detail::check_in_place_cast<T, decltype(r)>();            \
     detail::assign(*this, r);                                      \
     return *this;                                                  \
   }
