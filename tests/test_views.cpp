@@ -378,3 +378,25 @@ TEST_CASE("contiguous copies a transposed view and returns a contiguous tensor i
   CHECK_FALSE(cl.shares_storage(x));
   CHECK(cl(2, 3) == x(2, 3));
 }
+
+TEST_CASE("views: free-function forms view tensors and evaluate expressions first", "[views]") {
+  using namespace tenet;
+  auto a = arange<float>(6).reshape<2, 3>();
+  auto t = transpose<0, 1>(a + a);  // an expression: evaluated, then viewed
+  STATIC_REQUIRE(std::is_same_v<decltype(t), Tensor<float, shape<3, 2>>>);
+  CHECK(t(2, 1) == 10.0f);
+  CHECK_FALSE(t.shares_storage(a));
+  auto v = transpose<0, 1>(a);  // a tensor: a view, no copy
+  CHECK(v.shares_storage(a));
+  CHECK(v(2, 1) == 5.0f);
+  CHECK(reshape<3, 2>(a * 2.0f)(2, 1) == 10.0f);
+  CHECK(flatten(a + 1.0f)(5) == 6.0f);
+  CHECK(unsqueeze<0>(a)(0, 1, 2) == 5.0f);
+  CHECK(slice<1>(a + 0.0f, 0, 3, 2)(1, 1) == 5.0f);
+  CHECK(permute<1, 0>(a)(2, 1) == 5.0f);
+  CHECK(narrow<0>(a, 1, 1)(0, 0) == 3.0f);
+  CHECK(squeeze<0>(unsqueeze<0>(a))(1, 1) == 4.0f);
+  CHECK(expand<2, 2, 3>(a)(1, 1, 2) == 5.0f);
+  CHECK(transpose(a, 0, 1)(2, 1) == 5.0f);
+  CHECK(select<1>(a * 3.0f, 2)(1) == 15.0f);
+}

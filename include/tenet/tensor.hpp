@@ -103,15 +103,6 @@ class Tensor {
     strides_ = detail::contiguous_strides(sizes_);
     storage_ = detail::allocate(static_cast<std::size_t>(numel()) * sizeof(T), dev);
   }
-  /// For fully static shapes: uninitialized storage of that shape.
-  static Tensor empty(device dev = default_device())
-    requires S::is_static
-  {
-    sizes_type s{};
-    for (std::size_t i = 0; i < rank; ++i) s[i] = S::info[i].value;
-    return Tensor(s, dev);
-  }
-
   /// Evaluates an expression (eager).
   template <Expression E>
     requires(!TensorType<E>)

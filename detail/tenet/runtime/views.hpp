@@ -428,3 +428,47 @@ auto Tensor<T, S>::flatten() const {
 }
 
 }  // namespace tenet
+
+// ---------------------------------------------------------------------------------------------
+// Free-function forms of the views, for any expression: a Tensor is viewed without a copy, an
+// unevaluated expression is evaluated first (`transpose<0, 1>(a + b)`).
+namespace tenet {
+#define TENET_VIEW_FUNCTION(NAME, TEMPLATE_PARAMS, TEMPLATE_ARGS)                        \
+  template <TEMPLATE_PARAMS, Expression E, class... A>                                 \
+  auto NAME(const E& e, A... args) {                                                   \
+    return eval(e).template NAME<TEMPLATE_ARGS>(args...);                              \
+  }
+TENET_VIEW_FUNCTION(reshape, auto... X, X...)
+TENET_VIEW_FUNCTION(view, auto... X, X...)
+TENET_VIEW_FUNCTION(expand, auto... X, X...)
+TENET_VIEW_FUNCTION(permute, std::int64_t... P, P...)
+TENET_VIEW_FUNCTION(slice, std::int64_t D, D)
+TENET_VIEW_FUNCTION(narrow, std::int64_t D, D)
+TENET_VIEW_FUNCTION(select, std::int64_t D, D)
+TENET_VIEW_FUNCTION(unsqueeze, std::int64_t D, D)
+#undef TENET_VIEW_FUNCTION
+template <std::int64_t D0, std::int64_t D1, Expression E>
+auto transpose(const E& e) {
+  return eval(e).template transpose<D0, D1>();
+}
+template <Expression E>
+auto transpose(const E& e, std::int64_t d0, std::int64_t d1) {
+  return eval(e).transpose(d0, d1);
+}
+template <std::int64_t Start = 0, std::int64_t End = -1, Expression E>
+auto flatten(const E& e) {
+  return eval(e).template flatten<Start, End>();
+}
+template <Expression E>
+auto squeeze(const E& e) {
+  return eval(e).squeeze();
+}
+template <std::int64_t D, Expression E>
+auto squeeze(const E& e) {
+  return eval(e).template squeeze<D>();
+}
+template <Expression E>
+auto contiguous(const E& e) {
+  return eval(e).contiguous();
+}
+}  // namespace tenet
