@@ -154,3 +154,30 @@ TEST_CASE("device: the tag carries cpu, cuda and metal; guards restore the defau
   CHECK(t.device() == cpu);
   CHECK_THROWS_AS((Tensor<float, shape<2>>(sizes_t<1>{2}, metal())), device_error);
 }
+
+TEST_CASE("dtypes: 16-bit floats through reductions, softmax and matmul (computed in float)") {
+  manual_seed(5);
+  auto xf = randn<float, shape<6, 40>>();
+  auto check_type = [&](auto tag) {
+    using H = typename decltype(tag)::type;
+    const double tol = std::is_same_v<H, bfloat16> ? 2e-2 : 2e-3;
+    Tensor<H, shape<6, 40>> x = cast<H>(xf);
+    Tensor<float, shape<6, 40>> xr = cast<float>(x);  // the values x really holds
+    Tensor<H, shape<6>> s = sum<1>(x);
+    Tensor<float, shape<6>> sr = sum<1>(xr);
+    Tensor<H, shape<40>> m = mean<0>(x);
+    Tensor<float, shape<40>> mr = mean<0>(xr);
+    Tensor<H, shape<6, 40>> p = softmax<-1>(x);
+    Tensor<float, shape<6, 40>> pr = softmax<-1>(xr);
+    Tensor<H, shape<6, 6>> g = matmul(x, x.template transpose<0, 1>());
+    Tensor<float, shape<6, 6>> gr = matmul(xr, xr.transpose<0, 1>());
+    for (std::int64_t i = 0; i < 6; ++i) {
+      CHECK(float(s(i)) == Approx(sr(i)).epsilon(tol).margin(tol));
+      for (std::int64_t j = 0; j < 40; ++j) CHECK(float(p(i, j)) == Approx(pr(i, j)).epsilon(tol).margin(1e-3));
+      for (std::int64_t j = 0; j < 6; ++j) CHECK(float(g(i, j)) == Approx(gr(i, j)).epsilon(tol).margin(tol * 4));
+    }
+    for (std::int64_t j = 0; j < 40; ++j) CHECK(float(m(j)) == Approx(mr(j)).epsilon(tol).margin(tol));
+  };
+  check_type(std::type_identity<bfloat16>{});
+  check_type(std::type_identity<float16>{});
+}
