@@ -14,6 +14,7 @@
 
 #include <tenet/decomp/decompose.hpp>
 #include <tenet/expr/node.hpp>
+#include <tenet/expr/shared.hpp>
 #include <tenet/prims/elementwise.hpp>
 #include <tenet/prims/reduce.hpp>
 
@@ -483,13 +484,14 @@ auto mean_impl(const X& x) {
   const auto n = static_cast<double>(reduced_count<X, D...>(x));
   return make_node(prim::div_{}, reduce<prim::sum_kind, Keep, D...>(x), scalar<T>{T(static_cast<compute_t<T>>(n))});
 }
-template <bool Keep, auto... D, class X>
-auto var_impl(const X& x, double correction) {
-  using T = value_type_of<X>;
+template <bool Keep, auto... D, class X0>
+auto var_impl(const X0& x0, double correction) {
+  using T = value_type_of<X0>;
+  const auto x = share(x0);  // x is read three times
   static_assert(is_floating_v<T>, "tenet: var/std need a floating dtype (as torch); cast with .to<float>()");
-  const auto n = static_cast<double>(reduced_count<X, D...>(x));
+  const auto n = static_cast<double>(reduced_count<X0, D...>(x0));
   const double denom = std::max(0.0, n - correction);
-  auto centered = make_node(prim::sub_{}, x, mean_impl<true, D...>(x));
+  auto centered = make_node(prim::sub_{}, x, share(mean_impl<true, D...>(x)));  // centered is read twice
   return make_node(prim::div_{}, reduce<prim::sum_kind, Keep, D...>(make_node(prim::mul_{}, centered, centered)),
                    scalar<T>{T(static_cast<compute_t<T>>(denom))});
 }
@@ -524,10 +526,10 @@ auto std(const X& x, keepdim_t, double correction = 1.0) {
 namespace detail {
 template <bool Keep, auto... D, class X>
 auto logsumexp_impl(const X& x0) {
-  auto x = cast_to<floating_t<value_type_of<X>>>(x0);
+  auto x = share(cast_to<floating_t<value_type_of<X>>>(x0));  // x is read twice
   using T = value_type_of<decltype(x)>;
   // m = amax (with +-inf replaced by 0 so that inf - inf never appears), as torch.logsumexp
-  auto m_raw = reduce<prim::amax_kind, true, D...>(x);
+  auto m_raw = share(reduce<prim::amax_kind, true, D...>(x));
   auto inf = std::numeric_limits<compute_t<T>>::infinity();
   auto m = make_node(prim::where_{},
                      make_node(prim::eq_{}, make_node(prim::abs_{}, m_raw), scalar<T>{T(inf)}),
@@ -555,7 +557,7 @@ auto logsumexp(const X& x, keepdim_t) {
 /// p is a run-time value, so norm evaluates now and returns a Tensor.
 template <auto... D, Expression X>
 auto norm(const X& x0, double p = 2.0) {
-  auto x = detail::cast_to<detail::floating_t<value_type_of<X>>>(x0);
+  auto x = detail::share(detail::cast_to<detail::floating_t<value_type_of<X>>>(x0));
   using T = value_type_of<decltype(x)>;
   using C = compute_t<T>;
   using R = Tensor<T, typename detail::reduce_shape<shape_of<X>, false, D...>::type>;
@@ -582,7 +584,8 @@ struct softmax : same_as_input {
   static void run_on_cpu_into(const E& e, const Out& out);
   template <class X>
   auto decompose(const X& x) const {
-    auto e = exp(make_node(prim::sub_{}, x, detail::reduce<prim::amax_kind, true, D>(x)));
+    auto m = detail::share(detail::reduce<prim::amax_kind, true, D>(x));  // read twice below
+    auto e = exp(make_node(prim::sub_{}, x, m));
     return make_node(prim::div_{}, e, detail::reduce<prim::sum_kind, true, D>(e));
   }
 };
@@ -595,7 +598,7 @@ struct log_softmax : same_as_input {
   static void run_on_cpu_into(const E& e, const Out& out);
   template <class X>
   auto decompose(const X& x) const {
-    auto shifted = make_node(prim::sub_{}, x, detail::reduce<prim::amax_kind, true, D>(x));
+    auto shifted = make_node(prim::sub_{}, x, detail::share(detail::reduce<prim::amax_kind, true, D>(x)));
     return make_node(prim::sub_{}, shifted, log(detail::reduce<prim::sum_kind, true, D>(exp(shifted))));
   }
 };

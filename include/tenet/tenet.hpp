@@ -4,6 +4,7 @@
 #include <tenet/device.hpp>
 #include <tenet/dtype.hpp>
 #include <tenet/error.hpp>
+#include <tenet/explain.hpp>
 #include <tenet/factories.hpp>
 #include <tenet/io.hpp>
 #include <tenet/ops.hpp>

@@ -48,7 +48,10 @@ auto to_tensor(const E& e);
 
 template <class E>
 auto materialize(const E& e) {
-  if constexpr (!Node<E>) {
+  if constexpr (SharedNode<E>) {
+    if (!*e.cache) e.cache->emplace(to_tensor(e.expr));
+    return **e.cache;
+  } else if constexpr (!Node<E>) {
     return e;
   } else {
     using Op = typename E::op_type;
@@ -79,9 +82,32 @@ auto to_tensor(const E& e) {
   }
 }
 
+/// Empties the caches of the shared values in e (all copies of a shared value see it).
+template <class E>
+void reset_shared(const E& e) {
+  if constexpr (SharedNode<E>) {
+    e.cache->reset();
+    reset_shared(e.expr);
+  } else if constexpr (Node<E>) {
+    std::apply([](const auto&... c) { (reset_shared(c), ...); }, e.children);
+  }
+}
+/// One evaluation's lifetime for shared values: a lazy expression evaluated again reads its inputs
+/// again (never a cached value from an earlier evaluation), and a cache does not keep memory alive
+/// after the evaluation. (So an unevaluated expression must not be evaluated by two threads at once.)
+template <class E>
+struct shared_scope {
+  const E& e;
+  explicit shared_scope(const E& x) : e(x) { reset_shared(e); }
+  ~shared_scope() { reset_shared(e); }
+  shared_scope(const shared_scope&) = delete;
+  shared_scope& operator=(const shared_scope&) = delete;
+};
+
 template <Expression E>
 auto evaluate(const E& e) {
   auto d = decompose<cpu_simd>(e);
+  const shared_scope scope(d);
   using D = decltype(d);
   static_assert(is_closed<D, cpu_simd>(), "tenet: internal: the decomposition left an op that is neither a prim nor "
                                           "a composite the CPU backend runs");
@@ -101,6 +127,8 @@ void assign(const Tensor<T, S>& dst, const E& e) {
       if constexpr (X::rank == S::rank)
         same = x.offset() == dst.offset() && x.sizes() == dst.sizes() && x.strides() == dst.strides();
       if (x.shares_storage(dst) && !same) aliased = true;
+    } else if constexpr (SharedNode<X>) {
+      self(self, x.expr);
     } else if constexpr (Node<X>) {
       std::apply([&](const auto&... c) { (self(self, c), ...); }, x.children);
     }
@@ -112,6 +140,7 @@ void assign(const Tensor<T, S>& dst, const E& e) {
     throw shape_error("tenet: cannot write a value of sizes " + sizes_text(es) + " into a tensor of sizes " +
                       sizes_text(dst.sizes()));
   auto d = decompose<cpu_simd>(cast_to<T>(e));
+  const shared_scope scope(d);
   using D = decltype(d);
   if constexpr (Node<D> && shape_of<D>::rank == S::rank) {
     // a reduction, matmul or native composite at the root writes straight into a contiguous dst

@@ -19,18 +19,23 @@
 #include <boost/hana/type.hpp>
 
 #include <tenet/expr/node.hpp>
+#include <tenet/expr/shared.hpp>
 
 namespace tenet::detail {
 
 /// The reference backend: runs no composite natively, so decompose_t<E> holds prims only.
-struct reference_backend {};
+struct reference_backend {
+  static constexpr const char* name() { return "reference"; }
+};
 
 template <class Backend, class Op, class... C>
 inline constexpr bool runs_natively = false;
 
 template <class Backend, class E>
 auto decompose(const E& e) {
-  if constexpr (!Node<E>) {
+  if constexpr (SharedNode<E>) {
+    return with_expr(e, decompose<Backend>(e.expr));
+  } else if constexpr (!Node<E>) {
     return e;
   } else {
     using Op = typename E::op_type;
@@ -43,7 +48,8 @@ auto decompose(const E& e) {
       if constexpr (native)
         return std::apply([&](const auto&... k) { return make_node(e.op, k...); }, kids);
       else
-        return decompose<Backend>(std::apply([&](const auto&... k) { return e.op.decompose(k...); }, kids));
+        // a decomposition may name its input more than once: share expensive inputs
+        return decompose<Backend>(std::apply([&](const auto&... k) { return e.op.decompose(share(k)...); }, kids));
     }
   }
 }
@@ -54,7 +60,9 @@ using decompose_t = decltype(decompose<Backend>(std::declval<const E&>()));
 /// The op types of a tree, as a hana tuple of hana::type (leaves contribute none).
 template <class E>
 constexpr auto ops_of(boost::hana::basic_type<E>) {
-  if constexpr (Node<E>) {
+  if constexpr (SharedNode<E>) {
+    return ops_of(boost::hana::type_c<decltype(std::declval<E>().expr)>);
+  } else if constexpr (Node<E>) {
     return []<class Op, class... C>(boost::hana::basic_type<node<Op, C...>>) {
       return boost::hana::flatten(boost::hana::make_tuple(boost::hana::make_tuple(boost::hana::type_c<Op>),
                                                           ops_of(boost::hana::type_c<C>)...));
@@ -75,7 +83,9 @@ constexpr bool holds_only_prims() {
 /// True when every op of E is a prim or a composite that Backend runs natively.
 template <class E, class Backend>
 constexpr bool is_closed() {
-  if constexpr (!Node<E>) {
+  if constexpr (SharedNode<E>) {
+    return is_closed<decltype(std::declval<E>().expr), Backend>();
+  } else if constexpr (!Node<E>) {
     return true;
   } else {
     return []<class Op, class... C>(std::type_identity<node<Op, C...>>) {

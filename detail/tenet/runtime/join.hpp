@@ -58,8 +58,7 @@ struct cat_all<D, A, B, Rest...> {
 template <std::size_t D, class T, class S, class Src>
 void copy_into_slice(const Tensor<T, S>& out, std::int64_t& at, const Src& src) {
   const auto n = src.sizes()[D];
-  auto dst = out.template narrow<static_cast<std::int64_t>(D)>(at, n);
-  cpu::run_pointwise(dst, materialize(decompose<cpu_simd>(cast_to<T>(src))));
+  assign(out.template narrow<static_cast<std::int64_t>(D)>(at, n), src);
   at += n;
 }
 template <std::size_t R>

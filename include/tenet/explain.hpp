@@ -1,0 +1,43 @@
+#pragma once
+#define TENET_PUBLIC_HEADER_INCLUDED 1
+// tenet::explain(expr): what an expression is and what runs for it, without running it.
+//   - the ATen-level graph (as the user wrote it),
+//   - the prim graph the CPU backend runs (decompose_t<E, cpu_simd>), with the composites it runs
+//     natively marked,
+//   - the fully decomposed prim graph (decompose_t<E>, the reference every native composite is
+//     tested against), and op counts by group for each.
+// tenet::to_dot(expr): the first two graphs for Graphviz (`dot -Tsvg`).
+#include <string>
+
+#include <tenet/debug/explain.hpp>
+
+namespace tenet {
+
+template <Expression E>
+std::string explain(const E& e) {
+  using namespace detail;
+  const auto aten = list_graph<reference_backend>(e);
+  const auto cpu = list_graph<cpu_simd>(decompose<cpu_simd>(e));
+  const auto prims = list_graph<reference_backend>(decompose<reference_backend>(e));
+  std::string out = "ATen graph (" + std::to_string(op_count(aten)) + " ops):\n";
+  append_graph(out, aten);
+  out += "prim graph for cpu_simd (" + std::to_string(op_count(cpu)) + " ops):\n";
+  append_graph(out, cpu);
+  out += "fully decomposed prim graph (" + std::to_string(op_count(prims)) + " ops):\n";
+  append_graph(out, prims);
+  out += "run natively by cpu_simd: ";
+  if (cpu.native.empty()) out += "nothing";
+  for (std::size_t i = 0; i < cpu.native.size(); ++i) out += (i ? ", " : "") + cpu.native[i];
+  return out + "\n";
+}
+
+template <Expression E>
+std::string to_dot(const E& e) {
+  using namespace detail;
+  std::string out = "digraph tenet {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n";
+  append_dot_cluster(out, list_graph<reference_backend>(e), "aten", "ATen graph");
+  append_dot_cluster(out, list_graph<cpu_simd>(decompose<cpu_simd>(e)), "cpu", "prim graph for cpu_simd");
+  return out + "}\n";
+}
+
+}  // namespace tenet

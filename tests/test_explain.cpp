@@ -1,0 +1,89 @@
+// tenet::explain / to_dot, and shared values: an expensive input named more than once by a
+// decomposition is evaluated once per evaluation, and never reused across evaluations.
+#include <catch2/catch.hpp>
+
+#include <tenet/tenet.hpp>
+
+using namespace tenet;
+
+TEST_CASE("explain: ATen graph, CPU prim graph, decomposed graph, counts, natives") {
+  auto x = ones<float, shape<2, 3>>();
+  const std::string got = explain(gelu(x * 2.0f) + sum<1>(x, keepdim));
+  const std::string want =
+      "ATen graph (4 ops):\n"
+      "  %0 = input : float32 shape<2, 3>\n"
+      "  %1 = mul(%0, 2) : float32 shape<2, 3>\n"
+      "  %2 = gelu(%1) : float32 shape<2, 3>\n"
+      "  %3 = sum<1>[keepdim](%0) : float32 shape<2, 1>\n"
+      "  %4 = add(%2, %3) : float32 shape<2, 3>\n"
+      "  ops by group: binary 2, composite 1, reduction 1\n"
+      "prim graph for cpu_simd (4 ops):\n"
+      "  %0 = input : float32 shape<2, 3>\n"
+      "  %1 = mul(%0, 2) : float32 shape<2, 3>\n"
+      "  %2 = gelu(%1) : float32 shape<2, 3>   [native on cpu_simd]\n"
+      "  %3 = sum<1>[keepdim](%0) : float32 shape<2, 1>\n"
+      "  %4 = add(%2, %3) : float32 shape<2, 3>\n"
+      "  ops by group: binary 2, composite 1, reduction 1\n"
+      "fully decomposed prim graph (9 ops):\n"
+      "  %0 = input : float32 shape<2, 3>\n"
+      "  %1 = mul(%0, 2) : float32 shape<2, 3>\n"
+      "  %2 = mul(%1, 0.5) : float32 shape<2, 3>\n"
+      "  %3 = mul(%0, 2) : float32 shape<2, 3>\n"
+      "  %4 = mul(%3, 0.707107) : float32 shape<2, 3>\n"
+      "  %5 = erf(%4) : float32 shape<2, 3>\n"
+      "  %6 = add(%5, 1) : float32 shape<2, 3>\n"
+      "  %7 = mul(%2, %6) : float32 shape<2, 3>\n"
+      "  %8 = sum<1>[keepdim](%0) : float32 shape<2, 1>\n"
+      "  %9 = add(%7, %8) : float32 shape<2, 3>\n"
+      "  ops by group: binary 7, reduction 1, unary 1\n"
+      "run natively by cpu_simd: gelu\n";
+  CHECK(got == want);
+}
+
+TEST_CASE("explain: dyn sizes, casts and the shared values of a decomposition") {
+  auto a = ones<std::int32_t, shape<dyn, 4>>(3);
+  const std::string got = explain(var<0>(matmul(cast<float>(a), ones<float, shape<4, 2>>())));
+  CHECK_THAT(got, Catch::Contains("%0 = input : int32 shape<dyn, 4> = (3, 4)"));
+  CHECK_THAT(got, Catch::Contains("convert_element_type<float32>(%0)"));
+  CHECK_THAT(got, Catch::Contains("matmul(%1, %2) : float32 shape<dyn, 2> = (3, 2)   [shared: evaluated once]"));
+  CHECK_THAT(got, Catch::Contains("run natively by cpu_simd: nothing"));
+}
+
+TEST_CASE("explain: to_dot gives a Graphviz digraph of both graphs") {
+  auto x = ones<float, shape<2>>();
+  const std::string dot = to_dot(sigmoid(x) * 2.0f);
+  CHECK(dot.rfind("digraph tenet {", 0) == 0);
+  CHECK_THAT(dot, Catch::Contains("subgraph cluster_aten"));
+  CHECK_THAT(dot, Catch::Contains("subgraph cluster_cpu"));
+  CHECK_THAT(dot, Catch::Contains("aten1 [label=\"sigmoid\"];"));
+  CHECK_THAT(dot, Catch::Contains("aten0 -> aten1;"));
+  CHECK(dot.substr(dot.size() - 2) == "}\n");
+}
+
+TEST_CASE("shared values: computed once per evaluation, fresh in every evaluation") {
+  manual_seed(2);
+  auto a = randn<float, shape<5, 4>>();
+  auto b = randn<float, shape<4, 3>>();
+  Tensor<float, shape<5, 3>> p = matmul(a, b);
+  // var/std/logsumexp/softmax over a matmul equal the same ops over its evaluated value
+  auto lazy_var = var<0>(matmul(a, b));
+  Tensor<float, shape<3>> v1 = lazy_var;
+  Tensor<float, shape<3>> v_ref = var<0>(p);
+  Tensor<float, shape<5>> l1 = logsumexp<1>(matmul(a, b));
+  Tensor<float, shape<5>> l_ref = logsumexp<1>(p);
+  Tensor<float, shape<5, 3>> s1 = softmax<0>(matmul(a, b));  // not native (dim 0): decomposed
+  Tensor<float, shape<5, 3>> s_ref = softmax<0>(p);
+  for (std::int64_t j = 0; j < 3; ++j) CHECK(v1(j) == Approx(v_ref(j)).epsilon(1e-5));
+  for (std::int64_t i = 0; i < 5; ++i) {
+    CHECK(l1(i) == Approx(l_ref(i)).epsilon(1e-5));
+    for (std::int64_t j = 0; j < 3; ++j) CHECK(s1(i, j) == Approx(s_ref(i, j)).epsilon(1e-5));
+  }
+  // the same lazy expression after its input changed: evaluated again, not read from a cache
+  a.mul_(2.0f);
+  Tensor<float, shape<3>> v2 = lazy_var;
+  for (std::int64_t j = 0; j < 3; ++j) CHECK(v2(j) == Approx(4.0f * v1(j)).epsilon(1e-4));
+  // an in-place write through a shared value's expression
+  auto out = zeros<float, shape<3>>();
+  out.copy_(lazy_var);
+  for (std::int64_t j = 0; j < 3; ++j) CHECK(out(j) == Approx(v2(j)).epsilon(1e-6));
+}
