@@ -6,7 +6,9 @@
 // ATen-level nodes until decompose_t rewrites them, so that a backend can run them natively.
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numbers>
+#include <optional>
 #include <type_traits>
 
 #include <tenet/dtype.hpp>
@@ -356,6 +358,85 @@ template <Expression X, class H>
   requires ExprOrScalar<H>
 auto clamp_max(const X& x, const H& hi) {
   return minimum(x, hi);
+}
+
+/// isinf: |x| == inf for floating types, false for integers.
+template <Expression X>
+auto isinf(const X& x) {
+  using T = value_type_of<X>;
+  if constexpr (is_floating_v<T>)
+    return make_node(prim::eq_{}, make_node(prim::abs_{}, x), scalar<T>{std::numeric_limits<T>::infinity()});
+  else
+    return make_node(prim::ne_{}, x, x);  // all false, shaped like x
+}
+/// isfinite: neither nan nor +-inf (|x| < inf); true for integers.
+template <Expression X>
+auto isfinite(const X& x) {
+  using T = value_type_of<X>;
+  if constexpr (is_floating_v<T>)
+    return make_node(prim::lt_{}, make_node(prim::abs_{}, x), scalar<T>{std::numeric_limits<T>::infinity()});
+  else
+    return make_node(prim::eq_{}, x, x);  // all true, shaped like x
+}
+/// nan_to_num(x, nan = 0, posinf = max, neginf = lowest of the dtype), as torch.nan_to_num.
+template <Expression X>
+auto nan_to_num(const X& x, std::optional<double> nan = 0.0, std::optional<double> posinf = std::nullopt,
+                std::optional<double> neginf = std::nullopt) {
+  using T = value_type_of<X>;
+  static_assert(is_floating_v<T>, "tenet: nan_to_num is for floating dtypes (integers have no nan or inf)");
+  using C = compute_t<T>;
+  const T n = T(C(nan.value_or(0.0)));
+  const T hi = posinf ? T(C(*posinf)) : std::numeric_limits<T>::max();
+  const T lo = neginf ? T(C(*neginf)) : std::numeric_limits<T>::lowest();
+  const T inf = std::numeric_limits<T>::infinity();
+  return make_node(prim::where_{}, make_node(prim::isnan_{}, x), scalar<T>{n},
+                   make_node(prim::where_{}, make_node(prim::eq_{}, x, scalar<T>{inf}), scalar<T>{hi},
+                             make_node(prim::where_{}, make_node(prim::eq_{}, x, scalar<T>{T(-inf)}), scalar<T>{lo},
+                                       x)));
+}
+/// floor_divide: floor(a / b); integers divide exactly (rounding toward -inf), as torch.floor_divide.
+template <class A, class B>
+  requires detail::binary_args<A, B>
+auto floor_divide(const A& a, const B& b) {
+  using T = detail::promoted_t<A, B>;
+  static_assert(!std::is_same_v<T, bool>, "tenet: floor_divide of bool tensors is not supported (as in PyTorch)");
+  if constexpr (is_floating_v<T>)
+    return make_node(prim::floor_{}, make_node(prim::div_{}, detail::cast_to<T>(a), detail::cast_to<T>(b)));
+  else
+    return make_node(prim::div_{}, detail::cast_to<T>(a), detail::cast_to<T>(b));  // the integer div_ floors
+}
+/// lerp(a, b, w): a + w (b - a), evaluated from the nearer end as torch does (w < 0.5 from a, else
+/// from b), so lerp(a, b, 1) is exactly b.
+template <Expression A, class B, class W>
+  requires ExprOrScalar<B> && ExprOrScalar<W>
+auto lerp(const A& a0, const B& b0, const W& w0) {
+  using T = detail::promoted_t<A, B>;
+  static_assert(is_floating_v<T>, "tenet: lerp needs floating operands (as torch.lerp)");
+  auto a = detail::cast_to<T>(a0);
+  auto b = detail::cast_to<T>(b0);
+  auto w = detail::cast_to<T>(w0);
+  auto diff = make_node(prim::sub_{}, b, a);
+  auto from_a = make_node(prim::add_{}, a, make_node(prim::mul_{}, w, diff));
+  auto from_b = make_node(prim::sub_{}, b, make_node(prim::mul_{}, diff, make_node(prim::sub_{}, scalar<T>{T(1)}, w)));
+  return make_node(prim::where_{}, make_node(prim::lt_{}, make_node(prim::abs_{}, w), scalar<T>{T(0.5)}), from_a,
+                   from_b);
+}
+/// addcmul(x, t1, t2, value = 1): x + value * t1 * t2.
+template <Expression X, Expression T1, Expression T2>
+auto addcmul(const X& x, const T1& t1, const T2& t2, double value = 1.0) {
+  using T = detail::promoted_t<X, T1, T2>;
+  return make_node(prim::add_{}, detail::cast_to<T>(x),
+                   make_node(prim::mul_{}, make_node(prim::mul_{}, detail::cast_to<T>(t1), detail::cast_to<T>(t2)),
+                             detail::cast_to<T>(value)));
+}
+/// addcdiv(x, t1, t2, value = 1): x + value * t1 / t2 (floating operands, as torch.addcdiv).
+template <Expression X, Expression T1, Expression T2>
+auto addcdiv(const X& x, const T1& t1, const T2& t2, double value = 1.0) {
+  using T = detail::promoted_t<X, T1, T2>;
+  static_assert(is_floating_v<T>, "tenet: addcdiv needs floating operands (integer division is not allowed, as torch)");
+  return make_node(prim::add_{}, detail::cast_to<T>(x),
+                   make_node(prim::mul_{}, make_node(prim::div_{}, detail::cast_to<T>(t1), detail::cast_to<T>(t2)),
+                             detail::cast_to<T>(value)));
 }
 
 /// Tag for gelu's tanh approximation: `gelu(x, approximate_tanh)` is F.gelu(x, approximate="tanh").
