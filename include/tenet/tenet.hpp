@@ -1,11 +1,13 @@
 #pragma once
 #define TENET_PUBLIC_HEADER_INCLUDED 1
 // tenet: PyTorch 2.0 at C++ compile time. The one header users include.
+#include <tenet/activations.hpp>
 #include <tenet/device.hpp>
 #include <tenet/dtype.hpp>
 #include <tenet/error.hpp>
 #include <tenet/explain.hpp>
 #include <tenet/factories.hpp>
+#include <tenet/functional.hpp>
 #include <tenet/io.hpp>
 #include <tenet/ops.hpp>
 #include <tenet/shape.hpp>

@@ -79,6 +79,10 @@ constexpr std::size_t static_dim() {
 }
 }  // namespace detail
 
+/// The value of an expression now, as a Tensor of its dtype and shape type (backend/evaluate.hpp).
+template <Expression E>
+auto eval(const E& e);
+
 template <class T, class S = dyn_shape<1>>
 class Tensor {
   static_assert(Element<T>, "tenet: Tensor element type must be one of bool, uint8_t, int8_t, int16_t, int32_t, "
