@@ -2,7 +2,7 @@
 #define TENET_PUBLIC_HEADER_INCLUDED 1
 // Activation functions (torch.nn.functional), each a decomposition into existing prims.
 // Integer inputs compute in float32, floating inputs keep their dtype; run-time parameters are
-// doubles converted to the compute type.
+// doubles converted (rounded once) to the input's dtype.
 #include <cstdint>
 #include <string>
 
@@ -18,20 +18,15 @@ template <class X>
 auto act_input(const X& x) {
   return share(cast_to<floating_t<value_type_of<X>>>(x));
 }
-/// A scalar leaf of element type T holding v.
-template <class T>
-auto act_scalar(double v) {
-  return scalar<T>{T(static_cast<compute_t<T>>(v))};
-}
 /// where(x > 0, x * pos, alpha * expm1(x * in)) as torch's elu kernel (selu, celu, elu).
 template <class X>
 auto elu_impl(const X& x0, double alpha, double scale, double input_scale) {
   auto x = act_input(x0);
   using T = value_type_of<decltype(x)>;
-  auto neg_part = make_node(prim::mul_{}, make_node(prim::expm1_{}, make_node(prim::mul_{}, x, act_scalar<T>(input_scale))),
-                            act_scalar<T>(alpha * scale));
-  return make_node(prim::where_{}, make_node(prim::gt_{}, x, act_scalar<T>(0.0)),
-                   make_node(prim::mul_{}, x, act_scalar<T>(scale)), neg_part);
+  auto neg_part = make_node(prim::mul_{}, make_node(prim::expm1_{}, make_node(prim::mul_{}, x, cast_to<T>(input_scale))),
+                            cast_to<T>(alpha * scale));
+  return make_node(prim::where_{}, make_node(prim::gt_{}, x, cast_to<T>(0.0)),
+                   make_node(prim::mul_{}, x, cast_to<T>(scale)), neg_part);
 }
 }  // namespace detail
 
@@ -40,8 +35,8 @@ template <Expression X>
 auto hardtanh(const X& x0, double min_val = -1.0, double max_val = 1.0) {
   auto x = detail::cast_to<detail::floating_t<value_type_of<X>>>(x0);
   using T = value_type_of<decltype(x)>;
-  return make_node(prim::minimum_{}, make_node(prim::maximum_{}, x, detail::act_scalar<T>(min_val)),
-                   detail::act_scalar<T>(max_val));
+  return make_node(prim::minimum_{}, make_node(prim::maximum_{}, x, detail::cast_to<T>(min_val)),
+                   detail::cast_to<T>(max_val));
 }
 
 /// relu6(x) = min(max(x, 0), 6)
@@ -55,8 +50,8 @@ template <Expression X>
 auto leaky_relu(const X& x0, double negative_slope = 0.01) {
   auto x = detail::act_input(x0);
   using T = value_type_of<decltype(x)>;
-  return make_node(prim::where_{}, make_node(prim::gt_{}, x, detail::act_scalar<T>(0.0)), x,
-                   make_node(prim::mul_{}, x, detail::act_scalar<T>(negative_slope)));
+  return make_node(prim::where_{}, make_node(prim::gt_{}, x, detail::cast_to<T>(0.0)), x,
+                   make_node(prim::mul_{}, x, detail::cast_to<T>(negative_slope)));
 }
 
 /// elu(x) = x > 0 ? x : alpha * (exp(x) - 1)
@@ -82,9 +77,9 @@ template <Expression X>
 auto softplus(const X& x0, double beta = 1.0, double threshold = 20.0) {
   auto x = detail::act_input(x0);
   using T = value_type_of<decltype(x)>;
-  auto bx = make_node(prim::mul_{}, x, detail::act_scalar<T>(beta));
-  auto soft = make_node(prim::div_{}, make_node(prim::log1p_{}, make_node(prim::exp_{}, bx)), detail::act_scalar<T>(beta));
-  return make_node(prim::where_{}, make_node(prim::gt_{}, bx, detail::act_scalar<T>(threshold)), x, soft);
+  auto bx = make_node(prim::mul_{}, x, detail::cast_to<T>(beta));
+  auto soft = make_node(prim::div_{}, make_node(prim::log1p_{}, make_node(prim::exp_{}, bx)), detail::cast_to<T>(beta));
+  return make_node(prim::where_{}, make_node(prim::gt_{}, bx, detail::cast_to<T>(threshold)), x, soft);
 }
 
 /// softsign(x) = x / (1 + |x|)   (nan at +-inf, as torch)
@@ -92,7 +87,7 @@ template <Expression X>
 auto softsign(const X& x0) {
   auto x = detail::act_input(x0);
   using T = value_type_of<decltype(x)>;
-  return make_node(prim::div_{}, x, make_node(prim::add_{}, make_node(prim::abs_{}, x), detail::act_scalar<T>(1.0)));
+  return make_node(prim::div_{}, x, make_node(prim::add_{}, make_node(prim::abs_{}, x), detail::cast_to<T>(1.0)));
 }
 
 /// mish(x) = x * tanh(log(1 + exp(x)))   (no threshold, as torch; nan at -inf, as torch)
@@ -108,8 +103,8 @@ template <Expression X>
 auto hardsigmoid(const X& x0) {
   auto x = detail::cast_to<detail::floating_t<value_type_of<X>>>(x0);
   using T = value_type_of<decltype(x)>;
-  return make_node(prim::div_{}, hardtanh(make_node(prim::add_{}, x, detail::act_scalar<T>(3.0)), 0.0, 6.0),
-                   detail::act_scalar<T>(6.0));
+  return make_node(prim::div_{}, hardtanh(make_node(prim::add_{}, x, detail::cast_to<T>(3.0)), 0.0, 6.0),
+                   detail::cast_to<T>(6.0));
 }
 
 /// hardswish(x) = x * min(max(x + 3, 0), 6) / 6   (nan at -inf, as torch)
@@ -118,8 +113,8 @@ auto hardswish(const X& x0) {
   auto x = detail::act_input(x0);
   using T = value_type_of<decltype(x)>;
   return make_node(prim::div_{},
-                   make_node(prim::mul_{}, x, hardtanh(make_node(prim::add_{}, x, detail::act_scalar<T>(3.0)), 0.0, 6.0)),
-                   detail::act_scalar<T>(6.0));
+                   make_node(prim::mul_{}, x, hardtanh(make_node(prim::add_{}, x, detail::cast_to<T>(3.0)), 0.0, 6.0)),
+                   detail::cast_to<T>(6.0));
 }
 
 /// logsigmoid(x) = min(x, 0) - log(1 + exp(-|x|))
@@ -127,7 +122,7 @@ template <Expression X>
 auto logsigmoid(const X& x0) {
   auto x = detail::act_input(x0);
   using T = value_type_of<decltype(x)>;
-  return make_node(prim::sub_{}, make_node(prim::minimum_{}, x, detail::act_scalar<T>(0.0)),
+  return make_node(prim::sub_{}, make_node(prim::minimum_{}, x, detail::cast_to<T>(0.0)),
                    make_node(prim::log1p_{}, make_node(prim::exp_{}, make_node(prim::neg_{}, make_node(prim::abs_{}, x)))));
 }
 
@@ -143,9 +138,9 @@ template <Expression X>
 auto softshrink(const X& x0, double lambd = 0.5) {
   auto x = detail::act_input(x0);
   using T = value_type_of<decltype(x)>;
-  auto l = detail::act_scalar<T>(lambd), ml = detail::act_scalar<T>(-lambd);
+  auto l = detail::cast_to<T>(lambd), ml = detail::cast_to<T>(-lambd);
   auto inner = make_node(prim::where_{}, make_node(prim::lt_{}, x, ml), make_node(prim::add_{}, x, l),
-                         make_node(prim::mul_{}, x, detail::act_scalar<T>(0.0)));  // x * 0 keeps nan
+                         make_node(prim::mul_{}, x, detail::cast_to<T>(0.0)));  // x * 0 keeps nan
   return make_node(prim::where_{}, make_node(prim::gt_{}, x, l), make_node(prim::sub_{}, x, l), inner);
 }
 
@@ -154,9 +149,9 @@ template <Expression X>
 auto hardshrink(const X& x0, double lambd = 0.5) {
   auto x = detail::act_input(x0);
   using T = value_type_of<decltype(x)>;
-  auto inside = make_node(prim::logical_and_{}, make_node(prim::ge_{}, x, detail::act_scalar<T>(-lambd)),
-                          make_node(prim::le_{}, x, detail::act_scalar<T>(lambd)));
-  return make_node(prim::where_{}, inside, detail::act_scalar<T>(0.0), x);
+  auto inside = make_node(prim::logical_and_{}, make_node(prim::ge_{}, x, detail::cast_to<T>(-lambd)),
+                          make_node(prim::le_{}, x, detail::cast_to<T>(lambd)));
+  return make_node(prim::where_{}, inside, detail::cast_to<T>(0.0), x);
 }
 
 /// glu<Dim>(x) = a * sigmoid(b), where a, b are the first and second halves of x along Dim
