@@ -126,4 +126,18 @@ void check_close(const tenet::Tensor<T, S>& got, const ref_tensor& want, double 
   CHECK(bad == 0);
 }
 
+/// Runs fn on the 1-D input "x" (dtype T) of case `name` in `file`, checks at compile time that the
+/// result dtype is Expect, and checks the values against "out".
+template <class T, class Expect, class Fn>
+void check_unary(const std::string& file, const std::string& name, Fn fn) {
+  INFO("case " << name);
+  const auto& c = get_case(file, name);
+  const tenet::Tensor<T, tenet::shape<tenet::dyn>> x = make<T, tenet::shape<tenet::dyn>>(c.at("x"));
+  auto e = fn(x);
+  using R = tenet::value_type_of<decltype(e)>;
+  static_assert(std::is_same_v<R, Expect>, "unexpected result dtype");
+  const tenet::Tensor<R, tenet::shape<tenet::dyn>> y = e;
+  check_close(y, c.at("out"));
+}
+
 }  // namespace tenet_test

@@ -21,18 +21,9 @@ namespace {
 
 const char* const kFile = "activations.txt";
 
-/// Runs fn on the case's 1-D input "x" (dtype T), checks the result dtype is Expect and the values
-/// against "out".
 template <class T, class Expect, class Fn>
 void check_unary(const std::string& name, Fn fn) {
-  INFO("case " << name);
-  const auto& c = get_case(kFile, name);
-  const Tensor<T, shape<dyn>> x = make<T, shape<dyn>>(c.at("x"));
-  auto e = fn(x);
-  using R = tenet::value_type_of<decltype(e)>;
-  static_assert(std::is_same_v<R, Expect>, "unexpected result dtype");
-  const Tensor<R, shape<dyn>> y = e;
-  check_close(y, c.at("out"));
+  tenet_test::check_unary<T, Expect>(kFile, name, fn);
 }
 
 #define ACT(...) [](const auto& x) { return tenet::__VA_ARGS__; }
