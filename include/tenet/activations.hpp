@@ -140,7 +140,8 @@ auto softshrink(const X& x0, double lambd = 0.5) {
   using T = value_type_of<decltype(x)>;
   auto l = detail::cast_to<T>(lambd), ml = detail::cast_to<T>(-lambd);
   auto inner = make_node(prim::where_{}, make_node(prim::lt_{}, x, ml), make_node(prim::add_{}, x, l),
-                         make_node(prim::mul_{}, x, detail::cast_to<T>(0.0)));  // x * 0 keeps nan
+                         make_node(prim::add_{}, make_node(prim::mul_{}, x, detail::cast_to<T>(0.0)),
+                                   detail::cast_to<T>(0.0)));  // x * 0 + 0: nan stays, -0.0 becomes 0
   return make_node(prim::where_{}, make_node(prim::gt_{}, x, l), make_node(prim::sub_{}, x, l), inner);
 }
 
@@ -149,7 +150,7 @@ template <Expression X>
 auto hardshrink(const X& x0, double lambd = 0.5) {
   auto x = detail::act_input(x0);
   using T = value_type_of<decltype(x)>;
-  auto inside = make_node(prim::logical_and_{}, make_node(prim::ge_{}, x, detail::cast_to<T>(-lambd)),
+  auto inside = make_node(prim::bitwise_and_{}, make_node(prim::ge_{}, x, detail::cast_to<T>(-lambd)),
                           make_node(prim::le_{}, x, detail::cast_to<T>(lambd)));
   return make_node(prim::where_{}, inside, detail::cast_to<T>(0.0), x);
 }

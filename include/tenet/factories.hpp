@@ -7,7 +7,9 @@
 // backend for the same seed.
 #include <cmath>
 #include <concepts>
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include <tenet/device.hpp>
@@ -106,6 +108,31 @@ Tensor<T, shape<dyn, dyn>> eye(std::int64_t n, std::int64_t m = -1) {
 template <class T, int N>
 Tensor<T, shape<N, N>> eye() {
   return Tensor<T, shape<N, N>>(eye<T>(N));
+}
+
+/// tensor<T>({...}): a 1-D tensor holding the values (torch.tensor of a list).
+template <class T>
+Tensor<T, shape<dyn>> tensor(std::initializer_list<T> values) {
+  Tensor<T, shape<dyn>> t({static_cast<std::int64_t>(values.size())});
+  std::copy(values.begin(), values.end(), t.data());
+  return t;
+}
+/// tensor<T>({{...}, {...}}): a 2-D tensor from rows of equal length (shape_error otherwise).
+template <class T>
+Tensor<T, shape<dyn, dyn>> tensor(std::initializer_list<std::initializer_list<T>> rows) {
+  const auto n = static_cast<std::int64_t>(rows.size());
+  const auto m = n == 0 ? std::int64_t{0} : static_cast<std::int64_t>(rows.begin()->size());
+  Tensor<T, shape<dyn, dyn>> t({n, m});
+  T* p = t.data();
+  std::int64_t i = 0;
+  for (const auto& r : rows) {
+    if (static_cast<std::int64_t>(r.size()) != m)
+      throw shape_error("tenet: tensor: row " + std::to_string(i) + " has " + std::to_string(r.size()) +
+                        " values, row 0 has " + std::to_string(m));
+    p = std::copy(r.begin(), r.end(), p);
+    ++i;
+  }
+  return t;
 }
 
 /// Seeds the default generator (torch.manual_seed).

@@ -155,9 +155,10 @@ template <Expression X>
 auto isnan(const X& x) {
   return make_node(prim::isnan_{}, x);
 }
+/// logical_not: bitwise_not of the operand as bool (nonzero, and NaN, is true).
 template <Expression X>
 auto logical_not(const X& x) {
-  return make_node(prim::logical_not_{}, x);
+  return make_node(prim::bitwise_not_{}, detail::cast_to<bool>(x));
 }
 template <Expression X>
 auto operator!(const X& x) {
@@ -296,17 +297,40 @@ template <class A, class B>
 auto fmod(const A& a, const B& b) {
   return detail::promoted_binary<prim::fmod_>(a, b);
 }
-#define TENET_LOGICAL_BINARY(NAME, PRIM)                                             \
-  template <class A, class B>                                                        \
-    requires detail::binary_args<A, B>                                               \
-  auto NAME(const A& a, const B& b) {                                                \
-    using T = detail::promoted_t<A, B>;                                              \
-    return make_node(prim::PRIM{}, detail::cast_to<T>(a), detail::cast_to<T>(b));    \
+/// logical_and/or/xor: the bitwise prim on both operands cast to bool.
+#define TENET_LOGICAL_BINARY(NAME, PRIM)                                                  \
+  template <class A, class B>                                                             \
+    requires detail::binary_args<A, B>                                                    \
+  auto NAME(const A& a, const B& b) {                                                     \
+    return make_node(prim::PRIM{}, detail::cast_to<bool>(a), detail::cast_to<bool>(b));   \
   }
-TENET_LOGICAL_BINARY(logical_and, logical_and_)
-TENET_LOGICAL_BINARY(logical_or, logical_or_)
-TENET_LOGICAL_BINARY(logical_xor, logical_xor_)
+TENET_LOGICAL_BINARY(logical_and, bitwise_and_)
+TENET_LOGICAL_BINARY(logical_or, bitwise_or_)
+TENET_LOGICAL_BINARY(logical_xor, bitwise_xor_)
 #undef TENET_LOGICAL_BINARY
+
+/// bitwise_and/or/xor on integers and bool, promoted as torch.
+#define TENET_BITWISE_BINARY(NAME, PRIM)                                                           \
+  template <class A, class B>                                                                      \
+    requires detail::binary_args<A, B>                                                             \
+  auto NAME(const A& a, const B& b) {                                                              \
+    using T = detail::promoted_t<A, B>;                                                            \
+    static_assert(std::is_integral_v<T>, "tenet: " #NAME " needs integer or bool operands (as torch)"); \
+    return make_node(prim::PRIM{}, detail::cast_to<T>(a), detail::cast_to<T>(b));                  \
+  }
+TENET_BITWISE_BINARY(bitwise_and, bitwise_and_)
+TENET_BITWISE_BINARY(bitwise_or, bitwise_or_)
+TENET_BITWISE_BINARY(bitwise_xor, bitwise_xor_)
+#undef TENET_BITWISE_BINARY
+template <Expression X>
+auto bitwise_not(const X& x) {
+  static_assert(std::is_integral_v<value_type_of<X>>, "tenet: bitwise_not needs an integer or bool tensor (as torch)");
+  return make_node(prim::bitwise_not_{}, x);
+}
+template <Expression X>
+auto operator~(const X& x) {
+  return bitwise_not(x);
+}
 
 #define TENET_BINARY_OPERATOR(OP, FN)                 \
   template <class A, class B>                         \
@@ -327,6 +351,9 @@ TENET_BINARY_OPERATOR(>, gt)
 TENET_BINARY_OPERATOR(>=, ge)
 TENET_BINARY_OPERATOR(&&, logical_and)
 TENET_BINARY_OPERATOR(||, logical_or)
+TENET_BINARY_OPERATOR(&, bitwise_and)
+TENET_BINARY_OPERATOR(|, bitwise_or)
+TENET_BINARY_OPERATOR(^, bitwise_xor)
 #undef TENET_BINARY_OPERATOR
 
 /// where(cond, a, b): cond must be bool; a and b promote.
@@ -394,14 +421,39 @@ auto nan_to_num(const X& x, std::optional<double> nan = 0.0, std::optional<doubl
                              make_node(prim::where_{}, make_node(prim::eq_{}, x, scalar<T>{T(-inf)}), scalar<T>{lo},
                                        x)));
 }
-/// floor_divide: floor(a / b); integers divide exactly (rounding toward -inf), as torch.floor_divide.
+namespace detail {
+/// Python's float //, as torch: q = (a - fmod(a, b)) / b, one less when the remainder's sign differs
+/// from b's, then rounded to the nearest integer (q is integral up to rounding); a zero result has
+/// the sign of a / b, and b == 0 gives a / b. So 1 // -inf is -1, not floor(-0.0).
+template <class A, class B>
+auto floor_divide_floating(const A& a, const B& b) {
+  using T = value_type_of<A>;
+  auto lit = [](double v) { return scalar<T>{T(compute_t<T>(v))}; };
+  auto mod = share(make_node(prim::fmod_{}, a, b));
+  auto div = make_node(prim::div_{}, make_node(prim::sub_{}, a, mod), b);
+  auto adjust = make_node(prim::bitwise_and_{}, make_node(prim::ne_{}, mod, lit(0)),
+                          make_node(prim::ne_{}, make_node(prim::lt_{}, b, lit(0)), make_node(prim::lt_{}, mod, lit(0))));
+  auto d = share(make_node(prim::where_{}, adjust, make_node(prim::sub_{}, div, lit(1)), div));
+  auto fl = share(make_node(prim::floor_{}, d));
+  auto rounded = make_node(prim::where_{}, make_node(prim::gt_{}, make_node(prim::sub_{}, d, fl), lit(0.5)),
+                           make_node(prim::add_{}, fl, lit(1)), fl);
+  auto q = share(make_node(prim::div_{}, a, b));
+  auto q_negative = make_node(prim::bitwise_or_{}, make_node(prim::lt_{}, q, lit(0)),
+                              make_node(prim::lt_{}, make_node(prim::div_{}, lit(1), q), lit(0)));
+  auto signed_zero = make_node(prim::where_{}, q_negative, lit(-0.0), lit(0));
+  return make_node(prim::where_{}, make_node(prim::eq_{}, b, lit(0)), q,
+                   make_node(prim::where_{}, make_node(prim::ne_{}, d, lit(0)), rounded, signed_zero));
+}
+}  // namespace detail
+/// floor_divide: floor(a / b) with Python's float semantics (detail::floor_divide_floating); integers
+/// divide exactly (rounding toward -inf), as torch.floor_divide.
 template <class A, class B>
   requires detail::binary_args<A, B>
 auto floor_divide(const A& a, const B& b) {
   using T = detail::promoted_t<A, B>;
   static_assert(!std::is_same_v<T, bool>, "tenet: floor_divide of bool tensors is not supported (as in PyTorch)");
   if constexpr (is_floating_v<T>)
-    return make_node(prim::floor_{}, make_node(prim::div_{}, detail::cast_to<T>(a), detail::cast_to<T>(b)));
+    return detail::floor_divide_floating(detail::share(detail::cast_to<T>(a)), detail::share(detail::cast_to<T>(b)));
   else
     return make_node(prim::div_{}, detail::cast_to<T>(a), detail::cast_to<T>(b));  // the integer div_ floors
 }

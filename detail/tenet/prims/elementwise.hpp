@@ -9,7 +9,7 @@
 // kernels in backend/<name>/elementwise.hpp.
 //
 // Prims see operands of one dtype (the ATen-level ops in include/tenet/ops.hpp insert the casts that
-// PyTorch's type promotion asks for); comparisons and logical prims return bool.
+// PyTorch's type promotion asks for); comparisons and isnan return bool; the bitwise prims take integers and bool.
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -124,15 +124,16 @@ struct isnan_ : elementwise_base {
     return c != c;
   }
 };
-/// logical_not, returns bool.
-struct logical_not_ : elementwise_base {
+/// bitwise_not: ~x on integers, logical not on bool (as torch.bitwise_not).
+struct bitwise_not_ : elementwise_base {
   using group = unary_group;
-  static constexpr std::string_view name = "logical_not";
-  template <class C0>
-  using result_type = bool;
+  static constexpr std::string_view name = "bitwise_not";
   template <class T>
-  TENET_HOST_DEVICE static bool apply(T x) {
-    return !(static_cast<ct<T>>(x) != ct<T>(0));
+  TENET_HOST_DEVICE static T apply(T x) {
+    if constexpr (std::is_same_v<T, bool>)
+      return !x;
+    else
+      return static_cast<T>(~x);
   }
 };
 
@@ -153,9 +154,12 @@ struct logical_not_ : elementwise_base {
 TENET_BINARY_PRIM(add, a + b)
 TENET_BINARY_PRIM(sub, a - b)
 TENET_BINARY_PRIM(mul, a* b)
-// maximum/minimum propagate NaN, as torch.maximum/minimum
-TENET_BINARY_PRIM(maximum, a != a ? a : (b != b ? b : (a > b ? a : b)))
-TENET_BINARY_PRIM(minimum, a != a ? a : (b != b ? b : (a < b ? a : b)))
+// maximum/minimum propagate NaN, as torch.maximum/minimum; a tie (0.0 vs -0.0) gives the first operand
+TENET_BINARY_PRIM(maximum, a != a ? a : (b != b ? b : (a < b ? b : a)))
+TENET_BINARY_PRIM(minimum, a != a ? a : (b != b ? b : (b < a ? b : a)))
+// atan2(y, x): the angle of (x, y) with C's signed-zero and infinity cases; atan, asin and acos
+// decompose into it
+TENET_BINARY_PRIM(atan2, std::atan2(a, b))
 #undef TENET_BINARY_PRIM
 
 template <class C>
@@ -279,23 +283,20 @@ TENET_COMPARE_PRIM(gt, >)
 TENET_COMPARE_PRIM(ge, >=)
 #undef TENET_COMPARE_PRIM
 
-#define TENET_LOGICAL_PRIM(NAME, OP)                                      \
+/// bitwise and/or/xor on integers and bool; the logical ops are these on operands cast to bool.
+#define TENET_BITWISE_PRIM(NAME, OP)                                      \
   struct NAME##_ : elementwise_base {                                     \
     using group = binary_group;                                           \
     static constexpr std::string_view name = #NAME;                       \
-    template <class C0, class C1>                                         \
-    using result_type = bool;                                             \
     template <class T>                                                    \
-    TENET_HOST_DEVICE static bool apply(T a, T b) {                       \
-      const bool x = static_cast<ct<T>>(a) != ct<T>(0);                   \
-      const bool y = static_cast<ct<T>>(b) != ct<T>(0);                   \
-      return OP;                                                          \
+    TENET_HOST_DEVICE static T apply(T a, T b) {                          \
+      return static_cast<T>(a OP b);                                      \
     }                                                                     \
   };
-TENET_LOGICAL_PRIM(logical_and, x&& y)
-TENET_LOGICAL_PRIM(logical_or, x || y)
-TENET_LOGICAL_PRIM(logical_xor, x != y)
-#undef TENET_LOGICAL_PRIM
+TENET_BITWISE_PRIM(bitwise_and, &)
+TENET_BITWISE_PRIM(bitwise_or, |)
+TENET_BITWISE_PRIM(bitwise_xor, ^)
+#undef TENET_BITWISE_PRIM
 
 // ---------------------------------------------------------------------------------------------
 // ternary

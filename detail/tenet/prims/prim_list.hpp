@@ -9,11 +9,13 @@
 #include <cstdint>
 
 #include <boost/hana/concat.hpp>
+#include <boost/hana/unpack.hpp>
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
 #include <tenet/prims/elementwise.hpp>
 #include <tenet/prims/reduce.hpp>
+#include <tenet/decomp/decompose.hpp>
 
 namespace tenet::prim {
 
@@ -21,10 +23,10 @@ namespace hana = boost::hana;
 
 inline constexpr auto unary_prims =
     hana::tuple_t<neg_, abs_, exp_, exp2_, expm1_, log_, log2_, log1p_, sqrt_, rsqrt_, sin_, cos_, tan_, tanh_, erf_,
-                  floor_, ceil_, round_, trunc_, reciprocal_, sign_, isnan_, logical_not_>;
+                  floor_, ceil_, round_, trunc_, reciprocal_, sign_, isnan_, bitwise_not_>;
 inline constexpr auto binary_prims =
-    hana::tuple_t<add_, sub_, mul_, div_, remainder_, fmod_, pow_, maximum_, minimum_, eq_, ne_, lt_, le_, gt_, ge_,
-                  logical_and_, logical_or_, logical_xor_>;
+    hana::tuple_t<add_, sub_, mul_, div_, remainder_, fmod_, pow_, maximum_, minimum_, atan2_, eq_, ne_, lt_, le_, gt_, ge_,
+                  bitwise_and_, bitwise_or_, bitwise_xor_>;
 inline constexpr auto ternary_prims = hana::tuple_t<where_>;
 /// convert_element_type is one prim parameterized by its target dtype.
 inline constexpr auto cast_prims = hana::tuple_t<convert_element_type_<float>>;
@@ -38,4 +40,25 @@ inline constexpr auto all_prims = hana::concat(
     hana::concat(hana::concat(unary_prims, binary_prims), hana::concat(ternary_prims, cast_prims)),
     hana::concat(reduction_prims, contraction_prims));
 
+/// True when Op is a listed prim. A parameterized prim matches by name: reduce_<sum_kind, true, 0>
+/// is the listed "sum", convert_element_type_<int> the listed cast.
+template <class Op>
+constexpr bool is_listed() {
+  if constexpr (!requires { Op::name; }) {
+    return false;
+  } else {
+    return hana::unpack(all_prims, [](auto... t) { return ((decltype(t)::type::name == Op::name) || ...); });
+  }
+}
+
 }  // namespace tenet::prim
+
+namespace tenet::detail {
+/// The closure check of the decomposition layer: every op of E is in the prim list.
+template <class E>
+constexpr bool holds_only_listed_prims() {
+  return boost::hana::unpack(ops_of(boost::hana::type_c<E>), [](auto... t) {
+    return ((decltype(t)::type::is_prim && prim::is_listed<typename decltype(t)::type>()) && ... && true);
+  });
+}
+}  // namespace tenet::detail

@@ -43,7 +43,7 @@ TENET_INLINE B expm1_full_range(const B& x) {
   B r = xsimd::expm1(x);
   const auto big = x > B(T(80));
   if (xsimd::any(big)) r = xsimd::select(big, exp_full_range(x), r);
-  return r;
+  return xsimd::select(x == B(T(0)), x, r);  // keeps -0.0
 }
 
 /// erf for float lanes: x * P(x^2) / Q(x^2) on x clamped to [-4, 4] (erf(4) rounds to 1 in float),
@@ -74,15 +74,43 @@ TENET_INLINE B erf_fast(const B& x) {
   }
 }
 
-/// pow with C's special cases (pow(x, 0) = 1, pow(1, y) = 1, pow(0, y<0) = inf, pow(0, y>0) = 0),
-/// which xsimd 8's pow misses.
+/// A binary prim whose vector kernel is wrong on some special inputs (zeros, infinities, NaN,
+/// negative bases): lanes are computed by `fast`, and a batch holding any special lane is computed
+/// by the prim's scalar `apply` instead (rare in real data, so the common path stays vector).
+template <class P, class B, class Special, class Fast>
+TENET_INLINE B with_scalar_specials(const B& a, const B& b, Special special, Fast fast) {
+  using T = typename B::value_type;
+  if (!xsimd::any(special(a, b))) return fast(a, b);
+  alignas(64) T x[B::size], y[B::size];
+  a.store_aligned(x);
+  b.store_aligned(y);
+  for (std::size_t i = 0; i < B::size; ++i) x[i] = P::apply(x[i], y[i]);
+  return B::load_aligned(x);
+}
+/// pow: xsimd 8's pow is right for a positive finite base and a finite exponent; everything else
+/// (zero, negative or infinite base, NaN, infinite exponent, base 1) takes C's pow.
 template <class B>
 TENET_INLINE B pow_ieee(const B& a, const B& b) {
   using T = typename B::value_type;
-  B r = xsimd::pow(a, b);
   const B inf(std::numeric_limits<T>::infinity());
-  r = xsimd::select(a == B(T(0)), xsimd::select(b < B(T(0)), inf, xsimd::select(b == B(T(0)), B(T(1)), B(T(0)))), r);
-  return xsimd::select((b == B(T(0))) | (a == B(T(1))), B(T(1)), r);
+  return with_scalar_specials<prim::pow_>(
+      a, b, [&](const B& x, const B& y) { return !(x > B(T(0))) | (x == inf) | (x == B(T(1))) | !(xsimd::abs(y) < inf); },
+      [](const B& x, const B& y) { return xsimd::pow(x, y); });
+}
+/// atan2: xsimd 8 gives NaN for (0, 0) and (inf, inf); those batches take C's atan2.
+template <class B>
+TENET_INLINE B atan2_ieee(const B& a, const B& b) {
+  using T = typename B::value_type;
+  const B inf(std::numeric_limits<T>::infinity());
+  return with_scalar_specials<prim::atan2_>(
+      a, b, [&](const B& y, const B& x) { return ((y == B(T(0))) & (x == B(T(0)))) | ((xsimd::abs(y) == inf) & (xsimd::abs(x) == inf)); },
+      [](const B& y, const B& x) { return xsimd::atan2(y, x); });
+}
+/// -x by flipping the sign bit (xsimd 8 computes 0 - x, which loses the sign of a zero).
+template <class B>
+TENET_INLINE B neg_signed(const B& x) {
+  using T = typename B::value_type;
+  return xsimd::bitwise_xor(x, B(T(-0.0)));
 }
 
 #define TENET_SIMD_UNARY(PRIM, ...)                 \
@@ -94,14 +122,14 @@ TENET_INLINE B pow_ieee(const B& a, const B& b) {
       return __VA_ARGS__;                           \
     }                                               \
   };
-TENET_SIMD_UNARY(neg_, -x)
+TENET_SIMD_UNARY(neg_, neg_signed(x))
 TENET_SIMD_UNARY(abs_, xsimd::abs(x))
 TENET_SIMD_UNARY(exp_, exp_full_range(x))
 TENET_SIMD_UNARY(exp2_, xsimd::exp2(x))
 TENET_SIMD_UNARY(expm1_, expm1_full_range(x))
 TENET_SIMD_UNARY(log_, xsimd::log(x))
 TENET_SIMD_UNARY(log2_, xsimd::log2(x))
-TENET_SIMD_UNARY(log1p_, xsimd::log1p(x))
+TENET_SIMD_UNARY(log1p_, xsimd::select(x == B(0), x, xsimd::log1p(x)))  // keeps -0.0
 TENET_SIMD_UNARY(sqrt_, xsimd::sqrt(x))
 TENET_SIMD_UNARY(rsqrt_, B(1) / xsimd::sqrt(x))
 TENET_SIMD_UNARY(sin_, xsimd::sin(x))
@@ -130,8 +158,10 @@ TENET_SIMD_BINARY(sub_, a - b)
 TENET_SIMD_BINARY(mul_, a* b)
 TENET_SIMD_BINARY(div_, a / b)
 TENET_SIMD_BINARY(pow_, pow_ieee(a, b))
-TENET_SIMD_BINARY(maximum_, xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(b), b, xsimd::max(a, b))))
-TENET_SIMD_BINARY(minimum_, xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(b), b, xsimd::min(a, b))))
+// maximum/minimum: NaN propagates; on ties (0.0 vs -0.0) the first operand, as torch
+TENET_SIMD_BINARY(maximum_, xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(b), b, xsimd::select(a < b, b, a))))
+TENET_SIMD_BINARY(minimum_, xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(b), b, xsimd::select(b < a, b, a))))
+TENET_SIMD_BINARY(atan2_, atan2_ieee(a, b))
 TENET_SIMD_BINARY(eq_, a == b)
 TENET_SIMD_BINARY(ne_, a != b)
 TENET_SIMD_BINARY(lt_, a < b)

@@ -1,0 +1,126 @@
+#pragma once
+// The OpInfo-style table's driver: every op of tests/test_opinfo_*.cpp runs on each sample of its
+// case in opinfo.txt (tests/reference/gen_opinfo.py): the edge values, a non-contiguous input, a
+// broadcast (binary ops), an empty and a size-1 input, all with dyn dims. It checks the result
+// dtype against PyTorch's, the values (NaN for NaN, infinities exactly, the sign of a zero result
+// on the edge sample) and that the op's decomposition holds only prims.
+#include <cmath>
+#include <string>
+
+#include <tenet/prims/prim_list.hpp>
+
+#include "reference.hpp"
+
+namespace tenet_test::opinfo {
+
+inline constexpr const char* kFile = "opinfo.txt";
+using tenet::dyn;
+template <class T>
+using mat = tenet::Tensor<T, tenet::shape<dyn, dyn>>;
+
+/// Tolerances of one row: (rtol, atol) for float32; float64 uses the defaults.
+struct tol {
+  double rtol = 1.3e-6, atol = 1e-5;
+};
+
+template <class T>
+const char* dtype_name() {
+  return tenet::name(tenet::dtype_of<T>);
+}
+
+/// Deliberate differences from PyTorch (docs/design.md): the element of a sample where tenet gives
+/// the mathematical value and torch's kernel does not. The test checks that torch's value is still
+/// the one named here, then skips the element.
+struct known_difference {
+  const char* case_name;
+  const char* sample;
+  std::size_t element;
+  double torch_value;
+  const char* why;
+};
+inline const known_difference known_differences[] = {
+    {"gelu_float32", "out_edge", 12, NAN, "gelu(+inf) is +inf; torch's float32 kernel gives nan"},
+    {"fmod_float32", "out_edge", 152, NAN, "fmod(1e30, 1e-30) is finite; torch's float32 kernel overflows a / b"},
+    {"fmod_float32", "out_edge", 168, NAN, "fmod(-1e30, 1e-30) is finite; torch's float32 kernel overflows a / b"},
+    {"remainder_float32", "out_edge", 152, NAN, "as fmod"},
+    {"remainder_float32", "out_edge", 168, NAN, "as fmod"},
+};
+
+template <class R>
+void check_sample(const std::string& case_name, const char* sample, const mat<R>& got, ref_tensor want, tol t,
+                  bool zero_signs) {
+  REQUIRE(std::string(dtype_name<R>()) == want.dtype);
+  for (const auto& k : known_differences) {
+    if (case_name != k.case_name || std::string(sample) != k.sample) continue;
+    INFO("known difference: " << k.why);
+    REQUIRE(k.element < want.values.size());
+    const double w = want.values[k.element];
+    CHECK((std::isnan(k.torch_value) ? std::isnan(w) : w == k.torch_value));
+    want.values[k.element] = static_cast<double>(got.contiguous().data()[k.element]);
+  }
+  if constexpr (std::is_same_v<R, float>) check_close(got, want, t.rtol, t.atol);
+  else check_close(got, want);
+  if constexpr (std::is_floating_point_v<R>) {
+    if (!zero_signs) return;
+    const auto c = got.contiguous();
+    for (std::int64_t i = 0; i < want.numel(); ++i) {
+      const double w = want.values[static_cast<std::size_t>(i)];
+      if (w == 0 && c.data()[i] == 0) {
+        INFO("element " << i << ": the sign of zero");
+        CHECK(std::signbit(static_cast<double>(c.data()[i])) == std::signbit(w));
+      }
+    }
+  }
+}
+
+template <class E>
+void check_prims_only() {
+  static_assert(tenet::detail::holds_only_listed_prims<tenet::decompose_t<E>>(),
+                "the decomposition left an op that is not in the prim list");
+}
+
+template <class T, class F>
+void unary(const std::string& op, F f, tol t = {}) {
+  const std::string name = op + "_" + dtype_name<T>();
+  INFO("opinfo case " << name);
+  const auto& c = get_case(kFile, name);
+  using R = tenet::value_type_of<decltype(f(std::declval<mat<T>>()))>;
+  check_prims_only<decltype(f(std::declval<mat<T>>()))>();
+  auto run = [&](const mat<T>& x, const char* out, bool signs) {
+    INFO("sample " << out);
+    const mat<R> y = f(x);
+    check_sample<R>(name, out, y, c.at(out), t, signs);
+  };
+  run(make<T, tenet::shape<dyn, dyn>>(c.at("x_edge")), "out_edge", true);
+  run(make<T, tenet::shape<dyn, dyn>>(c.at("x_nc")).template transpose<0, 1>(), "out_nc", false);
+  run(make<T, tenet::shape<dyn, dyn>>(c.at("x_empty")), "out_empty", false);
+  run(make<T, tenet::shape<dyn, dyn>>(c.at("x_one")), "out_one", false);
+}
+
+template <class T, class F>
+void binary(const std::string& op, F f, tol t = {}) {
+  const std::string name = op + "_" + dtype_name<T>();
+  INFO("opinfo case " << name);
+  const auto& c = get_case(kFile, name);
+  using R = tenet::value_type_of<decltype(f(std::declval<mat<T>>(), std::declval<mat<T>>()))>;
+  check_prims_only<decltype(f(std::declval<mat<T>>(), std::declval<mat<T>>()))>();
+  auto run = [&](const mat<T>& a, const mat<T>& b, const char* out, bool signs) {
+    INFO("sample " << out);
+    const mat<R> y = f(a, b);
+    check_sample<R>(name, out, y, c.at(out), t, signs);
+  };
+  auto m = [&](const char* k) { return make<T, tenet::shape<dyn, dyn>>(c.at(k)); };
+  // torch's maximum/minimum give either operand on a 0.0 / -0.0 tie depending on the kernel it
+  // picks (contiguous: the first; broadcast: the second); tenet gives the first, as fmax and relu
+  const bool signs = op != "maximum" && op != "minimum";
+  run(m("a_edge"), m("b_edge"), "out_edge", signs);
+  run(m("a_nc").template transpose<0, 1>(), m("b_nc"), "out_nc", false);
+  run(m("a_bc"), m("b_bc"), "out_bc", false);
+  run(m("a_empty"), m("b_empty"), "out_empty", false);
+}
+
+}  // namespace tenet_test::opinfo
+
+/// One table row: the op's name in opinfo.txt and a call of the tenet function of that name.
+#define OPINFO_FN1(NAME) [](const auto& x) { return tenet::NAME(x); }
+#define OPINFO_FN2(NAME) [](const auto& a, const auto& b) { return tenet::NAME(a, b); }
