@@ -13,7 +13,10 @@
 #include <boost/hana/type.hpp>
 
 #include <tenet/prims/elementwise.hpp>
+#include <tenet/prims/iota.hpp>
 #include <tenet/prims/reduce.hpp>
+#include <tenet/prims/scan.hpp>
+#include <tenet/prims/sort.hpp>
 
 namespace tenet::prim {
 
@@ -33,9 +36,14 @@ inline constexpr auto reduction_prims =
     hana::tuple_t<reduce_<sum_kind, false>, reduce_<prod_kind, false>, reduce_<amax_kind, false>,
                   reduce_<amin_kind, false>, reduce_<argmax_kind, false>, reduce_<argmin_kind, false>>;
 inline constexpr auto contraction_prims = hana::tuple_t<matmul_>;
+/// scan_ is one prim parameterized by its combiner kind (sum, prod, amax, amin, logaddexp,
+/// running_arg) and dim; sort_ one prim parameterized by its dim and output (values | indices).
+inline constexpr auto scan_prims = hana::tuple_t<scan_<sum_kind, 0>>;
+inline constexpr auto sort_prims = hana::tuple_t<sort_<0, sort_output::values>>;
+inline constexpr auto iota = hana::tuple_t<iota_<std::int64_t>>;
 
 inline constexpr auto all_prims = hana::concat(
     hana::concat(hana::concat(unary_prims, binary_prims), hana::concat(ternary_prims, cast_prims)),
-    hana::concat(reduction_prims, contraction_prims));
+    hana::concat(hana::concat(reduction_prims, contraction_prims), hana::concat(scan_prims, hana::concat(sort_prims, iota))));
 
 }  // namespace tenet::prim
