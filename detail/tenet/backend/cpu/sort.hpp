@@ -2,7 +2,8 @@
 #include <tenet/detail_check.hpp>
 #include <tenet/config.hpp>
 // The CPU kernel of sort_: each line is copied into (value, index) pairs and sorted by value, then
-// by index, which is a stable sort (NaN last ascending, first descending, as torch).
+// by index, which is a stable sort (NaN last ascending, first descending, as torch). NaNs are set
+// apart before the sort, so the comparison is a plain one.
 #include <algorithm>
 #include <cstdint>
 #include <utility>
@@ -12,15 +13,11 @@
 
 namespace tenet::detail::cpu {
 
+/// Orders numbers (no NaN) by value, then by input index (stability).
 template <class A>
 struct sort_less {
   bool descending;
   bool operator()(const std::pair<A, std::int64_t>& p, const std::pair<A, std::int64_t>& q) const {
-    const bool pn = p.first != p.first, qn = q.first != q.first;
-    if (pn || qn) {  // NaN is the largest value
-      if (pn && qn) return p.second < q.second;
-      return descending ? pn : qn;
-    }
     if (p.first != q.first) return descending ? q.first < p.first : p.first < q.first;
     return p.second < q.second;
   }
@@ -41,8 +38,18 @@ void run_sort(const Tensor<T, S>& x, std::size_t d, bool descending, const Tenso
   auto body = [&](std::int64_t l, std::vector<std::pair<A, std::int64_t>>& buf) {
     const T* a = in + space.base(l, x.strides());
     buf.resize(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i) buf[static_cast<std::size_t>(i)] = {static_cast<A>(a[i * is]), i};
-    std::sort(buf.begin(), buf.end(), less);
+    // NaNs (the largest values) are set apart in input order: last ascending, first descending
+    std::size_t numbers = 0, nans = static_cast<std::size_t>(n);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const A v = static_cast<A>(a[i * is]);
+      if (v != v)
+        buf[--nans] = {v, i};
+      else
+        buf[numbers++] = {v, i};
+    }
+    std::reverse(buf.begin() + static_cast<std::ptrdiff_t>(nans), buf.end());
+    std::sort(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(numbers), less);
+    if (descending) std::rotate(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(numbers), buf.end());
     if (values) {
       TV* y = values->data() + space.base(l, values->strides());
       const std::int64_t ys = space.stride(values->strides());
