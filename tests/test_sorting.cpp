@@ -336,3 +336,13 @@ TEST_CASE("sorting: outer-dim scans (blocked by columns, threaded) agree with th
     for (std::int64_t j = 0; j < 700; ++j) bad += s0.indices(i, j) != s1.indices(j, i);
   CHECK(bad == 0);
 }
+
+TEST_CASE("sorting: bfloat16 scans and sort against PyTorch (accumulated in float)") {
+  const auto& c = get_case(kFile, "half_bf16");
+  const auto x = make<bfloat16, shape<dyn, dyn>>(c.at("x"));
+  check_close(M<bfloat16>(cumsum<1>(x)), c.at("cumsum1"));
+  check_close(M<bfloat16>(logcumsumexp<1>(x)), c.at("lcse1"));
+  const auto s = sort<1>(x, true);
+  check_close(s.values, c.at("sort1d_v"));
+  check_close(s.indices, c.at("sort1d_i"));
+}

@@ -48,6 +48,10 @@ scans("scan_f64", xf, torch.float64)
 xi = torch.tensor([[3, -1, 3, 2, 0, 3], [1, 1, -2, 4, 4, -3], [2, 5, 2, -1, 2, 1]])
 scans("scan_i64", xi, torch.int64)
 xb = torch.tensor([[True, False, True], [True, True, False]])
+xh = (torch.randn(3, 40) * 4).to(torch.bfloat16)
+xh[1, 7] = nan
+ref.case("half_bf16", x=xh, cumsum1=torch.cumsum(xh, 1), sort1d_v=torch.sort(xh, dim=1, descending=True, stable=True).values,
+         sort1d_i=torch.sort(xh, dim=1, descending=True, stable=True).indices, lcse1=torch.logcumsumexp(xh, 1))
 ref.case("scan_bool", x=xb, cumsum1=torch.cumsum(xb, 1), cumprod0=torch.cumprod(xb, 0))
 xr = torch.randn(5, 300, dtype=torch.float64) * 3
 ref.case("lcse_wide", x=xr, lcse1=torch.logcumsumexp(xr, 1), cumsum1=torch.cumsum(xr, 1))
