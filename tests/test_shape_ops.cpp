@@ -47,6 +47,9 @@ TEST_CASE("shape ops: repeat_interleave with a count and with a tensor of counts
   r2(1) = 0, r2(2) = 2;
   check_close(repeat_interleave<0>(a.transpose<0, 1>(), r2), c.at("t_ri0"));
   CHECK(repeat_interleave<1>(a, 0).numel() == 0);
+  Tensor<std::int64_t, shape<dyn>> counts = iota(4, 2, -1);  // 2, 1, 0, -1
+  counts(1) = 0, counts(2) = 3, counts(3) = 1;
+  check_close(repeat_interleave(counts), c.at("ri_indices"));
   CHECK_THROWS_AS(repeat_interleave<0>(a, r), shape_error);  // 3 counts for 2 rows
   CHECK_THROWS_WITH(repeat_interleave<0>(a, r), Catch::Contains("3 elements") && Catch::Contains("size 2"));
   r(1) = -1;

@@ -19,6 +19,7 @@
 
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/runtime/views.hpp>
+#include <tenet/sorting.hpp>  // iota
 
 namespace tenet {
 
@@ -124,6 +125,15 @@ auto repeat_interleave(const X& x0, const Tensor<std::int64_t, RS>& repeats) {
   for (std::int64_t i = 0, at = 0; i < n; at += reps.data()[i], ++i)
     if (reps.data()[i] > 0) out.template narrow<D>(at, reps.data()[i]).copy_(x.template narrow<D>(i, 1));
   return out;
+}
+
+/// repeat_interleave(repeats): i repeated repeats[i] times, for each i (the indices form of
+/// torch.repeat_interleave).
+template <class RS>
+auto repeat_interleave(const Tensor<std::int64_t, RS>& repeats) {
+  static_assert(RS::rank == 1, "tenet: repeat_interleave(repeats) needs a 1-D int64 tensor");
+  const Tensor<std::int64_t, shape<dyn>> positions = iota(repeats.numel());
+  return repeat_interleave<0>(positions, repeats);
 }
 
 /// unbind<D>(x): the slices of x along D, as views (torch.unbind).

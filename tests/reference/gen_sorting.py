@@ -164,6 +164,7 @@ out["ri0_3"] = torch.repeat_interleave(a, 3, 0)
 out["ri_flat"] = torch.repeat_interleave(a, 2)
 out["ri_tensor"] = torch.repeat_interleave(a, torch.tensor([0, 2, 1]), 1)
 out["ri_tensor1"] = torch.repeat_interleave(a, torch.tensor([3]), 0)
+out["ri_indices"] = torch.repeat_interleave(torch.tensor([2, 0, 3, 1]))
 out["t_ri0"] = torch.repeat_interleave(a.t(), torch.tensor([1, 0, 2]), 0)
 b = torch.arange(24, dtype=torch.float64).reshape(2, 3, 4)
 out["b"] = b

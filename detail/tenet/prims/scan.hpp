@@ -83,6 +83,20 @@ using scan_acc_t =
                                           std::conditional_t<std::is_same_v<T, double> || std::is_same_v<T, float>, double, float>,
                                           compute_t<T>>>;
 
+/// The name a scan of Kind is known by (torch's op names).
+template <class Kind>
+inline constexpr std::string_view scan_name = Kind::name;
+template <>
+inline constexpr std::string_view scan_name<sum_kind> = "cumsum";
+template <>
+inline constexpr std::string_view scan_name<prod_kind> = "cumprod";
+template <>
+inline constexpr std::string_view scan_name<amax_kind> = "cummax";
+template <>
+inline constexpr std::string_view scan_name<amin_kind> = "cummin";
+template <>
+inline constexpr std::string_view scan_name<logaddexp_kind> = "logcumsumexp";
+
 }  // namespace tenet::prim
 
 namespace tenet::detail {
@@ -109,7 +123,7 @@ struct scan_ {
   static constexpr bool is_prim = true;
   using group = scan_group;
   using kind = Kind;
-  static constexpr std::string_view name = Kind::name;
+  static constexpr std::string_view name = scan_name<Kind>;
   static constexpr std::int64_t requested_dim = Dim;
   template <class C>
   static constexpr std::size_t dim = detail::line_dim<shape_of<C>, Dim>();
