@@ -346,3 +346,21 @@ TEST_CASE("sorting: bfloat16 scans and sort against PyTorch (accumulated in floa
   check_close(s.values, c.at("sort1d_v"));
   check_close(s.indices, c.at("sort1d_i"));
 }
+
+TEST_CASE("sorting: scan and sort nodes write through copy_ into contiguous tensors and views") {
+  const auto& c = get_case(kFile, "scan_f32");
+  const auto x = make<float, shape<dyn, dyn>>(c.at("x"));
+  auto direct = zeros<float, shape<dyn, dyn>>(4, 6);
+  direct.copy_(cumsum<1>(x));  // the kernel writes straight into a contiguous destination
+  check_close(direct, c.at("cumsum1"), kRtol, kAtol);
+  auto storage = zeros<float, shape<dyn, dyn>>(6, 4);
+  storage.transpose<0, 1>().copy_(cumsum<1>(x));  // a strided destination: through a temporary
+  check_close(eval(storage.transpose<0, 1>()), c.at("cumsum1"), kRtol, kAtol);
+  storage.transpose<0, 1>().copy_(cumsum<1>(where(isnan(storage.transpose<0, 1>()), x, x)));  // reads its destination
+  check_close(eval(storage.transpose<0, 1>()), c.at("cumsum1"), kRtol, kAtol);
+  const auto& s = get_case(kFile, "sort_f32");
+  const auto xs = make<float, shape<dyn, dyn>>(s.at("x"));
+  auto idx = zeros<std::int64_t, shape<dyn, dyn>>(3, 8);
+  idx.copy_(argsort<1>(xs, true));
+  check_close(idx, s.at("argsort1d"));
+}
