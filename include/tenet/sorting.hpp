@@ -190,7 +190,7 @@ auto kthvalue_impl(const X& x, std::int64_t k) {
 }
 }  // namespace detail
 /// kthvalue<D>(x, k): the k-th smallest value along D (k from 1) and its index (NaN is the largest
-/// value; of equal values the first in input order).
+/// value; on ties, the index a stable sort puts at position k - 1).
 template <std::int64_t D = -1, Expression X>
 auto kthvalue(const X& x, std::int64_t k) {
   return detail::kthvalue_impl<false, D>(x, k);
@@ -236,8 +236,8 @@ auto median_impl(const X& x0) {
   }
 }
 }  // namespace detail
-/// median<D>(x): the lower median along D (the ((n - 1) / 2)-th smallest) and its index; a line
-/// holding NaN gives NaN at the index of its first NaN (as torch.median(x, dim)).
+/// median<D>(x): the lower median along D (position (n - 1) / 2 of the stable sort) and its index;
+/// a line holding NaN gives NaN at the index of its first NaN (as torch.median(x, dim)).
 template <std::int64_t D, Expression X>
 auto median(const X& x) {
   return detail::median_impl<false, D>(x);
