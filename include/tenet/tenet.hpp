@@ -12,6 +12,8 @@
 #include <tenet/math.hpp>
 #include <tenet/ops.hpp>
 #include <tenet/shape.hpp>
+#include <tenet/shape_ops.hpp>
+#include <tenet/sorting.hpp>
 #include <tenet/tensor.hpp>
 
 #include <tenet/backend/evaluate.hpp>

@@ -14,8 +14,12 @@
 #include <boost/hana/type.hpp>
 
 #include <tenet/prims/elementwise.hpp>
+#include <tenet/prims/iota.hpp>
 #include <tenet/prims/reduce.hpp>
 #include <tenet/decomp/decompose.hpp>
+#include <tenet/prims/iota.hpp>
+#include <tenet/prims/scan.hpp>
+#include <tenet/prims/sort.hpp>
 
 namespace tenet::prim {
 
@@ -35,19 +39,33 @@ inline constexpr auto reduction_prims =
     hana::tuple_t<reduce_<sum_kind, false>, reduce_<prod_kind, false>, reduce_<amax_kind, false>,
                   reduce_<amin_kind, false>, reduce_<argmax_kind, false>, reduce_<argmin_kind, false>>;
 inline constexpr auto contraction_prims = hana::tuple_t<matmul_>;
+/// scan_ is one prim parameterized by its combiner kind (sum, prod, amax, amin, logaddexp,
+/// running_arg) and dim; sort_ one prim parameterized by its dim and output (values | indices).
+inline constexpr auto scan_prims = hana::tuple_t<scan_<sum_kind, 0>>;
+inline constexpr auto sort_prims = hana::tuple_t<sort_<0, sort_output::values>>;
+inline constexpr auto iota_prims = hana::tuple_t<iota_<std::int64_t>>;
 
 inline constexpr auto all_prims = hana::concat(
     hana::concat(hana::concat(unary_prims, binary_prims), hana::concat(ternary_prims, cast_prims)),
-    hana::concat(reduction_prims, contraction_prims));
+    hana::concat(hana::concat(reduction_prims, contraction_prims), hana::concat(scan_prims, hana::concat(sort_prims, iota_prims))));
 
-/// True when Op is a listed prim. A parameterized prim matches by name: reduce_<sum_kind, true, 0>
-/// is the listed "sum", convert_element_type_<int> the listed cast.
+/// The name a prim is listed by: its `family` when it has one (scan_ of every kind is "scan"),
+/// else its name (reduce_<sum_kind, true, 0> is the listed "sum", convert_element_type_<int> the
+/// listed cast).
+template <class Op>
+constexpr std::string_view family() {
+  if constexpr (requires { Op::family; })
+    return Op::family;
+  else
+    return Op::name;
+}
+/// True when Op is a listed prim.
 template <class Op>
 constexpr bool is_listed() {
   if constexpr (!requires { Op::name; }) {
     return false;
   } else {
-    return hana::unpack(all_prims, [](auto... t) { return ((decltype(t)::type::name == Op::name) || ...); });
+    return hana::unpack(all_prims, [](auto... t) { return ((family<typename decltype(t)::type>() == family<Op>()) || ...); });
   }
 }
 

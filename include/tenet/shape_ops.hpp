@@ -1,0 +1,228 @@
+#pragma once
+#define TENET_PUBLIC_HEADER_INCLUDED 1
+// Shape ops: repeat, tile, repeat_interleave, unbind, movedim, diagonal, diag.
+//
+// Views (movedim, unbind, diagonal) share the input's storage, as Tensor's own views do; the others
+// copy through the pointwise evaluator: a stride-0 view of the input (expand) is made contiguous
+// and reshaped, so no op here has a kernel of its own. Each evaluates now and returns a Tensor
+// (the copies have run-time extents: repeat counts are run-time values).
+#include <array>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <tenet/error.hpp>
+#include <tenet/ops.hpp>
+#include <tenet/tensor.hpp>
+
+#include <tenet/backend/evaluate.hpp>
+#include <tenet/runtime/views.hpp>
+#include <tenet/sorting.hpp>  // iota
+
+namespace tenet {
+
+namespace detail {
+inline void check_repeat_count(std::int64_t r, const char* op) {
+  if (r < 0)
+    throw value_error(std::string("tenet: ") + op + ": repeat counts must be non-negative, got " + std::to_string(r));
+}
+
+/// x (rank R, viewed as rank K >= R with leading 1s) repeated reps[i] times along dim i.
+template <std::size_t K, class T, class S>
+Tensor<T, dyn_shape<K>> repeat_impl(const Tensor<T, S>& x, const std::array<std::int64_t, K>& reps, const char* op) {
+  constexpr std::size_t R = S::rank;
+  static_assert(K >= R, "tenet: repeat needs at least one count per dim of the tensor (use tile for fewer)");
+  sizes_t<2 * K> sizes{}, strides{};
+  sizes_t<K> out{};
+  for (std::size_t i = 0; i < K; ++i) {
+    check_repeat_count(reps[i], op);
+    const bool padded = i < K - R;
+    const std::int64_t n = padded ? 1 : x.sizes()[i - (K - R)];
+    sizes[2 * i] = reps[i];
+    strides[2 * i] = 0;
+    sizes[2 * i + 1] = n;
+    strides[2 * i + 1] = padded ? 0 : x.strides()[i - (K - R)];
+    out[i] = reps[i] * n;
+  }
+  const auto expanded = x.template with_layout<dyn_shape<2 * K>>(sizes, strides, x.offset());
+  Tensor<T, dyn_shape<2 * K>> copy(sizes);
+  copy.copy_(expanded);
+  return copy.template with_layout<dyn_shape<K>>(out, contiguous_strides(out), 0);
+}
+}  // namespace detail
+
+/// repeat(x, r0, r1, ...): x tiled r_i times along dim i, as torch.Tensor.repeat (at least one count
+/// per dim; more counts add leading dims).
+template <Expression X, std::integral... N>
+auto repeat(const X& x, N... reps) {
+  static_assert(sizeof...(N) >= rank_of<X>,
+                "tenet: repeat needs at least as many counts as the tensor has dims (torch.Tensor.repeat)");
+  return detail::repeat_impl<sizeof...(N)>(eval(x), std::array<std::int64_t, sizeof...(N)>{static_cast<std::int64_t>(reps)...},
+                                           "repeat");
+}
+/// tile(x, r...): as repeat, but fewer counts than dims are padded with leading 1s (torch.tile).
+template <Expression X, std::integral... N>
+auto tile(const X& x, N... reps) {
+  constexpr std::size_t R = rank_of<X>, n = sizeof...(N), K = n > R ? n : R;
+  const std::array<std::int64_t, n> given{static_cast<std::int64_t>(reps)...};
+  std::array<std::int64_t, K> all{};
+  for (std::size_t i = 0; i < K; ++i) all[i] = i < K - n ? 1 : given[i - (K - n)];
+  return detail::repeat_impl<K>(eval(x), all, "tile");
+}
+
+/// repeat_interleave<D>(x, r): each element repeated r times along D (torch.repeat_interleave).
+template <std::int64_t D, Expression X>
+auto repeat_interleave(const X& x0, std::int64_t r) {
+  detail::check_repeat_count(r, "repeat_interleave");
+  const auto x = eval(x0);
+  using S = shape_of<X>;
+  constexpr std::size_t R = S::rank;
+  constexpr std::size_t d = detail::static_dim<S, D>();
+  // view [..., n, r, ...] with stride 0 on the new dim, copied, merged into [..., n * r, ...]
+  sizes_t<R + 1> sizes{}, strides{};
+  sizes_t<R> out{};
+  for (std::size_t i = 0, j = 0; i < R; ++i) {
+    sizes[j] = x.sizes()[i];
+    strides[j++] = x.strides()[i];
+    out[i] = x.sizes()[i];
+    if (i == d) sizes[j] = r, strides[j++] = 0, out[i] *= r;
+  }
+  Tensor<value_type_of<X>, dyn_shape<R + 1>> copy(sizes);
+  copy.copy_(x.template with_layout<dyn_shape<R + 1>>(sizes, strides, x.offset()));
+  using S2 = detail::set_extent_t<S, d, dyn>;
+  return copy.template with_layout<S2>(out, detail::contiguous_strides(out), 0);
+}
+/// repeat_interleave(x, r): over the flattened x (1-D result).
+template <Expression X>
+auto repeat_interleave(const X& x, std::int64_t r) {
+  return repeat_interleave<0>(eval(x).template reshape<-1>(), r);
+}
+/// repeat_interleave<D>(x, repeats): element i along D repeated repeats[i] times; repeats is a 1-D
+/// int64 tensor of the size of dim D, or of one element (used for every element).
+template <std::int64_t D, Expression X, class RS>
+auto repeat_interleave(const X& x0, const Tensor<std::int64_t, RS>& repeats) {
+  static_assert(RS::rank <= 1, "tenet: repeat_interleave: repeats must be a 0-dim or 1-D int64 tensor");
+  const auto x = eval(x0);
+  using S = shape_of<X>;
+  constexpr std::size_t d = detail::static_dim<S, D>();
+  const std::int64_t n = x.sizes()[d];
+  const auto reps = repeats.contiguous();
+  const std::int64_t m = reps.numel();
+  if (m == 1) return Tensor<value_type_of<X>, detail::set_extent_t<S, d, dyn>>(repeat_interleave<D>(x, *reps.data()));
+  if (m != n)
+    throw shape_error("tenet: repeat_interleave: repeats has " + std::to_string(m) + " elements but dim " +
+                      std::to_string(d) + " of the input has size " + std::to_string(n) + " (give one count per "
+                      "element, or a single count)");
+  auto sizes = x.sizes();
+  sizes[d] = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    detail::check_repeat_count(reps.data()[i], "repeat_interleave");
+    sizes[d] += reps.data()[i];
+  }
+  Tensor<value_type_of<X>, detail::set_extent_t<S, d, dyn>> out(sizes);
+  for (std::int64_t i = 0, at = 0; i < n; at += reps.data()[i], ++i)
+    if (reps.data()[i] > 0) out.template narrow<D>(at, reps.data()[i]).copy_(x.template narrow<D>(i, 1));
+  return out;
+}
+
+/// repeat_interleave(repeats): i repeated repeats[i] times, for each i (the indices form of
+/// torch.repeat_interleave).
+template <class RS>
+auto repeat_interleave(const Tensor<std::int64_t, RS>& repeats) {
+  static_assert(RS::rank == 1, "tenet: repeat_interleave(repeats) needs a 1-D int64 tensor");
+  const Tensor<std::int64_t, shape<dyn>> positions = iota(repeats.numel());
+  return repeat_interleave<0>(positions, repeats);
+}
+
+/// unbind<D>(x): the slices of x along D, as views (torch.unbind).
+template <std::int64_t D = 0, Expression X>
+auto unbind(const X& x0) {
+  const auto x = eval(x0);
+  constexpr std::size_t d = detail::static_dim<shape_of<X>, D>();
+  std::vector<decltype(x.template select<D>(0))> parts;
+  parts.reserve(static_cast<std::size_t>(x.sizes()[d]));
+  for (std::int64_t i = 0; i < x.sizes()[d]; ++i) parts.push_back(x.template select<D>(i));
+  return parts;
+}
+
+namespace detail {
+/// The permutation that moves dim Src to position Dst, the others keeping their order.
+template <std::size_t R, std::size_t Src, std::size_t Dst>
+constexpr std::array<std::int64_t, R> movedim_permutation() {
+  std::array<std::int64_t, R> p{};
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < R; ++i) {
+    if (i == Dst) continue;
+    if (k == Src) ++k;
+    p[i] = static_cast<std::int64_t>(k++);
+  }
+  p[Dst] = static_cast<std::int64_t>(Src);
+  return p;
+}
+}  // namespace detail
+/// movedim<Src, Dst>(x): dim Src moved to position Dst (a view, as torch.movedim).
+template <std::int64_t Src, std::int64_t Dst, Expression X>
+auto movedim(const X& x) {
+  using S = shape_of<X>;
+  constexpr std::size_t R = S::rank;
+  constexpr std::size_t s = detail::static_dim<S, Src>(), t = detail::static_dim<S, Dst>();
+  static constexpr auto p = detail::movedim_permutation<R, s, t>();
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return eval(x).template permute<p[I]...>();
+  }(std::make_index_sequence<R>{});
+}
+
+/// diagonal<D1, D2>(x, offset = 0): the elements x[..., i, ..., i + offset, ...] of dims D1 and D2,
+/// as a new last dim (a view, as torch.diagonal).
+template <std::int64_t D1 = 0, std::int64_t D2 = 1, Expression X>
+auto diagonal(const X& x0, std::int64_t offset = 0) {
+  using S = shape_of<X>;
+  constexpr std::size_t R = S::rank;
+  static_assert(R >= 2, "tenet: diagonal needs a tensor of rank >= 2");
+  constexpr std::size_t a = detail::static_dim<S, D1>(), b = detail::static_dim<S, D2>();
+  static_assert(a != b, "tenet: diagonal needs two different dims");
+  const auto x = eval(x0);
+  const std::int64_t na = x.sizes()[a], nb = x.sizes()[b];
+  std::int64_t len = offset >= 0 ? std::min(na, nb - offset) : std::min(na + offset, nb);
+  len = std::max<std::int64_t>(len, 0);
+  std::int64_t start = x.offset();
+  if (len > 0) start += offset >= 0 ? offset * x.strides()[b] : -offset * x.strides()[a];
+  using S2 = decltype([]<std::size_t... I>(std::index_sequence<I...>) {
+    constexpr std::array<std::size_t, R - 2> keep = [] {
+      std::array<std::size_t, R - 2> k{};
+      for (std::size_t i = 0, j = 0; i < R; ++i)
+        if (i != a && i != b) k[j++] = i;
+      return k;
+    }();
+    return shape<S::template extent<keep[I]>..., dyn>{};
+  }(std::make_index_sequence<R - 2>{}));
+  sizes_t<R - 1> sizes{}, strides{};
+  for (std::size_t i = 0, j = 0; i < R; ++i)
+    if (i != a && i != b) sizes[j] = x.sizes()[i], strides[j++] = x.strides()[i];
+  sizes[R - 2] = len;
+  strides[R - 2] = x.strides()[a] + x.strides()[b];
+  return x.template with_layout<S2>(sizes, strides, start);
+}
+
+/// diag(x, k = 0): for 1-D x the square matrix with x on its k-th diagonal; for 2-D x a copy of
+/// its k-th diagonal (torch.diag).
+template <Expression X>
+auto diag(const X& x0, std::int64_t k = 0) {
+  constexpr std::size_t R = rank_of<X>;
+  static_assert(R == 1 || R == 2, "tenet: diag needs a 1-D or 2-D tensor");
+  using T = value_type_of<X>;
+  const auto x = eval(x0);
+  if constexpr (R == 1) {
+    const std::int64_t n = x.sizes()[0] + (k < 0 ? -k : k);
+    Tensor<T, shape<dyn, dyn>> m(sizes_t<2>{n, n});
+    m.zero_();
+    diagonal<0, 1>(m, k).copy_(x);
+    return m;
+  } else {
+    return Tensor<T, shape<dyn>>(diagonal<0, 1>(x, k).contiguous());
+  }
+}
+
+}  // namespace tenet
