@@ -8,6 +8,7 @@
 #include <tenet/explain.hpp>
 #include <tenet/factories.hpp>
 #include <tenet/functional.hpp>
+#include <tenet/indexing.hpp>
 #include <tenet/io.hpp>
 #include <tenet/ops.hpp>
 #include <tenet/shape.hpp>

@@ -13,6 +13,7 @@
 #include <boost/hana/type.hpp>
 
 #include <tenet/prims/elementwise.hpp>
+#include <tenet/prims/indexing.hpp>
 #include <tenet/prims/reduce.hpp>
 
 namespace tenet::prim {
@@ -33,9 +34,11 @@ inline constexpr auto reduction_prims =
     hana::tuple_t<reduce_<sum_kind, false>, reduce_<prod_kind, false>, reduce_<amax_kind, false>,
                   reduce_<amin_kind, false>, reduce_<argmax_kind, false>, reduce_<argmin_kind, false>>;
 inline constexpr auto contraction_prims = hana::tuple_t<matmul_>;
+/// gather_ and scatter_, each one prim parameterized by its dim (scatter_ also by its combining op).
+inline constexpr auto indexing_prims = hana::tuple_t<gather_<0>, scatter_<0, scatter_op::replace>>;
 
 inline constexpr auto all_prims = hana::concat(
     hana::concat(hana::concat(unary_prims, binary_prims), hana::concat(ternary_prims, cast_prims)),
-    hana::concat(reduction_prims, contraction_prims));
+    hana::concat(hana::concat(reduction_prims, contraction_prims), indexing_prims));
 
 }  // namespace tenet::prim
