@@ -41,7 +41,7 @@ auto index_vector(const I& idx) {
   check_index_dtype<I>();
   auto t = eval(idx);
   if constexpr (rank_of<I> == 0)
-    return t.template unsqueeze<0>();
+    return t.template reshape<1>();  // (unsqueeze of a 0-dim tensor does not compile yet)
   else
     return t;
 }
@@ -317,13 +317,12 @@ auto take_along_dim(const X& x, const I& idx) {
   return gather<D>(xt.template expand_as_shape<BX>(bx),
                    detail::wrap_negative(it.template expand_as_shape<BI>(bi), xs[d]));
 }
-/// take_along_dim(x, idx): the flattened x at the flattened idx.
+/// take_along_dim(x, idx): the flattened x at the flattened idx (no wrap-around here: a negative
+/// index is an error, as torch).
 template <Expression X, Expression I>
 auto take_along_dim(const X& x, const I& idx) {
   detail::check_index_dtype<I>();
-  const auto xf = eval(x).template reshape<-1>();
-  const auto it = eval(idx).template reshape<-1>();
-  return gather<0>(xf, detail::wrap_negative(it, xf.sizes()[0]));
+  return gather<0>(eval(x).template reshape<-1>(), eval(idx).template reshape<-1>());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -342,7 +341,7 @@ auto embedding(const I& idx, const W& weight, std::optional<std::int64_t> paddin
   using SW = shape_of<W>;
   if constexpr (R == 0) {
     // the one row: a sum over a dim of size 1
-    return detail::cast_to<value_type_of<W>>(sum<0>(embedding(eval(idx).template unsqueeze<0>(), w)));
+    return detail::cast_to<value_type_of<W>>(sum<0>(embedding(eval(idx).template reshape<1>(), w)));
   } else {
     using SI = shape_of<I>;
     using Idx = detail::concat_shapes_t<SI, shape<SW::template extent<1>>>;

@@ -204,7 +204,7 @@ void run_scatter(const Tensor<T, SO>& out, const Tensor<I, SI>& idx, const Tenso
 template <class T, class S>
 auto at_least_1d(const Tensor<T, S>& t) {
   if constexpr (S::rank == 0)
-    return t.template unsqueeze<0>();
+    return t.template reshape<1>();
   else
     return t;
 }
