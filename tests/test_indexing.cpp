@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
-#include <random>
+#include <string>
 
 #include <tenet/losses.hpp>
 #include <tenet/tenet.hpp>
@@ -314,6 +314,10 @@ TEST_CASE("losses: nll_loss and cross_entropy with class-index targets against t
   check_close(eval(nll_loss(lp, mk<i64, D1>(c, "tgt_c"), 1)), c.at("nll_ign1"), kRtol, kAtol);
   check_close(eval(nll_loss(lp, full<i64, D1>(-100, 5))), c.at("nll_all_ignored"));  // NaN
   STATIC_REQUIRE(detail::holds_only_prims<decompose_t<decltype(nll_loss(lp, tgt, w))>>());
+  const std::string ex = explain(nll_loss(log_softmax<1>(logits), tgt));
+  CHECK_THAT(ex, Contains("gather<1>") && Contains("indexing"));
+  CHECK_THAT(explain(scatter_reduce<1, scatter_reduction::amax>(lp, zeros<i64, D2>(5, 1), lp, false)),
+             Contains("scatter_amax<1>[exclude_self]"));
 
   check_close(cross_entropy<reduction::none>(logits, tgt), c.at("ce_none"), kRtol, kAtol);
   check_close(cross_entropy<reduction::sum>(noncontig(logits), tgt), c.at("ce_sum"), kRtol, kAtol);
