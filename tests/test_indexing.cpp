@@ -167,6 +167,22 @@ TEST_CASE("indexing: threaded gather and scatter_add equal a plain loop") {
       ok = ok && s(i, j) == want_s(i, j) && r(i, j) == want_r(i, j);
     }
   CHECK(ok);
+  // along dim 0 (not the row dim), through a transposed input
+  const auto xt = noncontig(x);
+  const auto idx0 = randint<i64, D2>(0, n, 250, m);
+  const auto src0 = randn<float, D2>(250, m);
+  const Tensor<float, D2> g0 = gather<0>(xt, idx0);
+  const Tensor<float, D2> s0 = scatter_add<0>(xt, idx0, src0);
+  Tensor<float, D2> want_s0 = x.clone();
+  for (i64 i = 0; i < 250; ++i)
+    for (i64 j = 0; j < m; ++j) {
+      ok = ok && g0(i, j) == x(idx0(i, j), j);
+      want_s0(idx0(i, j), j) += src0(i, j);
+    }
+  CHECK(ok);
+  for (i64 i = 0; i < n; ++i)
+    for (i64 j = 0; j < m; ++j) ok = ok && s0(i, j) == want_s0(i, j);
+  CHECK(ok);
 }
 
 TEST_CASE("indexing: index_select, index_add, index_copy, index_fill against torch") {

@@ -80,8 +80,13 @@ auto nll_parts(const X& input, const Tg& target, const W& weight, std::int64_t i
       return make_node(prim::where_{}, valid, gather<1>(class_weight_view(input, weight), safe), scalar<T>{T(0)});
   }();
   auto w_shared = share(wt);
-  auto loss = make_node(prim::where_{}, valid, make_node(prim::neg_{}, make_node(prim::mul_{}, picked, w_shared)),
-                        scalar<T>{T(0)});
+  auto weighted = [&] {
+    if constexpr (std::is_same_v<W, no_weight>)
+      return picked;  // the weight is 1 where the result is kept
+    else
+      return make_node(prim::mul_{}, picked, w_shared);
+  }();
+  auto loss = make_node(prim::where_{}, valid, make_node(prim::neg_{}, weighted), scalar<T>{T(0)});
   return std::make_pair(loss, w_shared);
 }
 

@@ -3,11 +3,12 @@
 #include <tenet/config.hpp>
 // CPU kernels of the indexing prims (prims/indexing.hpp): gather and scatter along one dim.
 //
-// Both walk the index tensor fiber by fiber, a fiber being the positions that differ only in the
-// indexed dim d. Fibers are independent (a fiber of the index reads, or writes, only the matching
-// fiber of the input or output), so they are split over OpenMP threads; inside a fiber the
-// positions run in order along d, which makes scatter deterministic: for `replace` the last
-// duplicate along d wins and float sums add in index order, as torch's CPU kernel.
+// Both walk the index tensor fiber by fiber over OpenMP threads. Gather's fibers are the rows of
+// the output (its writes are contiguous). Scatter's fibers are the positions that differ only in
+// the indexed dim d: a fiber of the index writes only the matching fiber of the output, so fibers
+// are independent, and inside a fiber the positions run in order along d, which makes scatter
+// deterministic: for `replace` the last duplicate along d wins and float sums add in index order,
+// as torch's CPU kernel.
 // A bad index inside the parallel loop is recorded and thrown after it (index_error).
 #include <algorithm>
 #include <array>
@@ -92,7 +93,8 @@ std::int64_t offset_of(const std::array<std::int64_t, R>& c, const sizes_t<R>& s
   return o;
 }
 
-/// out (contiguous, idx's sizes) = gather(x, d, idx).
+/// out (contiguous, idx's sizes) = gather(x, d, idx). Reads have no order to keep, so the loop
+/// runs over out's rows (fibers of the last dim): writes are contiguous whatever d is.
 template <class T, class SO, class SX, class I, class SI>
 void run_gather(const Tensor<T, SO>& out, const Tensor<T, SX>& x, const Tensor<I, SI>& idx, std::size_t d) {
   constexpr std::size_t R = SI::rank;
@@ -102,19 +104,21 @@ void run_gather(const Tensor<T, SO>& out, const Tensor<T, SX>& x, const Tensor<I
   const I* ip = idx.data();
   T* op = out.data();
   const auto xs = x.strides(), is = idx.strides(), os = out.strides();
-  const std::int64_t xsd = xs[d], isd = is[d], osd = os[d], len = idx.sizes()[d];
+  constexpr std::size_t last = R - 1;
+  const std::int64_t xsd = xs[d], isl = is[last], osl = os[last], len = idx.sizes()[last];
+  const std::int64_t xsj = d == last ? 0 : xs[last];  // x's step along a row (none when d is the row dim)
   bad_index bad;
-  for_each_fiber<R>(idx.sizes(), d, [&](std::int64_t f, const std::array<std::int64_t, R>& c) {
-    const T* xf = xp + offset_of<R>(c, xs);
-    const I* iff = ip + offset_of<R>(c, is);
-    T* of = op + offset_of<R>(c, os);
+  for_each_fiber<R>(idx.sizes(), last, [&](std::int64_t f, const std::array<std::int64_t, R>& c) {
+    const T* xr = xp + offset_of<R>(c, xs) - c[d] * xsd;  // the row's start in x, without dim d
+    const I* ir = ip + offset_of<R>(c, is);
+    T* orow = op + offset_of<R>(c, os);
     for (std::int64_t j = 0; j < len; ++j) {
-      const std::int64_t v = static_cast<std::int64_t>(iff[j * isd]);
+      const std::int64_t v = static_cast<std::int64_t>(ir[j * isl]);
       if (v < 0 || v >= n) {
         bad.note(f, v);
         return;
       }
-      of[j * osd] = xf[v * xsd];
+      orow[j * osl] = xr[j * xsj + v * xsd];
     }
   });
   bad.throw_if_any("gather", d, n);
