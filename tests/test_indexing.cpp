@@ -51,6 +51,11 @@ TEST_CASE("indexing: gather against torch (dtypes, views, 3-D, int32 index, empt
   check_close(eval(gather<1>(mk<double, D2>(c, "x64"), i1)), c.at("out1_64"));
   check_close(eval(gather<1>(mk<i64, D2>(c, "xi"), i1)), c.at("outi"));
   check_close(eval(gather<1>(mk<float, D3>(c, "x3"), mk<i64, D3>(c, "idx3"))), c.at("out3"));
+  // 16-bit floats and bool are copied as they are
+  check_close(eval(gather<1>(x.to<bfloat16>(), i1)), c.at("out1"));
+  const Tensor<bool, D2> gb = gather<1>(x > 0.0f, i1);
+  const Tensor<bool, D2> want_b = eval(gather<1>(x, i1)) > 0.0f;
+  CHECK(eval(all(gb == want_b)).item());
   // an expression as input and as index
   check_close(eval(gather<1>(x * 1.0f, i1 + i64{0})), c.at("out1"));
   // empty index: empty result
@@ -108,6 +113,8 @@ TEST_CASE("indexing: scatter, scatter_add and scatter_reduce with duplicates aga
   check_close(eval(scatter<1>(s, uniq, 2.5)), c.at("scatter_value"));
   check_close(eval(scatter_add<1>(s, dup, src)), c.at("scatter_add"));
   check_close(eval(scatter_add<0>(s, dup0, src0)), c.at("scatter_add0"));
+  // float16 adds in float and rounds after each add (as torch's CPU kernel)
+  check_close(eval(scatter_add<1>(s.to<float16>(), dup, src.to<float16>())), c.at("scatter_add"), 1e-2, 1e-2);
   check_reduce<scatter_reduction::sum, float>(c, "sum", s, dup, src);
   check_reduce<scatter_reduction::prod, float>(c, "prod", s, dup, src);
   check_reduce<scatter_reduction::mean, float>(c, "mean", s, dup, src);
