@@ -10,6 +10,7 @@
 #include <tenet/functional.hpp>
 #include <tenet/indexing.hpp>
 #include <tenet/io.hpp>
+#include <tenet/losses.hpp>
 #include <tenet/ops.hpp>
 #include <tenet/shape.hpp>
 #include <tenet/tensor.hpp>
