@@ -190,6 +190,19 @@ TEST_CASE("indexing: threaded gather and scatter_add equal a plain loop") {
   for (i64 i = 0; i < n; ++i)
     for (i64 j = 0; j < m; ++j) ok = ok && s0(i, j) == want_s0(i, j);
   CHECK(ok);
+  // nonzero and masked_select of 60000 elements: the prefix sum recurses over two levels of blocks
+  const auto nz = nonzero(x > 0.5f);
+  const auto sel = masked_select(x, x > 0.5f);
+  i64 k2 = 0;
+  for (i64 i = 0; i < n; ++i)
+    for (i64 j = 0; j < m; ++j)
+      if (x(i, j) > 0.5f) {
+        ok = ok && k2 < nz.sizes()[0] && nz(k2, 0) == i && nz(k2, 1) == j && sel(k2) == x(i, j);
+        ++k2;
+      }
+  CHECK(ok);
+  CHECK(nz.sizes()[0] == k2);
+  CHECK(sel.numel() == k2);
 }
 
 TEST_CASE("indexing: index_select, index_add, index_copy, index_fill against torch") {

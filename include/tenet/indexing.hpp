@@ -215,21 +215,34 @@ auto masked_fill(const X& x, const M& mask, const V& value) {
 }
 
 namespace detail {
+/// Inclusive prefix sums of non-negative integer counts, exact: blocks of 64 values are scanned by
+/// one matmul with a triangular matrix of ones (in float64, exact below 2^53), and the block
+/// totals are scanned the same way, recursively (log_64(N) levels).
+inline Tensor<std::int64_t, shape<dyn>> inclusive_scan(const Tensor<std::int64_t, shape<dyn>>& v) {
+  constexpr int L = 64;
+  const std::int64_t N = v.numel();
+  if (N == 0) return v;
+  const std::int64_t B = (N + L - 1) / L;
+  Tensor<double, shape<dyn>> padded(sizes_t<1>{B * L});
+  padded.template narrow<0>(0, N).copy_(v);
+  if (B * L > N) padded.template narrow<0>(N, B * L - N).fill_(0.0);
+  Tensor<double, shape<L, L>> upper(sizes_t<2>{L, L});  // upper(k, l) = k <= l
+  for (int k = 0; k < L; ++k)
+    for (int l = 0; l < L; ++l) upper(k, l) = k <= l ? 1.0 : 0.0;
+  const Tensor<std::int64_t, shape<dyn, L>> within =
+      cast_to<std::int64_t>(matmul(padded.template reshape<dyn, L>(B), upper));
+  if (B == 1) return within.template reshape<-1>().template narrow<0>(0, N);
+  const Tensor<std::int64_t, shape<dyn>> totals = within.template select<1>(L - 1);
+  const Tensor<std::int64_t, shape<dyn>> before = make_node(prim::sub_{}, inclusive_scan(totals), totals);
+  const Tensor<std::int64_t, shape<dyn, L>> out = make_node(prim::add_{}, within, before.template unsqueeze<1>());
+  return out.template reshape<-1>().template narrow<0>(0, N);
+}
 /// For a flat bool mask: the slot of each element in the compacted result (its rank among the
 /// true elements; the false ones go to slot n, past the end) and n, the number of true elements.
-/// The rank is an inclusive prefix sum, log2(N) steps of gather + add (Hillis and Steele).
 inline std::pair<Tensor<std::int64_t, shape<dyn>>, std::int64_t> compaction_slots(
     const Tensor<bool, shape<dyn>>& m) {
   const std::int64_t N = m.numel();
-  const auto ar = arange(N);
-  Tensor<std::int64_t, shape<dyn>> c = cast_to<std::int64_t>(m);
-  for (std::int64_t s = 1; s < N; s *= 2) {
-    auto from = make_node(prim::maximum_{}, make_node(prim::sub_{}, ar, scalar<std::int64_t>{s}),
-                          scalar<std::int64_t>{0});
-    c = make_node(prim::add_{}, c,
-                  make_node(prim::where_{}, make_node(prim::ge_{}, ar, scalar<std::int64_t>{s}), gather<0>(c, from),
-                            scalar<std::int64_t>{0}));
-  }
+  const auto c = inclusive_scan(Tensor<std::int64_t, shape<dyn>>(cast_to<std::int64_t>(m)));
   const std::int64_t n = N ? c(N - 1) : 0;
   Tensor<std::int64_t, shape<dyn>> slots = make_node(
       prim::where_{}, m, make_node(prim::sub_{}, c, scalar<std::int64_t>{1}), scalar<std::int64_t>{n});
