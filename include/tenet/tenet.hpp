@@ -8,7 +8,9 @@
 #include <tenet/explain.hpp>
 #include <tenet/factories.hpp>
 #include <tenet/functional.hpp>
+#include <tenet/indexing.hpp>
 #include <tenet/io.hpp>
+#include <tenet/losses.hpp>
 #include <tenet/math.hpp>
 #include <tenet/ops.hpp>
 #include <tenet/shape.hpp>

@@ -22,6 +22,7 @@
 #include <tenet/expr/node.hpp>
 #include <tenet/expr/shared.hpp>
 #include <tenet/ops.hpp>
+#include <tenet/prims/indexing.hpp>  // prim::indexing_group
 
 namespace tenet::detail {
 
@@ -57,6 +58,18 @@ struct op_label<aten::log_softmax<D>> {
   static std::string text(const aten::log_softmax<D>&) { return "log_softmax<" + std::to_string(D) + ">"; }
 };
 
+template <std::int64_t D>
+struct op_label<prim::gather_<D>> {
+  static std::string text(const prim::gather_<D>&) { return "gather<" + std::to_string(D) + ">"; }
+};
+template <std::int64_t D, prim::scatter_op Op>
+struct op_label<prim::scatter_<D, Op>> {
+  static std::string text(const prim::scatter_<D, Op>& op) {
+    std::string s = std::string(prim::scatter_<D, Op>::name) + "<" + std::to_string(D) + ">";
+    return Op != prim::scatter_op::replace && !op.include_self ? s + "[exclude_self]" : s;
+  }
+};
+
 /// The group an op is counted under.
 template <class Op>
 constexpr std::string_view op_group() {
@@ -67,6 +80,7 @@ constexpr std::string_view op_group() {
   else if constexpr (std::is_same_v<typename Op::group, prim::cast_group>) return "cast";
   else if constexpr (std::is_same_v<typename Op::group, prim::reduction_group>) return "reduction";
   else if constexpr (std::is_same_v<typename Op::group, prim::contraction_group>) return "contraction";
+  else if constexpr (std::is_same_v<typename Op::group, prim::indexing_group>) return "indexing";
   else return "other";
 }
 
