@@ -13,6 +13,7 @@
 #include <boost/hana/type.hpp>
 
 #include <tenet/prims/elementwise.hpp>
+#include <tenet/prims/random.hpp>
 #include <tenet/prims/reduce.hpp>
 
 namespace tenet::prim {
@@ -33,9 +34,11 @@ inline constexpr auto reduction_prims =
     hana::tuple_t<reduce_<sum_kind, false>, reduce_<prod_kind, false>, reduce_<amax_kind, false>,
                   reduce_<amin_kind, false>, reduce_<argmax_kind, false>, reduce_<argmin_kind, false>>;
 inline constexpr auto contraction_prims = hana::tuple_t<matmul_>;
+/// uniform_ is one prim parameterized by its dtype and shape.
+inline constexpr auto random_prims = hana::tuple_t<uniform_<float, shape<>>>;
 
 inline constexpr auto all_prims = hana::concat(
     hana::concat(hana::concat(unary_prims, binary_prims), hana::concat(ternary_prims, cast_prims)),
-    hana::concat(reduction_prims, contraction_prims));
+    hana::concat(hana::concat(reduction_prims, contraction_prims), random_prims));
 
 }  // namespace tenet::prim
