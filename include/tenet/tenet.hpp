@@ -9,6 +9,7 @@
 #include <tenet/factories.hpp>
 #include <tenet/functional.hpp>
 #include <tenet/io.hpp>
+#include <tenet/nn_functional.hpp>
 #include <tenet/ops.hpp>
 #include <tenet/shape.hpp>
 #include <tenet/tensor.hpp>

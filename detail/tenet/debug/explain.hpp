@@ -22,6 +22,7 @@
 #include <tenet/expr/node.hpp>
 #include <tenet/expr/shared.hpp>
 #include <tenet/ops.hpp>
+#include <tenet/prims/random.hpp>  // uniform_ labels
 
 namespace tenet::detail {
 
@@ -56,6 +57,12 @@ template <std::int64_t D>
 struct op_label<aten::log_softmax<D>> {
   static std::string text(const aten::log_softmax<D>&) { return "log_softmax<" + std::to_string(D) + ">"; }
 };
+template <class T, class S>
+struct op_label<prim::uniform_<T, S>> {
+  static std::string text(const prim::uniform_<T, S>& op) {
+    return "uniform[seed=" + std::to_string(op.seed) + ", offset=" + std::to_string(op.offset) + "]";
+  }
+};
 
 /// The group an op is counted under.
 template <class Op>
@@ -67,6 +74,7 @@ constexpr std::string_view op_group() {
   else if constexpr (std::is_same_v<typename Op::group, prim::cast_group>) return "cast";
   else if constexpr (std::is_same_v<typename Op::group, prim::reduction_group>) return "reduction";
   else if constexpr (std::is_same_v<typename Op::group, prim::contraction_group>) return "contraction";
+  else if constexpr (std::is_same_v<typename Op::group, prim::random_group>) return "random";
   else return "other";
 }
 
