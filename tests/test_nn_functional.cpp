@@ -378,3 +378,17 @@ TEST_CASE("nn_functional: cosine_similarity and pairwise_distance") {
   check_close(pairwise_distance(pa, pb, keepdim), p.at("keep"), kRtol, kAtol);
   check_close(pairwise_distance(pa, pb, 2.0, 0.1), p.at("eps"), kRtol, kAtol);
 }
+
+TEST_CASE("nn_functional: float64 kl_div, baddbmm and pairwise_distance with p = 3") {
+  const auto& c = get_case(kFile, "misc_f64");
+  using M = Tensor<double, shape<dyn, dyn>>;
+  check_close(eval(kl_div<reduction::batchmean>(make<double, shape<dyn, dyn>>(c.at("li")),
+                                                make<double, shape<dyn, dyn>>(c.at("lt")))),
+              c.at("kl"));
+  check_close(eval(baddbmm(make<double, dyn_shape<3>>(c.at("c")), make<double, dyn_shape<3>>(c.at("a")),
+                           noncontiguous<double, 3>(c.at("b")), -0.5, 0.25)),
+              c.at("baddbmm"));
+  const M pa = make<double, shape<dyn, dyn>>(c.at("pa"));
+  const M pb = make<double, shape<dyn, dyn>>(c.at("pb"));
+  check_close(pairwise_distance(pa, pb, 3.0), c.at("p3"));
+}

@@ -154,4 +154,16 @@ ref.case("pairwise", a=a, b=b, p2=F.pairwise_distance(a, b), p1=F.pairwise_dista
          pinf=F.pairwise_distance(a, b, p=float("inf")), keep=F.pairwise_distance(a, b, keepdim=True),
          eps=F.pairwise_distance(a, b, eps=0.1))
 
+# ---- float64 for kl_div, baddbmm, pairwise_distance (general p)
+li = F.log_softmax(torch.randn(2, 5, dtype=torch.float64), -1)
+lt = F.softmax(torch.randn(2, 5, dtype=torch.float64), -1)
+c = torch.randn(3, 1, 2, dtype=torch.float64)
+a = torch.randn(3, 4, 3, dtype=torch.float64)
+b = torch.randn(3, 3, 2, dtype=torch.float64)
+pa = torch.randn(4, 6, dtype=torch.float64)
+pb = torch.randn(4, 6, dtype=torch.float64)
+ref.case("misc_f64", li=li, lt=lt, kl=F.kl_div(li, lt, reduction="batchmean"), c=c, a=a, b=b,
+         baddbmm=torch.baddbmm(c, a, b, beta=-0.5, alpha=0.25), pa=pa, pb=pb,
+         p3=F.pairwise_distance(pa, pb, p=3.0))
+
 ref.write("nn_functional.txt")
