@@ -392,3 +392,21 @@ TEST_CASE("nn_functional: float64 kl_div, baddbmm and pairwise_distance with p =
   const M pb = make<double, shape<dyn, dyn>>(c.at("pb"));
   check_close(pairwise_distance(pa, pb, 3.0), c.at("p3"));
 }
+
+TEST_CASE("nn_functional: empty inputs") {
+  const auto rows0 = zeros<float, shape<dyn, dyn>>(0, 3);
+  const auto m = ones<float, shape<dyn, dyn>>(3, 4);
+  const Tensor<float, shape<dyn, dyn>> product = einsum<"ij,jk->ik">(rows0, m);
+  CHECK(product.sizes() == sizes_t<2>{0, 4});
+  const Tensor<float, shape<dyn, dyn>> zero_k = einsum<"ij,jk->ik">(m.transpose<0, 1>().narrow<1>(0, 0),
+                                                                    rows0);  // an empty contraction sums to 0
+  CHECK(zero_k.sizes() == sizes_t<2>{4, 3});
+  CHECK(zero_k(3, 2) == 0.0f);
+  const auto x = zeros<float, dyn_shape<3>>(0, 3, 2);
+  const auto rm = zeros<float, shape<dyn>>(3);
+  const auto rv = ones<float, shape<dyn>>(3);
+  CHECK(eval(batch_norm(x, rm, rv)).numel() == 0);
+  CHECK_THROWS_AS(batch_norm(x, rm, rv, none, none, true), value_error);  // no values per channel
+  CHECK(dropout(x, 0.5).numel() == 0);
+  CHECK(eval(group_norm(x, 3)).numel() == 0);
+}

@@ -118,11 +118,9 @@ auto with_dims(F&& f) {
 }
 
 template <class RS>
-void check_running_stat(const char* op, const char* what) {
+constexpr void check_running_stat() {
   static_assert(is_none<RS> || TensorType<RS>,
                 "tenet: running statistics must be tensors (they are updated in place) or tenet::none");
-  (void)op;
-  (void)what;
 }
 
 inline void check_momentum(const char* op, double momentum) {
@@ -149,8 +147,8 @@ auto batch_norm(const X& input, const RM& running_mean, const RV& running_var, c
   static_assert(is_floating_v<T>, "tenet: batch_norm needs a floating input");
   static_assert(R >= 2, "tenet: batch_norm needs an input of rank >= 2, [N, C, ...]");
   static_assert(detail::is_none<RM> == detail::is_none<RV>, "tenet: batch_norm: give both running_mean and running_var, or neither");
-  detail::check_running_stat<RM>("batch_norm", "running_mean");
-  detail::check_running_stat<RV>("batch_norm", "running_var");
+  detail::check_running_stat<RM>();
+  detail::check_running_stat<RV>();
   detail::check_momentum("batch_norm", momentum);
   using CT = Tensor<T, shape<shape_of<X>::template extent<1>>>;  // one value per channel
   auto x = eval(input);
@@ -207,8 +205,8 @@ auto instance_norm(const X& input, const RM& running_mean = {}, const RV& runnin
   static_assert(R >= 3, "tenet: instance_norm needs an input of rank >= 3, [N, C, spatial...]");
   static_assert(detail::is_none<RM> == detail::is_none<RV>,
                 "tenet: instance_norm: give both running_mean and running_var, or neither");
-  detail::check_running_stat<RM>("instance_norm", "running_mean");
-  detail::check_running_stat<RV>("instance_norm", "running_var");
+  detail::check_running_stat<RM>();
+  detail::check_running_stat<RV>();
   detail::check_momentum("instance_norm", momentum);
   auto x = eval(input);
   const auto s = x.sizes();

@@ -7,8 +7,9 @@
 // (seed, offset in blocks, see runtime/philox.hpp). Element k of the output (row-major) is
 // uniform_element<T>(philox_block(seed, offset, block_of(k)), k, 0, 1), the same value the eager
 // factory rand<T, S>() writes at k for the same (seed, offset): the prim and the factories are one
-// stream. Normal samples are not a prim: the eager randn keeps its Box-Muller stream (philox.hpp),
-// and a lazy normal decomposes into two uniform_ draws (Box-Muller) where one is needed.
+// stream. Normal samples are not a prim: the eager randn keeps its own Box-Muller stream
+// (philox.hpp: u1 in (0, 1], pairs of elements share a block), which a composite of uniform_ draws
+// would not reproduce bit for bit; a lazy normal, when one is needed, is Box-Muller on uniform_.
 // @post element k depends on (seed, offset, k) only, so any backend may split the output freely.
 #include <cstdint>
 #include <string_view>
