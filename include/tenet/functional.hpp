@@ -98,8 +98,9 @@ auto rms_norm(const X& x0, const W& w, double eps = -1.0) {
 
 // ---------------------------------------------------------------------------------------------
 // losses
-/// How a loss reduces: the mean (the default), the sum, or none (elementwise).
-enum class reduction { mean, sum, none };
+/// How a loss reduces: the mean (the default), the sum, or none (elementwise); batchmean (the sum
+/// divided by the batch size) is for kl_div only.
+enum class reduction { mean, sum, none, batchmean };
 
 namespace detail {
 template <reduction R, class E>
@@ -108,8 +109,10 @@ auto reduce_loss(const E& e) {
     return tenet::mean(e);
   else if constexpr (R == reduction::sum)
     return tenet::sum(e);
-  else
+  else if constexpr (R == reduction::none)
     return e;
+  else
+    static_assert(R != reduction::batchmean, "tenet: reduction::batchmean is for kl_div only");
 }
 }  // namespace detail
 

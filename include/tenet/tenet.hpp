@@ -12,6 +12,7 @@
 #include <tenet/io.hpp>
 #include <tenet/losses.hpp>
 #include <tenet/math.hpp>
+#include <tenet/nn_functional.hpp>
 #include <tenet/ops.hpp>
 #include <tenet/shape.hpp>
 #include <tenet/shape_ops.hpp>

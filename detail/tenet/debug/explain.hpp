@@ -23,6 +23,10 @@
 #include <tenet/expr/shared.hpp>
 #include <tenet/ops.hpp>
 #include <tenet/prims/indexing.hpp>  // prim::indexing_group
+#include <tenet/prims/iota.hpp>
+#include <tenet/prims/scan.hpp>
+#include <tenet/prims/sort.hpp>
+#include <tenet/prims/random.hpp>  // uniform_ labels
 
 namespace tenet::detail {
 
@@ -57,6 +61,12 @@ template <std::int64_t D>
 struct op_label<aten::log_softmax<D>> {
   static std::string text(const aten::log_softmax<D>&) { return "log_softmax<" + std::to_string(D) + ">"; }
 };
+template <class T, class S>
+struct op_label<prim::uniform_<T, S>> {
+  static std::string text(const prim::uniform_<T, S>& op) {
+    return "uniform[seed=" + std::to_string(op.seed) + ", offset=" + std::to_string(op.offset) + "]";
+  }
+};
 
 template <std::int64_t D>
 struct op_label<prim::gather_<D>> {
@@ -81,6 +91,10 @@ constexpr std::string_view op_group() {
   else if constexpr (std::is_same_v<typename Op::group, prim::reduction_group>) return "reduction";
   else if constexpr (std::is_same_v<typename Op::group, prim::contraction_group>) return "contraction";
   else if constexpr (std::is_same_v<typename Op::group, prim::indexing_group>) return "indexing";
+  else if constexpr (std::is_same_v<typename Op::group, prim::random_group>) return "random";
+  else if constexpr (std::is_same_v<typename Op::group, prim::scan_group>) return "scan";
+  else if constexpr (std::is_same_v<typename Op::group, prim::sort_group>) return "sort";
+  else if constexpr (std::is_same_v<typename Op::group, prim::generator_group>) return "generator";
   else return "other";
 }
 

@@ -16,6 +16,7 @@
 #include <tenet/prims/elementwise.hpp>
 #include <tenet/prims/indexing.hpp>
 #include <tenet/prims/iota.hpp>
+#include <tenet/prims/random.hpp>
 #include <tenet/prims/reduce.hpp>
 #include <tenet/decomp/decompose.hpp>
 #include <tenet/prims/iota.hpp>
@@ -46,12 +47,15 @@ inline constexpr auto scan_prims = hana::tuple_t<scan_<sum_kind, 0>>;
 inline constexpr auto sort_prims = hana::tuple_t<sort_<0, sort_output::values>>;
 inline constexpr auto iota_prims = hana::tuple_t<iota_<std::int64_t>>;
 
+/// uniform_ is one prim parameterized by its dtype and shape.
+inline constexpr auto random_prims = hana::tuple_t<uniform_<float, shape<>>>;
+
 /// gather_ and scatter_, each one prim parameterized by its dim (scatter_ also by its combining op).
 inline constexpr auto indexing_prims = hana::tuple_t<gather_<0>, scatter_<0, scatter_op::replace>>;
 
 inline constexpr auto all_prims =
     hana::flatten(hana::make_tuple(unary_prims, binary_prims, ternary_prims, cast_prims, reduction_prims,
-                                   contraction_prims, indexing_prims, scan_prims, sort_prims, iota_prims));
+                                   contraction_prims, indexing_prims, scan_prims, sort_prims, iota_prims, random_prims));
 
 /// The name a prim is listed by: its `family` when it has one (scan_ of every kind is "scan"),
 /// else its name (reduce_<sum_kind, true, 0> is the listed "sum", convert_element_type_<int> the
