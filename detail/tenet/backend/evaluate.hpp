@@ -43,6 +43,14 @@ inline constexpr bool runs_natively<cpu_simd, Op, C> = true;
 template <class E>
 using result_tensor_t = Tensor<value_type_of<E>, shape_of<E>>;
 
+/// An op whose CPU value is a Tensor it makes itself, typically a strided view of its materialized
+/// child (the view-like movement prims): `static Tensor<...> materialize_on_cpu(const E& e)`.
+/// materialize() returns that Tensor instead of allocating a result and calling run_on_cpu_into.
+template <class Op, class E>
+concept materializes_on_cpu = requires(const E& e) {
+  { Op::materialize_on_cpu(e) } -> TensorType;
+};
+
 template <class E>
 auto to_tensor(const E& e);
 
@@ -57,6 +65,8 @@ auto materialize(const E& e) {
     using Op = typename E::op_type;
     if constexpr (prim::is_elementwise_op<Op>) {
       return std::apply([&](const auto&... c) { return make_node(e.op, materialize(c)...); }, e.children);
+    } else if constexpr (materializes_on_cpu<Op, E>) {
+      return Op::materialize_on_cpu(e);
     } else {
       result_tensor_t<E> out(e.sizes());
       Op::run_on_cpu_into(e, out);
@@ -104,6 +114,18 @@ struct shared_scope {
   shared_scope& operator=(const shared_scope&) = delete;
 };
 
+/// Calls f on every Tensor leaf of e.
+template <class E, class F>
+void visit_leaves(const E& e, F&& f) {
+  if constexpr (TensorType<E>) {
+    f(e);
+  } else if constexpr (SharedNode<E>) {
+    visit_leaves(e.expr, f);
+  } else if constexpr (Node<E>) {
+    std::apply([&](const auto&... c) { (visit_leaves(c, f), ...); }, e.children);
+  }
+}
+
 template <Expression E>
 auto evaluate(const E& e) {
   auto d = decompose<cpu_simd>(e);
@@ -111,6 +133,15 @@ auto evaluate(const E& e) {
   using D = decltype(d);
   static_assert(is_closed<D, cpu_simd>(), "tenet: internal: the decomposition left an op that is neither a prim nor "
                                           "a composite the CPU backend runs");
+  if constexpr (Node<D>) {
+    if constexpr (materializes_on_cpu<typename D::op_type, D>) {
+      // a view at the root: the result must be fresh contiguous storage, never a view of an input
+      auto v = to_tensor(d);
+      bool reads_input = false;
+      visit_leaves(d, [&](const auto& leaf) { reads_input = reads_input || leaf.shares_storage(v); });
+      return result_tensor_t<E>(reads_input || !v.is_contiguous() ? v.clone() : v);
+    }
+  }
   return result_tensor_t<E>(to_tensor(d));
 }
 
@@ -144,7 +175,8 @@ void assign(const Tensor<T, S>& dst, const E& e) {
   using D = decltype(d);
   if constexpr (Node<D> && shape_of<D>::rank == S::rank) {
     // a reduction, matmul or native composite at the root writes straight into a contiguous dst
-    if constexpr (!prim::is_elementwise_op<typename D::op_type>) {
+    // (a view-like op has no kernel: its view is copied by the pointwise path below)
+    if constexpr (!prim::is_elementwise_op<typename D::op_type> && !materializes_on_cpu<typename D::op_type, D>) {
       if (!aliased && dst.is_contiguous() && es == dst.sizes()) {
         D::op_type::run_on_cpu_into(d, dst);
         return;

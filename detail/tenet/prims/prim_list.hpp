@@ -3,9 +3,8 @@
 #include <tenet/config.hpp>
 // The closed prim set, one list (as tinygrad's Ops), with its groups. A backend implements these
 // (plus any composite it declares natively); decompose_t leaves nothing else. tests/test_prims.cpp
-// counts the list. Movement prims (reshape, permute, expand, slice, select, squeeze/unsqueeze) run
-// as stride arithmetic on Tensor views (runtime/views.hpp) and join this list as expression nodes
-// with the decomposition issue.
+// counts the list. The movement prims (prims/movement.hpp) are expression nodes; on the CPU all but
+// pad are views (stride arithmetic, as the eager Tensor views of runtime/views.hpp).
 #include <cstdint>
 
 #include <boost/hana/concat.hpp>
@@ -13,6 +12,7 @@
 #include <boost/hana/type.hpp>
 
 #include <tenet/prims/elementwise.hpp>
+#include <tenet/prims/movement.hpp>
 #include <tenet/prims/reduce.hpp>
 
 namespace tenet::prim {
@@ -33,9 +33,12 @@ inline constexpr auto reduction_prims =
     hana::tuple_t<reduce_<sum_kind, false>, reduce_<prod_kind, false>, reduce_<amax_kind, false>,
                   reduce_<amin_kind, false>, reduce_<argmax_kind, false>, reduce_<argmin_kind, false>>;
 inline constexpr auto contraction_prims = hana::tuple_t<matmul_>;
+/// Each movement prim is one prim whatever its (run-time or template) parameters.
+inline constexpr auto movement_prims =
+    hana::tuple_t<reshape_<shape<>>, permute_<>, expand_<shape<>>, slice_<0>, pad_<0>, unfold_<0>>;
 
 inline constexpr auto all_prims = hana::concat(
     hana::concat(hana::concat(unary_prims, binary_prims), hana::concat(ternary_prims, cast_prims)),
-    hana::concat(reduction_prims, contraction_prims));
+    hana::concat(hana::concat(reduction_prims, contraction_prims), movement_prims));
 
 }  // namespace tenet::prim
