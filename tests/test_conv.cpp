@@ -123,7 +123,12 @@ void pool_cases(const std::string& sfx) {
     const auto x = make<T, S4>(c.at("x"));
     const max_pool2d_options o{.stride = pair(c, "stride"), .padding = pair(c, "padding"),
                                .dilation = pair(c, "dilation"), .ceil_mode = at(c, "ceil") != 0};
-    for (const auto& in : layouts(x)) check_close(eval(max_pool2d(in, pair(c, "kernel"), o)), c.at("out"));
+    for (const auto& in : layouts(x)) {
+      check_close(eval(max_pool2d(in, pair(c, "kernel"), o)), c.at("out"));
+      // the native loop against the decomposition (pad, window view, amax)
+      const Tensor<T, S4> reference = detail::decompose<detail::reference_backend>(max_pool2d(in, pair(c, "kernel"), o));
+      check_close(reference, c.at("out"));
+    }
   }
   if constexpr (is_floating_v<T>) {
     for (const char* name : {"k3s2p1", "exclude_pad", "ceil", "ceil_exclude", "divisor"}) {
@@ -292,4 +297,12 @@ TEST_CASE("conv: pad_ with interior padding and negative low/high (XLA's pad)") 
   check_close(eval(make_node(op, x.transpose<0, 1>().contiguous().transpose<0, 1>())), c.at("out"));
   prim::pad_<2> bad{{0, 0}, {0, 0}, {-1, 0}, 0.0};
   CHECK_THROWS_AS(make_node(bad, x).sizes(), value_error);
+}
+
+#include "../bench/resnet_stage.hpp"
+
+TEST_CASE("conv: ResNet-18's first stage (the benchmark's workload) against PyTorch") {
+  const resnet::stage1 model;
+  const auto x = resnet::make_param<resnet::S4>(0, 1.0, 0.0, 1, 3, 32, 32);
+  check_close(model(x), get_case(kFile, "resnet_stage1").at("out"), 1e-4, 1e-4);
 }

@@ -415,16 +415,89 @@ auto pool_windows(const X& x, const pool_plan& pl, double value) {
 }
 }  // namespace detail
 
-/// max_pool2d(x, kernel, {.stride = kernel, .padding, .dilation, .ceil_mode}) for x (N, C, H, W); NaN propagates.
+namespace aten {
+/// max_pool2d as a composite: the windows' amax (decompose) or, on the CPU, a direct loop.
+struct max_pool2d {
+  static constexpr bool is_prim = false;
+  static constexpr std::string_view name = "max_pool2d";
+  detail::pool_plan plan;
+  template <class X>
+  using result_type = value_type_of<X>;
+  template <class X>
+  using result_shape = shape<shape_of<X>::template extent<0>, shape_of<X>::template extent<1>, dyn, dyn>;
+  template <class X>
+  sizes_t<4> sizes(const X& x) const {
+    const auto xs = x.sizes();
+    return {xs[0], xs[1], plan.out[0], plan.out[1]};
+  }
+  template <class T>
+  static constexpr double lowest() {
+    return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<double>::infinity()
+                                                : static_cast<double>(std::numeric_limits<T>::lowest());
+  }
+  /// The reference: pad with -inf (the lowest value for integers), window view, amax.
+  template <class X>
+  auto decompose(const X& x) const {
+    return make_node(prim::reduce_<prim::amax_kind, false, 4, 5>{},
+                     detail::pool_windows(x, plan, lowest<value_type_of<X>>()));
+  }
+  /// Writes the value of node e into out (contiguous, e's sizes): one pass over each window, NaN
+  /// propagating as amax does.
+  template <class E, class Out>
+  static void run_on_cpu_into(const E& e, const Out& out) {
+    using T = value_type_of<E>;
+    const auto x = detail::to_tensor(std::get<0>(e.children));
+    const auto& pl = e.op.plan;
+    const auto xs = x.sizes(), st = x.strides();
+    const std::int64_t planes = xs[0] * xs[1], oh = pl.out[0], ow = pl.out[1];
+    if (planes == 0 || oh * ow == 0) return;
+    const T* xd = x.data();
+    T* od = out.data();
+    const T low = static_cast<T>(lowest<T>());
+#pragma omp parallel for schedule(static) if (planes * oh * ow > 32768)
+    for (std::int64_t plane = 0; plane < planes; ++plane) {
+      const T* base = xd + (plane / xs[1]) * st[0] + (plane % xs[1]) * st[1];
+      T* o = od + plane * oh * ow;
+      for (std::int64_t oy = 0; oy < oh; ++oy) {
+        const std::int64_t y0 = oy * pl.s[0] - pl.p[0];
+        for (std::int64_t ox = 0; ox < ow; ++ox) {
+          const std::int64_t x0 = ox * pl.s[1] - pl.p[1];
+          T m = low;
+          for (std::int64_t i = 0; i < pl.k[0]; ++i) {
+            const std::int64_t iy = y0 + i * pl.d[0];
+            if (iy < 0 || iy >= xs[2]) continue;
+            const T* row = base + iy * st[2];
+            for (std::int64_t j = 0; j < pl.k[1]; ++j) {
+              const std::int64_t ix = x0 + j * pl.d[1];
+              if (ix < 0 || ix >= xs[3]) continue;
+              const T v = row[ix * st[3]];
+              if (v != v || v > m) m = v;
+              if (m != m) break;
+            }
+            if (m != m) break;
+          }
+          o[oy * ow + ox] = m;
+        }
+      }
+    }
+  }
+};
+}  // namespace aten
+
+namespace detail {
+template <class X>
+inline constexpr bool runs_natively<cpu_simd, aten::max_pool2d, X> = true;
+}  // namespace detail
+
+/// max_pool2d(x, kernel, {.stride = kernel, .padding, .dilation, .ceil_mode}) for x (N, C, H, W);
+/// NaN propagates. The CPU runs it natively (one pass per window).
 template <Expression X>
 auto max_pool2d(const X& x, const ints<2>& kernel, const max_pool2d_options& o = {}) {
   static_assert(rank_of<X> == 4, "tenet: max_pool2d needs x (N, C, H, W)");
-  using T = value_type_of<X>;
-  static_assert(!std::is_same_v<T, bool>, "tenet: max_pool2d of bool is not supported (as torch)");
-  const auto pl = detail::plan_pool(x.sizes(), kernel, o.stride, o.padding, o.dilation, o.ceil_mode, "max_pool2d");
-  const double lowest = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<double>::infinity()
-                                                              : static_cast<double>(std::numeric_limits<T>::lowest());
-  return make_node(prim::reduce_<prim::amax_kind, false, 4, 5>{}, detail::pool_windows(x, pl, lowest));
+  static_assert(!std::is_same_v<value_type_of<X>, bool>, "tenet: max_pool2d of bool is not supported (as torch)");
+  aten::max_pool2d op;
+  op.plan = detail::plan_pool(x.sizes(), kernel, o.stride, o.padding, o.dilation, o.ceil_mode, "max_pool2d");
+  return make_node(op, x);
 }
 
 /// avg_pool2d(x, kernel, {.stride = kernel, .padding, .ceil_mode, .count_include_pad = true, .divisor_override}).

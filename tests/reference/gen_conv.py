@@ -5,6 +5,9 @@ stored as int64/float64 tensors next to the data, so one C++ loop runs every cas
 
     python3 tests/reference/gen_conv.py [output path]
 """
+import os
+import sys
+
 import torch
 import torch.nn.functional as F
 
@@ -161,5 +164,13 @@ for i in range(3):
 rows = full[0: 1 + 3 + 2 * 1 - 1]            # high -1 drops the last row
 cols = rows[:, 2: 2 + (-1) + 4 + 3 * 2 + 2]   # low -1 drops the first column
 ref.case("pad_prim", x=x2, out=cols)
+
+# ResNet-18's first stage (bench/resnet_stage.hpp) on one 3x32x32 image: parameters and input are
+# the deterministic formula of bench/torch_twin.py, so only the output is stored
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from torch_twin import resnet_param, resnet_stage1, resnet_stage1_params  # noqa: E402
+
+with torch.no_grad():
+    ref.case("resnet_stage1", out=resnet_stage1(resnet_param(0, 1.0, 0.0, 1, 3, 32, 32), resnet_stage1_params()))
 
 ref.write("conv.txt")
