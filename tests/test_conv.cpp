@@ -218,6 +218,19 @@ TEST_CASE("conv: pad (constant, reflect, replicate), flip, roll, unfold against 
   pad_flip_roll_cases<std::int64_t>("i64");
 }
 
+TEST_CASE("conv: static batch and channel extents carry over; an empty batch gives an empty result") {
+  using X = Tensor<float, shape<2, 3, 7, 6>>;
+  using W = Tensor<float, shape<4, 3, 3, 3>>;
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(conv2d(std::declval<X>(), std::declval<W>()))>, shape<2, 4, dyn, dyn>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(max_pool2d(std::declval<X>(), 2))>, shape<2, 3, dyn, dyn>>);
+  const auto x = zeros<float, S4>(0, 3, 7, 6);
+  const auto w = ones<float, S4>(4, 3, 3, 3);
+  const Tensor<float, S4> y = conv2d(x, w);
+  CHECK(y.sizes() == sizes_t<4>{0, 4, 5, 4});
+  const Tensor<float, S4> m = max_pool2d(x, 2);
+  CHECK(m.sizes() == sizes_t<4>{0, 3, 3, 3});
+}
+
 TEST_CASE("conv: errors carry the sizes") {
   const auto x = zeros<float, S4>(2, 3, 7, 6);
   const auto w = zeros<float, S4>(4, 2, 3, 3);
@@ -287,6 +300,11 @@ TEST_CASE("conv: movement prims are views on the CPU, with static shapes where t
   Tensor<float, shape<5, 2, 3>> dst = zeros<float, shape<5, 2, 3>>();
   dst.copy_(p);
   CHECK(dst(3, 1, 0) == x(1, 0, 3));
+  // writing a tensor's own flip into it reads it at other indices: evaluated into a temporary first
+  Tensor<float, shape<2, 3, 5>> y = x.clone();
+  y.copy_(flip<2>(y));
+  CHECK(y(1, 2, 0) == x(1, 2, 4));
+  CHECK(y(1, 2, 4) == x(1, 2, 0));
 }
 
 TEST_CASE("conv: pad_ with interior padding and negative low/high (XLA's pad)") {

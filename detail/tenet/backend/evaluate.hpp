@@ -150,21 +150,24 @@ void assign(const Tensor<T, S>& dst, const E& e) {
   static_assert(shape_of<E>::rank <= S::rank, "tenet: cannot write an expression of higher rank into a tensor");
   // the destination may be read by e: evaluate first when any leaf shares its storage
   bool aliased = false;
-  auto check = [&](const auto& self, const auto& x) -> void {
+  // remapped: x is read below a non-elementwise op (a movement prim, reduction, matmul, ...), which
+  // reads it at other indices than the one being written
+  auto check = [&](const auto& self, const auto& x, bool remapped) -> void {
     using X = std::remove_cvref_t<decltype(x)>;
     if constexpr (TensorType<X>) {
       // reading dst itself at the same index is safe (x += y); any other view of its storage is not
       bool same = false;
       if constexpr (X::rank == S::rank)
         same = x.offset() == dst.offset() && x.sizes() == dst.sizes() && x.strides() == dst.strides();
-      if (x.shares_storage(dst) && !same) aliased = true;
+      if (x.shares_storage(dst) && (!same || remapped)) aliased = true;
     } else if constexpr (SharedNode<X>) {
-      self(self, x.expr);
+      self(self, x.expr, remapped);
     } else if constexpr (Node<X>) {
-      std::apply([&](const auto&... c) { (self(self, c), ...); }, x.children);
+      const bool r = remapped || !prim::is_elementwise_op<typename X::op_type>;
+      std::apply([&](const auto&... c) { (self(self, c, r), ...); }, x.children);
     }
   };
-  check(check, e);
+  check(check, e, false);
   const auto es = e.sizes();
   const auto bs = broadcast_sizes<S::rank>(dst.sizes(), es);
   if (bs != dst.sizes())

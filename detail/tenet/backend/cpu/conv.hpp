@@ -63,7 +63,7 @@ void im2col(const T* x, std::int64_t channels, const conv2d_geometry& g, T* col)
 /// y = conv2d(x, w) for contiguous x (N, C, H, W), w (O, C/groups, kh, kw), y (N, O, oh, ow).
 template <class T>
 void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
-  using RowM = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using ColM = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
   const std::int64_t Cg = g.C / g.groups, Og = g.O / g.groups;
   const std::int64_t K = Cg * g.kh * g.kw, L = g.oh * g.ow;
   if (g.N == 0 || g.O == 0 || L == 0) return;
@@ -77,12 +77,14 @@ void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
         im2col(xg, Cg, g, col.data());
         cols = col.data();
       }
-      Eigen::Map<RowM> Y(y + (n * g.O + gi * Og) * L, Og, L);
+      // y[g]^T (L x Og) = col^T (L x K) . w[g]^T (K x Og): the same memory read column-major, the
+      // orientation Eigen's GEMM runs faster here (the long dim L as rows)
+      Eigen::Map<ColM> Yt(y + (n * g.O + gi * Og) * L, L, Og);
       if (K == 0) {
-        Y.setZero();
+        Yt.setZero();
         continue;
       }
-      Y.noalias() = Eigen::Map<const RowM>(w + gi * Og * K, Og, K) * Eigen::Map<const RowM>(cols, K, L);
+      Yt.noalias() = Eigen::Map<const ColM>(cols, L, K) * Eigen::Map<const ColM>(w + gi * Og * K, K, Og);
     }
   };
   const std::size_t buffer = direct ? 0 : static_cast<std::size_t>(K * L);
