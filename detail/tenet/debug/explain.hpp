@@ -22,6 +22,7 @@
 #include <tenet/expr/node.hpp>
 #include <tenet/expr/shared.hpp>
 #include <tenet/ops.hpp>
+#include <tenet/prims/movement.hpp>  // prim::movement_group
 
 namespace tenet::detail {
 
@@ -67,6 +68,7 @@ constexpr std::string_view op_group() {
   else if constexpr (std::is_same_v<typename Op::group, prim::cast_group>) return "cast";
   else if constexpr (std::is_same_v<typename Op::group, prim::reduction_group>) return "reduction";
   else if constexpr (std::is_same_v<typename Op::group, prim::contraction_group>) return "contraction";
+  else if constexpr (std::is_same_v<typename Op::group, prim::movement_group>) return "movement";
   else return "other";
 }
 
