@@ -42,6 +42,35 @@ def gelu_affine(x, a: float, b: float, c: float):
     return torch.nn.functional.gelu(x * a + b) * c
 
 
+def resnet_param(seed, scale, offset, *sizes):
+    """bench/resnet_stage.hpp's make_param: scale * sin(0.7853 i + 1.618 seed) + offset, as float."""
+    n = 1
+    for v in sizes:
+        n *= v
+    i = torch.arange(n, dtype=torch.float64)
+    return (scale * torch.sin(0.7853 * i + 1.618 * seed) + offset).float().reshape(sizes)
+
+
+def resnet_stage1_params():
+    def conv_bn(seed, out, inp, k):
+        return (resnet_param(seed, (2.0 / (inp * k * k)) ** 0.5, 0.0, out, inp, k, k),
+                resnet_param(seed + 1, 0.25, 1.0, out, 1, 1), resnet_param(seed + 2, 0.1, 0.0, out, 1, 1))
+    return [conv_bn(1, 64, 3, 7)] + [conv_bn(s, 64, 64, 3) for s in (11, 21, 31, 41)]
+
+
+def resnet_stage1(x, params):
+    """ResNet-18's first stage with batch norm in eval mode as x * scale + shift (bench/resnet_stage.hpp)."""
+    F = torch.nn.functional
+    w, sc, sh = params[0]
+    y = torch.relu(F.conv2d(x, w, stride=2, padding=3) * sc + sh)
+    y = F.max_pool2d(y, 3, stride=2, padding=1)
+    for b in range(2):
+        (w1, s1, h1), (w2, s2, h2) = params[1 + 2 * b], params[2 + 2 * b]
+        z = torch.relu(F.conv2d(y, w1, padding=1) * s1 + h1)
+        y = torch.relu(F.conv2d(z, w2, padding=1) * s2 + h2 + y)
+    return y
+
+
 def workloads():
     """(name, metric, make_inputs() -> args, fn, amount) where metric = amount / t."""
     n = 16 * 1024 * 1024
@@ -55,6 +84,9 @@ def workloads():
     n = 2048
     yield ("sgemm_2048", "GFLOP/s", lambda: (torch.randn(n, n), torch.randn(n, n)),
            lambda a, b: a @ b, 2.0 * n ** 3 / 1e9)
+    params = resnet_stage1_params()
+    yield ("resnet18_stage1_b8", "img/s", lambda: (resnet_param(0, 1.0, 0.0, 8, 3, 224, 224),),
+           lambda x: resnet_stage1(x, params), 8.0)
 
 
 def main():

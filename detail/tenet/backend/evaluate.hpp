@@ -43,6 +43,14 @@ inline constexpr bool runs_natively<cpu_simd, Op, C> = true;
 template <class E>
 using result_tensor_t = Tensor<value_type_of<E>, shape_of<E>>;
 
+/// An op whose CPU value is a Tensor it makes itself, typically a strided view of its materialized
+/// child (the view-like movement prims): `static Tensor<...> materialize_on_cpu(const E& e)`.
+/// materialize() returns that Tensor instead of allocating a result and calling run_on_cpu_into.
+template <class Op, class E>
+concept materializes_on_cpu = requires(const E& e) {
+  { Op::materialize_on_cpu(e) } -> TensorType;
+};
+
 template <class E>
 auto to_tensor(const E& e);
 
@@ -57,6 +65,8 @@ auto materialize(const E& e) {
     using Op = typename E::op_type;
     if constexpr (prim::is_elementwise_op<Op>) {
       return std::apply([&](const auto&... c) { return make_node(e.op, materialize(c)...); }, e.children);
+    } else if constexpr (materializes_on_cpu<Op, E>) {
+      return Op::materialize_on_cpu(e);
     } else {
       result_tensor_t<E> out(e.sizes());
       Op::run_on_cpu_into(e, out);
@@ -104,6 +114,18 @@ struct shared_scope {
   shared_scope& operator=(const shared_scope&) = delete;
 };
 
+/// Calls f on every Tensor leaf of e.
+template <class E, class F>
+void visit_leaves(const E& e, F&& f) {
+  if constexpr (TensorType<E>) {
+    f(e);
+  } else if constexpr (SharedNode<E>) {
+    visit_leaves(e.expr, f);
+  } else if constexpr (Node<E>) {
+    std::apply([&](const auto&... c) { (visit_leaves(c, f), ...); }, e.children);
+  }
+}
+
 template <Expression E>
 auto evaluate(const E& e) {
   auto d = decompose<cpu_simd>(e);
@@ -111,6 +133,15 @@ auto evaluate(const E& e) {
   using D = decltype(d);
   static_assert(is_closed<D, cpu_simd>(), "tenet: internal: the decomposition left an op that is neither a prim nor "
                                           "a composite the CPU backend runs");
+  if constexpr (Node<D>) {
+    if constexpr (materializes_on_cpu<typename D::op_type, D>) {
+      // a view at the root: the result must be fresh contiguous storage, never a view of an input
+      auto v = to_tensor(d);
+      bool reads_input = false;
+      visit_leaves(d, [&](const auto& leaf) { reads_input = reads_input || leaf.shares_storage(v); });
+      return result_tensor_t<E>(reads_input || !v.is_contiguous() ? v.clone() : v);
+    }
+  }
   return result_tensor_t<E>(to_tensor(d));
 }
 
@@ -119,21 +150,24 @@ void assign(const Tensor<T, S>& dst, const E& e) {
   static_assert(shape_of<E>::rank <= S::rank, "tenet: cannot write an expression of higher rank into a tensor");
   // the destination may be read by e: evaluate first when any leaf shares its storage
   bool aliased = false;
-  auto check = [&](const auto& self, const auto& x) -> void {
+  // remapped: x is read below a non-elementwise op (a movement prim, reduction, matmul, ...), which
+  // reads it at other indices than the one being written
+  auto check = [&](const auto& self, const auto& x, bool remapped) -> void {
     using X = std::remove_cvref_t<decltype(x)>;
     if constexpr (TensorType<X>) {
       // reading dst itself at the same index is safe (x += y); any other view of its storage is not
       bool same = false;
       if constexpr (X::rank == S::rank)
         same = x.offset() == dst.offset() && x.sizes() == dst.sizes() && x.strides() == dst.strides();
-      if (x.shares_storage(dst) && !same) aliased = true;
+      if (x.shares_storage(dst) && (!same || remapped)) aliased = true;
     } else if constexpr (SharedNode<X>) {
-      self(self, x.expr);
+      self(self, x.expr, remapped);
     } else if constexpr (Node<X>) {
-      std::apply([&](const auto&... c) { (self(self, c), ...); }, x.children);
+      const bool r = remapped || !prim::is_elementwise_op<typename X::op_type>;
+      std::apply([&](const auto&... c) { (self(self, c, r), ...); }, x.children);
     }
   };
-  check(check, e);
+  check(check, e, false);
   const auto es = e.sizes();
   const auto bs = broadcast_sizes<S::rank>(dst.sizes(), es);
   if (bs != dst.sizes())
@@ -144,7 +178,8 @@ void assign(const Tensor<T, S>& dst, const E& e) {
   using D = decltype(d);
   if constexpr (Node<D> && shape_of<D>::rank == S::rank) {
     // a reduction, matmul or native composite at the root writes straight into a contiguous dst
-    if constexpr (!prim::is_elementwise_op<typename D::op_type>) {
+    // (a view-like op has no kernel: its view is copied by the pointwise path below)
+    if constexpr (!prim::is_elementwise_op<typename D::op_type> && !materializes_on_cpu<typename D::op_type, D>) {
       if (!aliased && dst.is_contiguous() && es == dst.sizes()) {
         D::op_type::run_on_cpu_into(d, dst);
         return;

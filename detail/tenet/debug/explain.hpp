@@ -27,6 +27,7 @@
 #include <tenet/prims/scan.hpp>
 #include <tenet/prims/sort.hpp>
 #include <tenet/prims/random.hpp>  // uniform_ labels
+#include <tenet/prims/movement.hpp>  // prim::movement_group
 
 namespace tenet::detail {
 
@@ -95,6 +96,7 @@ constexpr std::string_view op_group() {
   else if constexpr (std::is_same_v<typename Op::group, prim::scan_group>) return "scan";
   else if constexpr (std::is_same_v<typename Op::group, prim::sort_group>) return "sort";
   else if constexpr (std::is_same_v<typename Op::group, prim::generator_group>) return "generator";
+  else if constexpr (std::is_same_v<typename Op::group, prim::movement_group>) return "movement";
   else return "other";
 }
 

@@ -3,9 +3,8 @@
 #include <tenet/config.hpp>
 // The closed prim set, one list (as tinygrad's Ops), with its groups. A backend implements these
 // (plus any composite it declares natively); decompose_t leaves nothing else. tests/test_prims.cpp
-// counts the list. Movement prims (reshape, permute, expand, slice, select, squeeze/unsqueeze) run
-// as stride arithmetic on Tensor views (runtime/views.hpp) and join this list as expression nodes
-// with the decomposition issue.
+// counts the list. The movement prims (prims/movement.hpp) are expression nodes; on the CPU all but
+// pad are views (stride arithmetic, as the eager Tensor views of runtime/views.hpp).
 #include <cstdint>
 
 #include <boost/hana/flatten.hpp>
@@ -17,6 +16,7 @@
 #include <tenet/prims/indexing.hpp>
 #include <tenet/prims/iota.hpp>
 #include <tenet/prims/random.hpp>
+#include <tenet/prims/movement.hpp>
 #include <tenet/prims/reduce.hpp>
 #include <tenet/decomp/decompose.hpp>
 #include <tenet/prims/iota.hpp>
@@ -47,6 +47,10 @@ inline constexpr auto scan_prims = hana::tuple_t<scan_<sum_kind, 0>>;
 inline constexpr auto sort_prims = hana::tuple_t<sort_<0, sort_output::values>>;
 inline constexpr auto iota_prims = hana::tuple_t<iota_<std::int64_t>>;
 
+/// Each movement prim is one prim whatever its (run-time or template) parameters.
+inline constexpr auto movement_prims =
+    hana::tuple_t<reshape_<shape<>>, permute_<>, expand_<shape<>>, slice_<0>, pad_<0>, unfold_<0>>;
+
 /// uniform_ is one prim parameterized by its dtype and shape.
 inline constexpr auto random_prims = hana::tuple_t<uniform_<float, shape<>>>;
 
@@ -54,8 +58,9 @@ inline constexpr auto random_prims = hana::tuple_t<uniform_<float, shape<>>>;
 inline constexpr auto indexing_prims = hana::tuple_t<gather_<0>, scatter_<0, scatter_op::replace>>;
 
 inline constexpr auto all_prims =
-    hana::flatten(hana::make_tuple(unary_prims, binary_prims, ternary_prims, cast_prims, reduction_prims,
-                                   contraction_prims, indexing_prims, scan_prims, sort_prims, iota_prims, random_prims));
+    hana::flatten(hana::make_tuple(unary_prims, binary_prims, ternary_prims, cast_prims, movement_prims,
+                                   reduction_prims, contraction_prims, indexing_prims, scan_prims, sort_prims,
+                                   iota_prims, random_prims));
 
 /// The name a prim is listed by: its `family` when it has one (scan_ of every kind is "scan"),
 /// else its name (reduce_<sum_kind, true, 0> is the listed "sum", convert_element_type_<int> the

@@ -1,0 +1,104 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// conv2d on the CPU: per image and group, im2col into a per-thread buffer (zeros where a window
+// reads padding), then one Eigen GEMM  y[g] (O/g x L) = w[g] (O/g x K) . col (K x L),
+// K = C/g * kh * kw, L = oh * ow. Images run in parallel (each GEMM single-threaded) when there are
+// at least as many as threads; otherwise Eigen threads each GEMM.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <Eigen/Core>  // Eigen::Map, GEMM
+
+#include <omp.h>
+
+namespace tenet::detail::cpu {
+
+/// The geometry of one conv2d: input N x C x H x W, weight O x C/groups x kh x kw, output
+/// N x O x oh x ow; padding low (top/left) and high (bottom/right) may differ ("same").
+struct conv2d_geometry {
+  std::int64_t N = 0, C = 0, H = 0, W = 0, O = 0, kh = 0, kw = 0, groups = 1;
+  std::int64_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
+  std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  std::int64_t oh = 0, ow = 0;
+};
+
+/// col[(c * kh + i) * kw + j][oy * ow + ox] = x[c][oy*sh - pt + i*dh][ox*sw - pl + j*dw] (0 outside).
+template <class T>
+void im2col(const T* x, std::int64_t channels, const conv2d_geometry& g, T* col) {
+  const std::int64_t L = g.oh * g.ow;
+  for (std::int64_t c = 0; c < channels; ++c) {
+    const T* xc = x + c * g.H * g.W;
+    for (std::int64_t i = 0; i < g.kh; ++i) {
+      for (std::int64_t j = 0; j < g.kw; ++j) {
+        T* row = col + ((c * g.kh + i) * g.kw + j) * L;
+        const std::int64_t xoff = j * g.dil_w - g.pad_left;
+        // ox in [lo, hi) reads inside the row: 0 <= ox*sw + xoff < W
+        const std::int64_t lo = xoff >= 0 ? 0 : std::min(g.ow, (-xoff + g.stride_w - 1) / g.stride_w);
+        const std::int64_t hi =
+            g.W - xoff <= 0 ? 0 : std::max(lo, std::min(g.ow, (g.W - xoff + g.stride_w - 1) / g.stride_w));
+        for (std::int64_t oy = 0; oy < g.oh; ++oy) {
+          T* out = row + oy * g.ow;
+          const std::int64_t iy = oy * g.stride_h - g.pad_top + i * g.dil_h;
+          if (iy < 0 || iy >= g.H) {
+            std::fill(out, out + g.ow, T(0));
+            continue;
+          }
+          const T* src = xc + iy * g.W + xoff;
+          std::fill(out, out + lo, T(0));
+          if (g.stride_w == 1) {
+            if (hi > lo) std::memcpy(out + lo, src + lo, static_cast<std::size_t>(hi - lo) * sizeof(T));
+          } else {
+            for (std::int64_t ox = lo; ox < hi; ++ox) out[ox] = src[ox * g.stride_w];
+          }
+          std::fill(out + hi, out + g.ow, T(0));
+        }
+      }
+    }
+  }
+}
+
+/// y = conv2d(x, w) for contiguous x (N, C, H, W), w (O, C/groups, kh, kw), y (N, O, oh, ow).
+template <class T>
+void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
+  using ColM = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+  const std::int64_t Cg = g.C / g.groups, Og = g.O / g.groups;
+  const std::int64_t K = Cg * g.kh * g.kw, L = g.oh * g.ow;
+  if (g.N == 0 || g.O == 0 || L == 0) return;
+  const bool direct = g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
+                      g.pad_left == 0 && g.pad_bottom == 0 && g.pad_right == 0;  // col is x itself
+  auto image = [&](std::int64_t n, std::vector<T>& col) {
+    for (std::int64_t gi = 0; gi < g.groups; ++gi) {
+      const T* xg = x + (n * g.C + gi * Cg) * g.H * g.W;
+      const T* cols = xg;
+      if (!direct) {
+        im2col(xg, Cg, g, col.data());
+        cols = col.data();
+      }
+      // y[g]^T (L x Og) = col^T (L x K) . w[g]^T (K x Og): the same memory read column-major, the
+      // orientation Eigen's GEMM runs faster here (the long dim L as rows)
+      Eigen::Map<ColM> Yt(y + (n * g.O + gi * Og) * L, L, Og);
+      if (K == 0) {
+        Yt.setZero();
+        continue;
+      }
+      Yt.noalias() = Eigen::Map<const ColM>(cols, L, K) * Eigen::Map<const ColM>(w + gi * Og * K, K, Og);
+    }
+  };
+  const std::size_t buffer = direct ? 0 : static_cast<std::size_t>(K * L);
+  if (g.N >= omp_get_max_threads() && g.N > 1) {
+#pragma omp parallel
+    {
+      std::vector<T> col(buffer);
+#pragma omp for schedule(static)
+      for (std::int64_t n = 0; n < g.N; ++n) image(n, col);
+    }
+  } else {
+    std::vector<T> col(buffer);
+    for (std::int64_t n = 0; n < g.N; ++n) image(n, col);
+  }
+}
+
+}  // namespace tenet::detail::cpu

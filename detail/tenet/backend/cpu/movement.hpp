@@ -1,0 +1,129 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// The movement prims on the CPU: views over the child's materialized value (stride arithmetic,
+// no copy; reshape copies only when the strides cannot be viewed), and pad_'s kernel (fill, then
+// one strided copy of the kept input elements).
+#include <algorithm>
+#include <cstdint>
+#include <tuple>
+
+#include <tenet/backend/evaluate.hpp>
+#include <tenet/prims/movement.hpp>
+#include <tenet/runtime/views.hpp>  // detail::view_strides
+
+namespace tenet::prim {
+
+template <class S>
+template <class E>
+Tensor<value_type_of<E>, shape_of<E>> reshape_<S>::materialize_on_cpu(const E& e) {
+  using R = Tensor<value_type_of<E>, shape_of<E>>;
+  auto x = tenet::detail::to_tensor(std::get<0>(e.children));
+  const auto ns = e.sizes();
+  sizes_t<S::rank> st{};
+  bool negative = false;  // keep negative strides away from the GEMM: copy such inputs
+  for (auto v : x.strides()) negative = negative || v < 0;
+  if (!negative && tenet::detail::view_strides(x.sizes(), x.strides(), ns, st))
+    return x.template with_layout<shape_of<E>>(ns, st, x.offset());
+  auto c = x.clone();
+  return R(c.template with_layout<shape_of<E>>(ns, tenet::detail::contiguous_strides(ns), c.offset()));
+}
+
+template <std::int64_t... P>
+template <class E>
+Tensor<value_type_of<E>, shape_of<E>> permute_<P...>::materialize_on_cpu(const E& e) {
+  auto x = tenet::detail::to_tensor(std::get<0>(e.children));
+  sizes_t<rank> ns{}, st{};
+  for (std::size_t i = 0; i < rank; ++i) {
+    ns[i] = x.sizes()[static_cast<std::size_t>(perm[i])];
+    st[i] = x.strides()[static_cast<std::size_t>(perm[i])];
+  }
+  return x.template with_layout<shape_of<E>>(ns, st, x.offset());
+}
+
+template <class S>
+template <class E>
+Tensor<value_type_of<E>, shape_of<E>> expand_<S>::materialize_on_cpu(const E& e) {
+  auto x = tenet::detail::to_tensor(std::get<0>(e.children));
+  const auto ns = e.sizes();
+  constexpr std::size_t R = S::rank, r = decltype(x)::rank;
+  sizes_t<R> st{};
+  for (std::size_t i = 0; i < R; ++i)
+    st[i] = i + r < R ? 0 : (x.sizes()[i + r - R] == ns[i] ? x.strides()[i + r - R] : 0);
+  return x.template with_layout<shape_of<E>>(ns, st, x.offset());
+}
+
+template <std::size_t R>
+template <class E>
+Tensor<value_type_of<E>, shape_of<E>> slice_<R>::materialize_on_cpu(const E& e) {
+  auto x = tenet::detail::to_tensor(std::get<0>(e.children));
+  const auto ns = e.sizes();
+  const auto& op = e.op;
+  sizes_t<R> st{};
+  std::int64_t off = x.offset();
+  for (std::size_t d = 0; d < R; ++d) {
+    st[d] = x.strides()[d] * op.step[d];
+    if (ns[d] > 0) off += op.start[d] * x.strides()[d];
+  }
+  return x.template with_layout<shape_of<E>>(ns, st, off);
+}
+
+template <std::int64_t D, std::int64_t Size, std::int64_t Step>
+template <class E>
+Tensor<value_type_of<E>, shape_of<E>> unfold_<D, Size, Step>::materialize_on_cpu(const E& e) {
+  const auto& c = std::get<0>(e.children);
+  using C = std::remove_cvref_t<decltype(c)>;
+  constexpr std::size_t d = dim<C>, r = rank_of<C>;
+  auto x = tenet::detail::to_tensor(c);
+  const auto ns = e.sizes();
+  sizes_t<r + 1> st{};
+  for (std::size_t i = 0; i < r; ++i) st[i] = x.strides()[i];
+  st[d] = x.strides()[d] * e.op.step;
+  st[r] = x.strides()[d];
+  return x.template with_layout<shape_of<E>>(ns, st, x.offset());
+}
+
+template <std::size_t R>
+template <class E, class Out>
+void pad_<R>::run_on_cpu_into(const E& e, const Out& out) {
+  using T = value_type_of<E>;
+  auto x = tenet::detail::to_tensor(std::get<0>(e.children));
+  const auto& op = e.op;
+  const auto xs = x.sizes();
+  const auto os = out.sizes();
+  bool fills = false;
+  // per dim: the first kept input index, how many are kept, where the first lands in out
+  sizes_t<R> first{}, kept{}, dst_start{}, dst_stride{};
+  bool empty = false;
+  for (std::size_t d = 0; d < R; ++d) {
+    const std::int64_t pitch = op.interior[d] + 1;
+    fills = fills || op.low[d] > 0 || op.high[d] > 0 || (op.interior[d] > 0 && xs[d] > 1);
+    // input index i lands at low + i * pitch; keep those in [0, os[d])
+    std::int64_t i0 = op.low[d] >= 0 ? 0 : (-op.low[d] + pitch - 1) / pitch;
+    std::int64_t i1 = xs[d];  // exclusive
+    if (os[d] - 1 - op.low[d] < 0) {
+      i1 = 0;
+    } else {
+      i1 = std::min<std::int64_t>(i1, (os[d] - 1 - op.low[d]) / pitch + 1);
+    }
+    first[d] = i0;
+    kept[d] = std::max<std::int64_t>(0, i1 - i0);
+    if (kept[d] == 0) empty = true;
+    dst_start[d] = op.low[d] + i0 * pitch;
+    dst_stride[d] = out.strides()[d] * pitch;
+  }
+  if (fills || empty) detail::cpu::run_pointwise(out, scalar<T>{static_cast<T>(op.value)});
+  if (empty || out.numel() == 0) return;
+  std::int64_t doff = out.offset(), soff = x.offset();
+  sizes_t<R> sst{};
+  for (std::size_t d = 0; d < R; ++d) {
+    doff += dst_start[d] * out.strides()[d];
+    soff += first[d] * x.strides()[d];
+    sst[d] = x.strides()[d];
+  }
+  auto dst = out.template with_layout<dyn_shape<R>>(kept, dst_stride, doff);
+  auto src = x.template with_layout<dyn_shape<R>>(kept, sst, soff);
+  detail::cpu::run_pointwise(dst, src);
+}
+
+}  // namespace tenet::prim

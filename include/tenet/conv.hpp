@@ -1,0 +1,775 @@
+#pragma once
+#define TENET_PUBLIC_HEADER_INCLUDED 1
+// Convolution, pooling, interpolation and padding (torch.nn.functional's conv1d, conv2d,
+// conv_transpose2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, interpolate, pad) and flip/roll,
+// as decompositions into the movement prims (pad_, unfold_, slice_, reshape_, permute_, expand_),
+// reductions and matmul:
+//   conv2d            pad_ -> two unfold_ (window view) -> slice_ (dilation) -> reshape_/permute_
+//                     (im2col) -> matmul_ with the weight -> permute_/reshape_; the CPU runs it
+//                     natively (im2col + GEMM, backend/cpu/conv.hpp)
+//   conv_transpose2d  pad_ with interior padding (stride) and crop -> conv2d with the weight
+//                     flipped (slice_ step -1) and its channels swapped
+//   max/avg_pool2d    pad_ (-inf / 0) -> unfold_ windows -> amax / sum (/ divisor)
+//   adaptive_avg_pool2d, interpolate   A_h . x . A_w^T with averaging / interpolation matrices
+//   pad               constant: one pad_; reflect/replicate: slices (flipped / expanded) put side by
+//                     side with pad_ + add
+//   flip, roll        slice_ with step -1; two slices put side by side
+// Sizes and options are run-time values, so results have run-time extents (dyn) except where
+// noted. Inputs are batched: conv1d (N, C, L), the 2-D ops (N, C, H, W).
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include <tenet/error.hpp>
+#include <tenet/ops.hpp>
+#include <tenet/tensor.hpp>
+
+#include <tenet/backend/cpu/conv.hpp>
+#include <tenet/backend/cpu/movement.hpp>
+#include <tenet/backend/evaluate.hpp>
+#include <tenet/prims/movement.hpp>
+
+namespace tenet {
+
+/// N integers, from one value (repeated) or N values: `.stride = 2`, `.stride = {2, 1}`.
+template <std::size_t N>
+struct ints {
+  std::array<std::int64_t, N> v{};
+  constexpr ints() = default;
+  constexpr ints(std::int64_t x) { v.fill(x); }  // NOLINT: implicit on purpose
+  template <std::integral... I>
+    requires(sizeof...(I) == N && N > 1)
+  constexpr ints(I... i) : v{static_cast<std::int64_t>(i)...} {}  // NOLINT
+  constexpr std::int64_t operator[](std::size_t i) const { return v[i]; }
+};
+/// Two scale factors, from one value or two.
+struct scales2 {
+  std::array<double, 2> v{1.0, 1.0};
+  constexpr scales2(double x) : v{x, x} {}  // NOLINT
+  constexpr scales2(double a, double b) : v{a, b} {}
+};
+
+/// conv padding as a string in torch: "same" (output size = input size, stride 1) or "valid" (none).
+enum class conv_padding { same, valid };
+template <std::size_t N>
+struct conv_pad : ints<N> {
+  std::optional<conv_padding> mode;
+  using ints<N>::ints;
+  constexpr conv_pad() = default;
+  constexpr conv_pad(conv_padding m) : mode(m) {}  // NOLINT
+};
+
+template <std::size_t N>
+struct conv_options {
+  ints<N> stride = 1;
+  conv_pad<N> padding = 0;
+  ints<N> dilation = 1;
+  std::int64_t groups = 1;
+};
+using conv1d_options = conv_options<1>;
+using conv2d_options = conv_options<2>;
+struct conv_transpose2d_options {
+  ints<2> stride = 1;
+  ints<2> padding = 0;
+  ints<2> output_padding = 0;
+  std::int64_t groups = 1;
+  ints<2> dilation = 1;
+};
+struct max_pool2d_options {
+  ints<2> stride = 0;  // 0: the kernel size (torch's default)
+  ints<2> padding = 0;
+  ints<2> dilation = 1;
+  bool ceil_mode = false;
+};
+struct avg_pool2d_options {
+  ints<2> stride = 0;  // 0: the kernel size (torch's default)
+  ints<2> padding = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+  std::optional<std::int64_t> divisor_override;
+};
+enum class interpolate_mode { nearest, bilinear };
+struct interpolate_options {
+  ints<2> size = 0;             // give size (positive) or scale_factor (positive), not both
+  scales2 scale_factor = 0.0;
+  interpolate_mode mode = interpolate_mode::nearest;
+  std::optional<bool> align_corners;  // bilinear only; default false
+};
+enum class pad_mode { constant, reflect, replicate };
+
+namespace detail {
+
+inline std::string pair_text(std::int64_t a, std::int64_t b) {
+  return "(" + std::to_string(a) + ", " + std::to_string(b) + ")";
+}
+
+template <class T>
+constexpr void check_conv_dtype(const char* what) {
+  (void)what;
+  static_assert(is_floating_v<T>, "tenet: convolution, average pooling and interpolation need a floating dtype (as "
+                                  "torch on the CPU); convert with .to<float>()");
+}
+
+/// Output extent of a window op: floor/ceil((n + pads - d*(k-1) - 1) / s) + 1.
+inline std::int64_t window_count(std::int64_t n, std::int64_t pads, std::int64_t k, std::int64_t s, std::int64_t d,
+                                 const char* what, const std::string& sizes) {
+  const std::int64_t span = d * (k - 1) + 1;
+  if (n + pads < span)
+    throw shape_error(std::string("tenet: ") + what + ": kernel of extent " + std::to_string(span) +
+                      " (size " + std::to_string(k) + ", dilation " + std::to_string(d) +
+                      ") is larger than the padded input extent " + std::to_string(n + pads) + " (input sizes " +
+                      sizes + ")");
+  return (n + pads - span) / s + 1;
+}
+
+inline void check_positive(const char* what, const char* name, std::int64_t v) {
+  if (v <= 0)
+    throw value_error(std::string("tenet: ") + what + ": " + name + " must be positive, got " + std::to_string(v));
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// conv2d: the composite (the CPU runs it natively; decompose() is the reference)
+namespace aten {
+struct conv2d {
+  static constexpr bool is_prim = false;
+  static constexpr std::string_view name = "conv2d";
+  std::array<std::int64_t, 2> stride{1, 1}, dilation{1, 1}, pad_low{0, 0}, pad_high{0, 0};
+  std::int64_t groups = 1;
+
+  template <class X, class W>
+  using result_type = value_type_of<X>;
+  template <class X, class W>
+  using result_shape = shape<shape_of<X>::template extent<0>, shape_of<W>::template extent<0>, dyn, dyn>;
+
+  /// The geometry for input sizes xs and weight sizes ws; throws shape_error when they do not fit.
+  detail::cpu::conv2d_geometry geometry(const sizes_t<4>& xs, const sizes_t<4>& ws) const {
+    detail::cpu::conv2d_geometry g;
+    g.N = xs[0], g.C = xs[1], g.H = xs[2], g.W = xs[3];
+    g.O = ws[0], g.kh = ws[2], g.kw = ws[3], g.groups = groups;
+    g.stride_h = stride[0], g.stride_w = stride[1], g.dil_h = dilation[0], g.dil_w = dilation[1];
+    g.pad_top = pad_low[0], g.pad_left = pad_low[1], g.pad_bottom = pad_high[0], g.pad_right = pad_high[1];
+    const std::string sizes = detail::sizes_text(xs) + ", weight " + detail::sizes_text(ws);
+    if (g.C % groups != 0 || g.O % groups != 0)
+      throw shape_error("tenet: conv2d: groups = " + std::to_string(groups) + " must divide the input channels (" +
+                        std::to_string(g.C) + ") and the output channels (" + std::to_string(g.O) + "); input " +
+                        sizes);
+    if (ws[1] * groups != g.C)
+      throw shape_error("tenet: conv2d: the input has " + std::to_string(g.C) + " channels, the weight expects " +
+                        std::to_string(ws[1] * groups) + " (weight dim 1 = " + std::to_string(ws[1]) + " times groups " +
+                        std::to_string(groups) + "); input " + sizes);
+    g.oh = detail::window_count(g.H, g.pad_top + g.pad_bottom, g.kh, g.stride_h, g.dil_h, "conv2d", sizes);
+    g.ow = detail::window_count(g.W, g.pad_left + g.pad_right, g.kw, g.stride_w, g.dil_w, "conv2d", sizes);
+    return g;
+  }
+  template <class X, class W>
+  sizes_t<4> sizes(const X& x, const W& w) const {
+    const auto g = geometry(x.sizes(), w.sizes());
+    return {g.N, g.O, g.oh, g.ow};
+  }
+
+  /// The reference: pad, window view, im2col as reshape, matmul with the weight.
+  template <class X, class W>
+  auto decompose(const X& x, const W& w) const {
+    const auto g = geometry(x.sizes(), w.sizes());
+    const std::int64_t Cg = g.C / g.groups, Og = g.O / g.groups;
+    const std::int64_t keh = g.dil_h * (g.kh - 1) + 1, kew = g.dil_w * (g.kw - 1) + 1;
+    prim::pad_<4> pad{{0, 0, g.pad_top, g.pad_left}, {0, 0, g.pad_bottom, g.pad_right}, {0, 0, 0, 0}, 0.0};
+    prim::unfold_<2> uh;
+    uh.size = keh, uh.step = g.stride_h;
+    prim::unfold_<3> uw;
+    uw.size = kew, uw.step = g.stride_w;
+    auto windows = make_node(uw, make_node(uh, make_node(pad, x)));  // N, C, oh, ow, keh, kew
+    prim::slice_<6> dil{{0, 0, 0, 0, 0, 0}, {g.N, g.C, g.oh, g.ow, keh, kew}, {1, 1, 1, 1, g.dil_h, g.dil_w}};
+    auto split = make_node(prim::reshape_<dyn_shape<7>>{{g.N, g.groups, Cg, g.oh, g.ow, g.kh, g.kw}},
+                           make_node(dil, windows));
+    auto cols = make_node(prim::reshape_<dyn_shape<4>>{{g.N, g.groups, g.oh * g.ow, Cg * g.kh * g.kw}},
+                          make_node(prim::permute_<0, 1, 3, 4, 2, 5, 6>{}, split));  // N, g, L, K
+    auto wt = make_node(prim::permute_<0, 2, 1>{},
+                        make_node(prim::reshape_<dyn_shape<3>>{{g.groups, Og, Cg * g.kh * g.kw}}, w));  // g, K, Og
+    auto y = make_node(prim::permute_<0, 1, 3, 2>{}, make_node(prim::matmul_{}, cols, wt));  // N, g, Og, L
+    return make_node(prim::reshape_<result_shape<X, W>>{{g.N, g.O, g.oh, g.ow}}, y);
+  }
+
+  /// Writes the value of node e into out (contiguous, e's sizes): im2col + GEMM.
+  template <class E, class Out>
+  static void run_on_cpu_into(const E& e, const Out& out) {
+    auto x = detail::to_tensor(std::get<0>(e.children)).contiguous();
+    auto w = detail::to_tensor(std::get<1>(e.children)).contiguous();
+    const auto g = e.op.geometry(x.sizes(), w.sizes());
+    detail::cpu::run_conv2d(x.data(), w.data(), out.data(), g);
+  }
+};
+}  // namespace aten
+
+namespace detail {
+// The CPU runs conv2d natively for float and double.
+template <class X, class W>
+inline constexpr bool runs_natively<cpu_simd, aten::conv2d, X, W> =
+    std::is_same_v<value_type_of<X>, float> || std::is_same_v<value_type_of<X>, double>;
+
+template <class X, class W>
+void check_conv_args(const char* what) {
+  static_assert(std::is_same_v<value_type_of<X>, value_type_of<W>>,
+                "tenet: the input and the weight of a convolution must have the same dtype (as torch)");
+  check_conv_dtype<value_type_of<X>>(what);
+}
+
+/// Adds bias (O) to y (N, O, ...) over dim 1.
+template <std::size_t R, class Y, class B>
+auto add_channel_bias(const Y& y, const B& b, std::int64_t channels, const char* what) {
+  static_assert(rank_of<B> == 1, "tenet: a convolution bias is 1-D (one value per output channel)");
+  static_assert(std::is_same_v<value_type_of<B>, value_type_of<Y>>,
+                "tenet: the bias of a convolution must have the input's dtype (as torch)");
+  if (b.sizes()[0] != channels)
+    throw shape_error(std::string("tenet: ") + what + ": the bias has " + std::to_string(b.sizes()[0]) +
+                      " values, the output has " + std::to_string(channels) + " channels");
+  sizes_t<R - 1> bs{};
+  bs.fill(1);
+  bs[0] = channels;
+  return make_node(prim::add_{}, y, make_node(prim::reshape_<dyn_shape<R - 1>>{bs}, b));
+}
+
+template <std::size_t N>
+aten::conv2d conv2d_op(const std::array<std::int64_t, N>& kernel, const conv_options<N>& o, const char* what) {
+  aten::conv2d op;
+  for (std::size_t i = 0; i < N; ++i) {
+    check_positive(what, "stride", o.stride[i]);
+    check_positive(what, "dilation", o.dilation[i]);
+  }
+  check_positive(what, "groups", o.groups);
+  op.groups = o.groups;
+  for (std::size_t i = 0; i < N; ++i) {
+    const std::size_t j = i + 2 - N;  // conv1d uses the width
+    op.stride[j] = o.stride[i];
+    op.dilation[j] = o.dilation[i];
+    if (o.padding.mode == conv_padding::same) {
+      if (o.stride[i] != 1)
+        throw value_error(std::string("tenet: ") + what + ": padding 'same' needs stride 1 (as torch), got " +
+                          std::to_string(o.stride[i]));
+      const std::int64_t total = o.dilation[i] * (kernel[i] - 1);
+      op.pad_low[j] = total / 2;
+      op.pad_high[j] = total - total / 2;
+    } else if (!o.padding.mode) {
+      if (o.padding[i] < 0)
+        throw value_error(std::string("tenet: ") + what + ": negative padding " + std::to_string(o.padding[i]) +
+                          " is not supported");
+      op.pad_low[j] = op.pad_high[j] = o.padding[i];
+    }
+  }
+  return op;
+}
+}  // namespace detail
+
+/// conv2d(x, w[, bias], {.stride, .padding (ints or conv_padding::same / valid), .dilation, .groups}):
+/// torch.nn.functional.conv2d for x (N, C, H, W), w (O, C/groups, kh, kw), bias (O).
+template <Expression X, Expression W>
+auto conv2d(const X& x, const W& w, const conv2d_options& o = {}) {
+  static_assert(rank_of<X> == 4 && rank_of<W> == 4, "tenet: conv2d needs x (N, C, H, W) and w (O, C/groups, kh, kw)");
+  detail::check_conv_args<X, W>("conv2d");
+  const auto ws = w.sizes();
+  auto n = make_node(detail::conv2d_op<2>({ws[2], ws[3]}, o, "conv2d"), x, w);
+  (void)n.sizes();  // shape errors now, with the sizes in the message
+  return n;
+}
+template <Expression X, Expression W, Expression B>
+auto conv2d(const X& x, const W& w, const B& bias, const conv2d_options& o = {}) {
+  return detail::add_channel_bias<4>(conv2d(x, w, o), bias, w.sizes()[0], "conv2d");
+}
+
+/// conv1d(x, w[, bias], options): x (N, C, L), w (O, C/groups, k); a conv2d over a height of 1.
+template <Expression X, Expression W>
+auto conv1d(const X& x, const W& w, const conv1d_options& o = {}) {
+  static_assert(rank_of<X> == 3 && rank_of<W> == 3, "tenet: conv1d needs x (N, C, L) and w (O, C/groups, k)");
+  detail::check_conv_args<X, W>("conv1d");
+  const auto xs = x.sizes();
+  const auto ws = w.sizes();
+  auto x4 = make_node(prim::reshape_<dyn_shape<4>>{{xs[0], xs[1], 1, xs[2]}}, x);
+  auto w4 = make_node(prim::reshape_<dyn_shape<4>>{{ws[0], ws[1], 1, ws[2]}}, w);
+  auto y = make_node(detail::conv2d_op<1>({ws[2]}, o, "conv1d"), x4, w4);
+  const auto ys = y.sizes();
+  return make_node(prim::reshape_<dyn_shape<3>>{{ys[0], ys[1], ys[3]}}, y);
+}
+template <Expression X, Expression W, Expression B>
+auto conv1d(const X& x, const W& w, const B& bias, const conv1d_options& o = {}) {
+  return detail::add_channel_bias<3>(conv1d(x, w, o), bias, w.sizes()[0], "conv1d");
+}
+
+/// conv_transpose2d(x, w[, bias], {.stride, .padding, .output_padding, .groups, .dilation}):
+/// x (N, C_in, H, W), w (C_in, C_out/groups, kh, kw). The input is spread by interior padding
+/// (stride - 1 zeros between elements), padded by dilation*(k-1) - padding (a crop where negative)
+/// plus output_padding at the end, and convolved (stride 1) with the flipped, channel-swapped weight.
+template <Expression X, Expression W>
+auto conv_transpose2d(const X& x, const W& w, const conv_transpose2d_options& o = {}) {
+  static_assert(rank_of<X> == 4 && rank_of<W> == 4,
+                "tenet: conv_transpose2d needs x (N, C_in, H, W) and w (C_in, C_out/groups, kh, kw)");
+  detail::check_conv_args<X, W>("conv_transpose2d");
+  const char* what = "conv_transpose2d";
+  const auto xs = x.sizes();
+  const auto ws = w.sizes();
+  const std::int64_t g = o.groups;
+  detail::check_positive(what, "groups", g);
+  for (std::size_t i = 0; i < 2; ++i) {
+    detail::check_positive(what, "stride", o.stride[i]);
+    detail::check_positive(what, "dilation", o.dilation[i]);
+    if (o.padding[i] < 0 || o.output_padding[i] < 0)
+      throw value_error("tenet: conv_transpose2d: negative padding or output_padding is not supported");
+    if (o.output_padding[i] >= o.stride[i] && o.output_padding[i] >= o.dilation[i])
+      throw value_error("tenet: conv_transpose2d: output_padding " + std::to_string(o.output_padding[i]) +
+                        " must be smaller than either stride " + std::to_string(o.stride[i]) + " or dilation " +
+                        std::to_string(o.dilation[i]) + " (as torch)");
+  }
+  const std::string sizes = detail::sizes_text(xs) + ", weight " + detail::sizes_text(ws);
+  if (ws[0] != xs[1])
+    throw shape_error("tenet: conv_transpose2d: the input has " + std::to_string(xs[1]) +
+                      " channels, the weight expects " + std::to_string(ws[0]) + " (weight dim 0); input " + sizes);
+  if (xs[1] % g != 0)
+    throw shape_error("tenet: conv_transpose2d: groups = " + std::to_string(g) + " must divide the input channels (" +
+                      std::to_string(xs[1]) + "); input " + sizes);
+  std::array<std::int64_t, 2> lo{}, hi{};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::int64_t k = ws[2 + i], n = xs[2 + i];
+    const std::int64_t out = (n - 1) * o.stride[i] - 2 * o.padding[i] + o.dilation[i] * (k - 1) + o.output_padding[i] + 1;
+    if (out <= 0)
+      throw shape_error("tenet: conv_transpose2d: the output extent would be " + std::to_string(out) +
+                        " (not positive) for input " + sizes);
+    lo[i] = o.dilation[i] * (k - 1) - o.padding[i];
+    hi[i] = lo[i] + o.output_padding[i];
+  }
+  const std::int64_t cin_g = xs[1] / g, cout_g = ws[1];
+  auto spread = make_node(prim::pad_<4>{{0, 0, lo[0], lo[1]}, {0, 0, hi[0], hi[1]},
+                                        {0, 0, o.stride[0] - 1, o.stride[1] - 1}, 0.0},
+                          x);
+  auto flipped = make_node(prim::slice_<4>{{0, 0, ws[2] - 1, ws[3] - 1}, {ws[0], ws[1], -1, -1}, {1, 1, -1, -1}}, w);
+  auto w5 = make_node(prim::reshape_<dyn_shape<5>>{{g, cin_g, cout_g, ws[2], ws[3]}}, flipped);
+  auto wc = make_node(prim::reshape_<dyn_shape<4>>{{g * cout_g, cin_g, ws[2], ws[3]}},
+                      make_node(prim::permute_<0, 2, 1, 3, 4>{}, w5));
+  aten::conv2d op;
+  op.groups = g;
+  op.dilation = {o.dilation[0], o.dilation[1]};
+  auto n = make_node(op, spread, wc);
+  (void)n.sizes();
+  return n;
+}
+template <Expression X, Expression W, Expression B>
+auto conv_transpose2d(const X& x, const W& w, const B& bias, const conv_transpose2d_options& o = {}) {
+  return detail::add_channel_bias<4>(conv_transpose2d(x, w, o), bias, w.sizes()[1] * o.groups, "conv_transpose2d");
+}
+
+// ---------------------------------------------------------------------------------------------
+// pooling
+namespace detail {
+struct pool_plan {
+  std::array<std::int64_t, 2> k{}, s{}, p{}, d{}, out{}, extra{};
+};
+/// torch's pooling output size (ceil_mode: the last window must start inside the input or the
+/// left padding) and the extra high padding that makes every window fit the padded input.
+inline pool_plan plan_pool(const sizes_t<4>& xs, const ints<2>& kernel, const ints<2>& stride,
+                           const ints<2>& padding, const ints<2>& dilation, bool ceil_mode, const char* what) {
+  pool_plan pl;
+  for (std::size_t i = 0; i < 2; ++i) {
+    pl.k[i] = kernel[i];
+    pl.s[i] = stride[i] == 0 ? kernel[i] : stride[i];
+    pl.p[i] = padding[i];
+    pl.d[i] = dilation[i];
+    check_positive(what, "kernel size", pl.k[i]);
+    check_positive(what, "stride", pl.s[i]);
+    check_positive(what, "dilation", pl.d[i]);
+    if (pl.p[i] < 0 || pl.p[i] > pl.k[i] / 2)
+      throw value_error(std::string("tenet: ") + what + ": padding " + std::to_string(pl.p[i]) +
+                        " must be in [0, kernel size / 2] = [0, " + std::to_string(pl.k[i] / 2) + "] (as torch)");
+    const std::int64_t n = xs[2 + i];
+    const std::int64_t span = pl.d[i] * (pl.k[i] - 1) + 1;
+    const std::int64_t num = n + 2 * pl.p[i] - span;
+    if (num < 0)
+      throw shape_error(std::string("tenet: ") + what + ": kernel of extent " + std::to_string(span) +
+                        " is larger than the padded input extent " + std::to_string(n + 2 * pl.p[i]) +
+                        " (input sizes " + sizes_text(xs) + ")");
+    std::int64_t out = (ceil_mode ? (num + pl.s[i] - 1) / pl.s[i] : num / pl.s[i]) + 1;
+    if (ceil_mode && (out - 1) * pl.s[i] >= n + pl.p[i]) --out;
+    pl.out[i] = out;
+    pl.extra[i] = std::max<std::int64_t>(0, (out - 1) * pl.s[i] + span - (n + 2 * pl.p[i]));
+  }
+  return pl;
+}
+/// The windows (N, C, oh, ow, kh, kw) of x padded with `value`.
+template <class X>
+auto pool_windows(const X& x, const pool_plan& pl, double value) {
+  const auto xs = x.sizes();
+  const std::int64_t keh = pl.d[0] * (pl.k[0] - 1) + 1, kew = pl.d[1] * (pl.k[1] - 1) + 1;
+  prim::unfold_<2> uh;
+  uh.size = keh, uh.step = pl.s[0];
+  prim::unfold_<3> uw;
+  uw.size = kew, uw.step = pl.s[1];
+  auto padded = make_node(
+      prim::pad_<4>{{0, 0, pl.p[0], pl.p[1]}, {0, 0, pl.p[0] + pl.extra[0], pl.p[1] + pl.extra[1]}, {0, 0, 0, 0}, value},
+      x);
+  prim::slice_<6> pick{{0, 0, 0, 0, 0, 0}, {xs[0], xs[1], pl.out[0], pl.out[1], keh, kew}, {1, 1, 1, 1, pl.d[0], pl.d[1]}};
+  return make_node(pick, make_node(uw, make_node(uh, padded)));
+}
+}  // namespace detail
+
+namespace aten {
+/// max_pool2d as a composite: the windows' amax (decompose) or, on the CPU, a direct loop.
+struct max_pool2d {
+  static constexpr bool is_prim = false;
+  static constexpr std::string_view name = "max_pool2d";
+  detail::pool_plan plan;
+  template <class X>
+  using result_type = value_type_of<X>;
+  template <class X>
+  using result_shape = shape<shape_of<X>::template extent<0>, shape_of<X>::template extent<1>, dyn, dyn>;
+  template <class X>
+  sizes_t<4> sizes(const X& x) const {
+    const auto xs = x.sizes();
+    return {xs[0], xs[1], plan.out[0], plan.out[1]};
+  }
+  template <class T>
+  static constexpr double lowest() {
+    return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<double>::infinity()
+                                                : static_cast<double>(std::numeric_limits<T>::lowest());
+  }
+  /// The reference: pad with -inf (the lowest value for integers), window view, amax.
+  template <class X>
+  auto decompose(const X& x) const {
+    return make_node(prim::reduce_<prim::amax_kind, false, 4, 5>{},
+                     detail::pool_windows(x, plan, lowest<value_type_of<X>>()));
+  }
+  /// Writes the value of node e into out (contiguous, e's sizes): one pass over each window, NaN
+  /// propagating as amax does.
+  template <class E, class Out>
+  static void run_on_cpu_into(const E& e, const Out& out) {
+    using T = value_type_of<E>;
+    const auto x = detail::to_tensor(std::get<0>(e.children));
+    const auto& pl = e.op.plan;
+    const auto xs = x.sizes(), st = x.strides();
+    const std::int64_t planes = xs[0] * xs[1], oh = pl.out[0], ow = pl.out[1];
+    if (planes == 0 || oh * ow == 0) return;
+    const T* xd = x.data();
+    T* od = out.data();
+    const T low = static_cast<T>(lowest<T>());
+#pragma omp parallel for schedule(static) if (planes * oh * ow > 32768)
+    for (std::int64_t plane = 0; plane < planes; ++plane) {
+      const T* base = xd + (plane / xs[1]) * st[0] + (plane % xs[1]) * st[1];
+      T* o = od + plane * oh * ow;
+      for (std::int64_t oy = 0; oy < oh; ++oy) {
+        const std::int64_t y0 = oy * pl.s[0] - pl.p[0];
+        for (std::int64_t ox = 0; ox < ow; ++ox) {
+          const std::int64_t x0 = ox * pl.s[1] - pl.p[1];
+          T m = low;
+          for (std::int64_t i = 0; i < pl.k[0]; ++i) {
+            const std::int64_t iy = y0 + i * pl.d[0];
+            if (iy < 0 || iy >= xs[2]) continue;
+            const T* row = base + iy * st[2];
+            for (std::int64_t j = 0; j < pl.k[1]; ++j) {
+              const std::int64_t ix = x0 + j * pl.d[1];
+              if (ix < 0 || ix >= xs[3]) continue;
+              const T v = row[ix * st[3]];
+              if (v != v || v > m) m = v;
+              if (m != m) break;
+            }
+            if (m != m) break;
+          }
+          o[oy * ow + ox] = m;
+        }
+      }
+    }
+  }
+};
+}  // namespace aten
+
+namespace detail {
+template <class X>
+inline constexpr bool runs_natively<cpu_simd, aten::max_pool2d, X> = true;
+}  // namespace detail
+
+/// max_pool2d(x, kernel, {.stride = kernel, .padding, .dilation, .ceil_mode}) for x (N, C, H, W);
+/// NaN propagates. The CPU runs it natively (one pass per window).
+template <Expression X>
+auto max_pool2d(const X& x, const ints<2>& kernel, const max_pool2d_options& o = {}) {
+  static_assert(rank_of<X> == 4, "tenet: max_pool2d needs x (N, C, H, W)");
+  static_assert(!std::is_same_v<value_type_of<X>, bool>, "tenet: max_pool2d of bool is not supported (as torch)");
+  aten::max_pool2d op;
+  op.plan = detail::plan_pool(x.sizes(), kernel, o.stride, o.padding, o.dilation, o.ceil_mode, "max_pool2d");
+  return make_node(op, x);
+}
+
+/// avg_pool2d(x, kernel, {.stride = kernel, .padding, .ceil_mode, .count_include_pad = true, .divisor_override}).
+template <Expression X>
+auto avg_pool2d(const X& x, const ints<2>& kernel, const avg_pool2d_options& o = {}) {
+  static_assert(rank_of<X> == 4, "tenet: avg_pool2d needs x (N, C, H, W)");
+  using T = value_type_of<X>;
+  detail::check_conv_dtype<T>("avg_pool2d");
+  const auto xs = x.sizes();
+  const auto pl = detail::plan_pool(xs, kernel, o.stride, o.padding, 1, o.ceil_mode, "avg_pool2d");
+  if (o.divisor_override && *o.divisor_override == 0)
+    throw value_error("tenet: avg_pool2d: divisor_override must not be zero");
+  // the divisor of each output position (torch's rule: windows clipped to the padded input, then
+  // to the input unless count_include_pad)
+  Tensor<T, dyn_shape<2>> divisor(sizes_t<2>{pl.out[0], pl.out[1]});
+  T* dv = divisor.data();
+  for (std::int64_t i = 0; i < pl.out[0]; ++i) {
+    for (std::int64_t j = 0; j < pl.out[1]; ++j) {
+      std::int64_t h0 = i * pl.s[0] - pl.p[0], w0 = j * pl.s[1] - pl.p[1];
+      std::int64_t h1 = std::min(h0 + pl.k[0], xs[2] + pl.p[0]), w1 = std::min(w0 + pl.k[1], xs[3] + pl.p[1]);
+      std::int64_t count = (h1 - h0) * (w1 - w0);
+      h0 = std::max<std::int64_t>(h0, 0), w0 = std::max<std::int64_t>(w0, 0);
+      h1 = std::min(h1, xs[2]), w1 = std::min(w1, xs[3]);
+      if (!o.count_include_pad) count = (h1 - h0) * (w1 - w0);
+      if (o.divisor_override) count = *o.divisor_override;
+      dv[i * pl.out[1] + j] = static_cast<T>(count);
+    }
+  }
+  auto sums = make_node(prim::reduce_<prim::sum_kind, false, 4, 5>{}, detail::pool_windows(x, pl, 0.0));
+  return make_node(prim::div_{}, sums, divisor);
+}
+
+namespace detail {
+/// y = A_h . x . A_w^T for x (N, C, H, W), A_h (oh, H), A_w^T (W, ow).
+template <class X, class T>
+auto separable_resample(const X& x, const Tensor<T, dyn_shape<2>>& ah, const Tensor<T, dyn_shape<2>>& awt) {
+  return make_node(prim::matmul_{}, make_node(prim::matmul_{}, ah, x), awt);
+}
+}  // namespace detail
+
+/// adaptive_avg_pool2d(x, output_size): output cell i averages input rows
+/// [floor(i H / oh), ceil((i + 1) H / oh)) (likewise for columns), any oh, ow.
+template <Expression X>
+auto adaptive_avg_pool2d(const X& x, const ints<2>& output_size) {
+  static_assert(rank_of<X> == 4, "tenet: adaptive_avg_pool2d needs x (N, C, H, W)");
+  using T = value_type_of<X>;
+  detail::check_conv_dtype<T>("adaptive_avg_pool2d");
+  const auto xs = x.sizes();
+  auto averaging = [&](std::int64_t n, std::int64_t out, bool transposed) {
+    if (out < 0) throw value_error("tenet: adaptive_avg_pool2d: negative output size " + std::to_string(out));
+    if (n == 0 && out > 0)
+      throw shape_error("tenet: adaptive_avg_pool2d: cannot pool an empty extent (input sizes " +
+                        detail::sizes_text(xs) + ")");
+    Tensor<T, dyn_shape<2>> a(transposed ? sizes_t<2>{n, out} : sizes_t<2>{out, n});
+    a.fill_(0);
+    T* p = a.data();
+    for (std::int64_t i = 0; i < out; ++i) {
+      const std::int64_t s = (i * n) / out, e = ((i + 1) * n + out - 1) / out;
+      for (std::int64_t k = s; k < e; ++k)
+        p[transposed ? k * out + i : i * n + k] = static_cast<T>(1.0 / static_cast<double>(e - s));
+    }
+    return a;
+  };
+  return detail::separable_resample(x, averaging(xs[2], output_size[0], false),
+                                    averaging(xs[3], output_size[1], true));
+}
+
+/// interpolate(x, {.size | .scale_factor, .mode = nearest | bilinear, .align_corners}) for x (N, C, H, W),
+/// as torch.nn.functional.interpolate (recompute_scale_factor = None). Computed as A_h . x . A_w^T
+/// with interpolation matrices (nearest: one 1 per row; so an inf or nan in x spreads to the
+/// other outputs of its row and column as nan, where torch copies it).
+template <Expression X>
+auto interpolate(const X& x, const interpolate_options& o) {
+  static_assert(rank_of<X> == 4, "tenet: interpolate needs x (N, C, H, W)");
+  using T = value_type_of<X>;
+  detail::check_conv_dtype<T>("interpolate");
+  const bool by_size = o.size[0] != 0 || o.size[1] != 0;
+  const bool by_scale = o.scale_factor.v[0] != 0.0 || o.scale_factor.v[1] != 0.0;
+  if (by_size == by_scale)
+    throw value_error("tenet: interpolate: give exactly one of size and scale_factor");
+  if (by_scale && !(o.scale_factor.v[0] > 0.0 && o.scale_factor.v[1] > 0.0))
+    throw value_error("tenet: interpolate: scale factors must be positive");
+  const bool nearest = o.mode == interpolate_mode::nearest;
+  if (nearest && o.align_corners)
+    throw value_error("tenet: interpolate: align_corners can only be set with mode bilinear (as torch)");
+  const bool align = o.align_corners.value_or(false);
+  const auto xs = x.sizes();
+  auto matrix = [&](std::size_t dim, bool transposed) {
+    const std::int64_t n = xs[2 + dim];
+    std::int64_t out;
+    if (by_size)
+      out = o.size[dim];
+    else
+      out = static_cast<std::int64_t>(std::floor(static_cast<double>(n) * o.scale_factor.v[dim]));
+    if (out <= 0 || n <= 0)
+      throw shape_error("tenet: interpolate: input and output sizes must be positive, got input " +
+                        detail::sizes_text(xs) + " and output extent " + std::to_string(out) + " for dim " +
+                        std::to_string(2 + dim));
+    Tensor<T, dyn_shape<2>> a(transposed ? sizes_t<2>{n, out} : sizes_t<2>{out, n});
+    a.fill_(0);
+    T* p = a.data();
+    auto put = [&](std::int64_t i, std::int64_t k, double v) { p[transposed ? k * out + i : i * n + k] += static_cast<T>(v); };
+    // torch computes the source coordinate in float (its accumulate type for float and half)
+    using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    const A scale = by_scale ? static_cast<A>(1.0 / o.scale_factor.v[dim])
+                        : static_cast<A>(static_cast<A>(n) / static_cast<A>(out));
+    for (std::int64_t i = 0; i < out; ++i) {
+      if (nearest) {
+        const auto src = std::min(static_cast<std::int64_t>(std::floor(static_cast<A>(i) * scale)), n - 1);
+        put(i, src, 1.0);
+      } else {
+        A src;
+        if (align)
+          src = out > 1 ? static_cast<A>(i) * (static_cast<A>(n - 1) / static_cast<A>(out - 1)) : A(0);
+        else
+          src = std::max(A(0), (static_cast<A>(i) + A(0.5)) * scale - A(0.5));
+        const auto i0 = std::min(static_cast<std::int64_t>(src), n - 1);
+        const auto i1 = std::min(i0 + 1, n - 1);
+        const A l1 = std::min(std::max(src - static_cast<A>(i0), A(0)), A(1));
+        put(i, i0, static_cast<double>(A(1) - l1));
+        put(i, i1, static_cast<double>(l1));
+      }
+    }
+    return a;
+  };
+  return detail::separable_resample(x, matrix(0, false), matrix(1, true));
+}
+
+// ---------------------------------------------------------------------------------------------
+// flip, roll, pad
+namespace detail {
+/// The pieces side by side along dim D (same extents elsewhere): each piece padded with zeros to
+/// the full length at its offset, then added (x + 0 is x; a -0.0 becomes +0.0).
+template <std::size_t D, class P>
+auto place_piece(const P& piece, std::int64_t at, std::int64_t total) {
+  prim::pad_<rank_of<P>> p{};
+  p.low[D] = at;
+  p.high[D] = total - at - piece.sizes()[D];
+  return make_node(p, piece);
+}
+template <std::size_t D, class A, class B>
+auto cat_by_padding(const A& a, const B& b) {
+  const std::int64_t la = a.sizes()[D], lb = b.sizes()[D];
+  return make_node(prim::add_{}, place_piece<D>(a, 0, la + lb), place_piece<D>(b, la, la + lb));
+}
+template <std::size_t D, class A, class B, class C>
+auto cat_by_padding(const A& a, const B& b, const C& c) {
+  const std::int64_t la = a.sizes()[D], lb = b.sizes()[D], t = la + lb + c.sizes()[D];
+  return make_node(prim::add_{},
+                   make_node(prim::add_{}, place_piece<D>(a, 0, t), place_piece<D>(b, la, t)),
+                   place_piece<D>(c, la + lb, t));
+}
+
+/// x[start : stop : step] along dim D (other dims whole), in slice_'s exact convention.
+template <std::size_t D, class X>
+auto slice_dim(const X& x, std::int64_t start, std::int64_t stop, std::int64_t step) {
+  constexpr std::size_t R = rank_of<X>;
+  const auto s = x.sizes();
+  prim::slice_<R> op{};
+  for (std::size_t d = 0; d < R; ++d) op.start[d] = 0, op.stop[d] = s[d], op.step[d] = 1;
+  op.start[D] = start, op.stop[D] = stop, op.step[D] = step;
+  return make_node(op, x);
+}
+
+template <std::size_t D, class X>
+auto roll_dim(const X& x0, std::int64_t shift) {
+  auto x = share(x0);
+  const std::int64_t n = x.sizes()[D];
+  const std::int64_t s = n == 0 ? 0 : ((shift % n) + n) % n;
+  return cat_by_padding<D>(slice_dim<D>(x, n - s, n, 1), slice_dim<D>(x, 0, n - s, 1));
+}
+template <std::size_t I, std::int64_t... Dims, class X, std::size_t K>
+auto roll_dims(const X& x, const std::array<std::int64_t, K>& shifts) {
+  if constexpr (I == K) {
+    return x;
+  } else {
+    constexpr std::array<std::int64_t, K> dims{Dims...};
+    constexpr std::size_t d = static_cast<std::size_t>(dims[I] < 0 ? dims[I] + static_cast<std::int64_t>(rank_of<X>) : dims[I]);
+    return roll_dims<I + 1, Dims...>(roll_dim<d>(x, shifts[I]), shifts);
+  }
+}
+template <pad_mode M, std::size_t D, class X>
+auto pad_dim(const X& x0, std::int64_t lo, std::int64_t hi) {
+  auto x = share(x0);
+  const auto s = x.sizes();
+  const std::int64_t n = s[D];
+  if (lo < 0 || hi < 0)
+    throw value_error("tenet: pad: negative padding is supported in mode constant only, got (" + std::to_string(lo) +
+                      ", " + std::to_string(hi) + ")");
+  if constexpr (M == pad_mode::reflect) {
+    if (lo >= n || hi >= n)
+      throw value_error("tenet: pad: reflect padding (" + std::to_string(lo) + ", " + std::to_string(hi) +
+                        ") must be smaller than the input extent " + std::to_string(n) + " of dim " +
+                        std::to_string(D) + " (input sizes " + sizes_text(s) + ")");
+    return cat_by_padding<D>(slice_dim<D>(x, lo, 0, -1), x, slice_dim<D>(x, n - 2, n - 2 - hi, -1));
+  } else {
+    if (n == 0 && (lo > 0 || hi > 0))
+      throw value_error("tenet: pad: replicate padding of an empty dim " + std::to_string(D) + " (input sizes " +
+                        sizes_text(s) + ")");
+    auto edge = [&](std::int64_t at, std::int64_t len) {
+      auto t = s;
+      t[D] = len;
+      return make_node(prim::expand_<dyn_shape<rank_of<X>>>{t}, slice_dim<D>(x, at, n == 0 ? 0 : at + 1, 1));
+    };
+    return cat_by_padding<D>(edge(0, lo), x, edge(n == 0 ? 0 : n - 1, hi));
+  }
+}
+template <pad_mode M, std::size_t J, std::size_t K, class X>
+auto pad_dims(const X& x, const std::int64_t (&pads)[2 * K]) {
+  if constexpr (J == K) {
+    return x;
+  } else {
+    constexpr std::size_t D = rank_of<X> - 1 - J;  // pairs start at the last dim
+    return pad_dims<M, J + 1, K>(pad_dim<M, D>(x, pads[2 * J], pads[2 * J + 1]), pads);
+  }
+}
+}  // namespace detail
+
+/// flip<dims...>(x): torch.flip, as one slice_ with step -1 on those dims.
+template <std::int64_t... Dims, Expression X>
+auto flip(const X& x) {
+  constexpr std::size_t R = rank_of<X>;
+  constexpr auto dims = detail::reduce_dims<shape_of<X>, Dims...>::mask;  // checks the dims at compile time
+  const auto s = x.sizes();
+  prim::slice_<R> op{};
+  for (std::size_t d = 0; d < R; ++d) {
+    if (dims[d] && sizeof...(Dims) > 0)
+      op.start[d] = s[d] - 1, op.stop[d] = -1, op.step[d] = -1;
+    else
+      op.start[d] = 0, op.stop[d] = s[d], op.step[d] = 1;
+  }
+  return make_node(op, x);
+}
+
+/// roll<dims...>(x, {shifts...}): torch.roll along the given dims; roll(x, shift) rolls the
+/// flattened tensor.
+template <std::int64_t... Dims, Expression X>
+  requires(sizeof...(Dims) > 0)
+auto roll(const X& x, const std::array<std::int64_t, sizeof...(Dims)>& shifts) {
+  constexpr std::size_t R = rank_of<X>;
+  static_assert(((Dims >= -static_cast<std::int64_t>(R) && Dims < static_cast<std::int64_t>(R)) && ...),
+                "tenet: roll: dim out of range");
+  return detail::roll_dims<0, Dims...>(x, shifts);
+}
+template <Expression X>
+auto roll(const X& x, std::int64_t shift) {
+  const auto s = x.sizes();
+  std::int64_t n = 1;
+  for (auto v : s) n *= v;
+  auto flat = make_node(prim::reshape_<shape<dyn>>{{n}}, x);
+  return make_node(prim::reshape_<shape_of<X>>{s}, detail::roll_dim<0>(flat, shift));
+}
+
+/// pad<mode>(x, {left, right, top, bottom, ...}, value): torch.nn.functional.pad; pairs start at the
+/// last dim. constant: negative pads crop; reflect/replicate: non-negative pads, reflect's smaller
+/// than the extent.
+template <pad_mode M = pad_mode::constant, Expression X, std::size_t N>
+auto pad(const X& x, const std::int64_t (&pads)[N], double value = 0.0) {
+  constexpr std::size_t R = rank_of<X>;
+  static_assert(N % 2 == 0 && N / 2 <= R, "tenet: pad needs an even number of pads, two per padded dim (from the last)");
+  if constexpr (M == pad_mode::constant) {
+    prim::pad_<R> op{};
+    op.value = value;
+    for (std::size_t j = 0; j < N / 2; ++j) op.low[R - 1 - j] = pads[2 * j], op.high[R - 1 - j] = pads[2 * j + 1];
+    auto n = make_node(op, x);
+    (void)n.sizes();
+    return n;
+  } else {
+    static_assert(!std::is_same_v<value_type_of<X>, bool>, "tenet: reflect/replicate pad of bool is not supported");
+    if (value != 0.0) throw value_error("tenet: pad: a value is only used by mode constant");
+    return detail::pad_dims<M, 0, N / 2>(x, pads);
+  }
+}
+
+}  // namespace tenet

@@ -1,0 +1,326 @@
+// conv1d, conv2d, conv_transpose2d, pooling, interpolate, pad, flip, roll and the movement prims
+// against PyTorch (tests/reference/gen_conv.py -> conv.txt). Options are read from the reference
+// file, so each op instantiates one expression type per dtype; every case also runs on a
+// non-contiguous (transposed) copy of its input, and conv2d's native CPU path is checked against
+// its decomposition evaluated on detail::reference_backend.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include <tenet/tenet.hpp>
+
+#include "reference.hpp"
+
+using namespace tenet;
+using tenet_test::check_close;
+using tenet_test::get_case;
+using tenet_test::make;
+using tenet_test::ref_case;
+
+namespace {
+constexpr const char* kFile = "conv.txt";
+using S4 = dyn_shape<4>;
+
+template <class T>
+constexpr double rtol() {
+  return std::is_same_v<T, float> ? 1e-4 : 1e-10;
+}
+template <class T>
+constexpr double atol() {
+  return std::is_same_v<T, float> ? 2e-5 : 1e-10;
+}
+
+std::int64_t at(const ref_case& c, const char* key, std::size_t i = 0) {
+  return static_cast<std::int64_t>(c.at(key).values.at(i));
+}
+ints<2> pair(const ref_case& c, const char* key) { return {at(c, key, 0), at(c, key, 1)}; }
+
+/// The same values as x in a non-contiguous layout (a transposed view of a transposed copy).
+template <class T>
+Tensor<T, S4> non_contiguous(const Tensor<T, S4>& x) {
+  Tensor<T, S4> t = x.template transpose<2, 3>().contiguous();
+  Tensor<T, S4> v = t.template transpose<2, 3>();
+  REQUIRE(!v.is_contiguous());
+  return v;
+}
+template <class T>
+std::vector<Tensor<T, S4>> layouts(const Tensor<T, S4>& x) {
+  return {x, non_contiguous(x)};
+}
+
+template <class T>
+void conv2d_cases(const std::string& sfx) {
+  for (const char* name : {"basic", "stride_pad_dil", "groups", "depthwise", "same_even", "valid", "odd_batch1",
+                           "pointwise", "kernel_fills_input"}) {
+    INFO("conv2d " << name << " " << sfx);
+    const auto& c = get_case(kFile, std::string("conv2d_") + name + "_" + sfx);
+    const auto x = make<T, S4>(c.at("x"));
+    const auto w = make<T, S4>(c.at("w"));
+    conv2d_options o{.stride = pair(c, "stride"), .dilation = pair(c, "dilation"), .groups = at(c, "groups")};
+    const auto mode = at(c, "mode");
+    o.padding = mode == 1 ? conv_pad<2>(conv_padding::same)
+                          : mode == 2 ? conv_pad<2>(conv_padding::valid) : conv_pad<2>(at(c, "padding"), at(c, "padding", 1));
+    for (const auto& in : layouts(x)) {
+      if (c.count("b")) {
+        const auto b = make<T, shape<dyn>>(c.at("b"));
+        check_close(eval(conv2d(in, w, b, o)), c.at("out"), rtol<T>(), atol<T>());
+      } else {
+        check_close(eval(conv2d(in, w, o)), c.at("out"), rtol<T>(), atol<T>());
+        // the native path (im2col + GEMM) against the decomposition into prims
+        const Tensor<T, S4> reference = detail::decompose<detail::reference_backend>(conv2d(in, w, o));
+        check_close(reference, c.at("out"), rtol<T>(), atol<T>());
+      }
+    }
+  }
+}
+
+template <class T>
+void conv1d_cases(const std::string& sfx) {
+  using S3 = dyn_shape<3>;
+  for (const char* name : {"basic", "same", "strided"}) {
+    INFO("conv1d " << name << " " << sfx);
+    const auto& c = get_case(kFile, std::string("conv1d_") + name + "_" + sfx);
+    const auto x = make<T, S3>(c.at("x"));
+    const auto w = make<T, S3>(c.at("w"));
+    conv1d_options o{.stride = at(c, "stride"), .dilation = at(c, "dilation"), .groups = at(c, "groups")};
+    if (at(c, "mode") == 1) o.padding = conv_padding::same;
+    else o.padding = at(c, "padding");
+    const Tensor<T, S3> xt = x.template transpose<1, 2>().contiguous().template transpose<1, 2>();
+    for (const auto& in : {x, xt}) {
+      if (c.count("b"))
+        check_close(eval(conv1d(in, w, make<T, shape<dyn>>(c.at("b")), o)), c.at("out"), rtol<T>(), atol<T>());
+      else
+        check_close(eval(conv1d(in, w, o)), c.at("out"), rtol<T>(), atol<T>());
+    }
+  }
+}
+
+template <class T>
+void conv_transpose2d_cases(const std::string& sfx) {
+  for (const char* name : {"basic", "stride_outpad", "groups_dil", "crop"}) {
+    INFO("conv_transpose2d " << name << " " << sfx);
+    const auto& c = get_case(kFile, std::string("convt_") + name + "_" + sfx);
+    const auto x = make<T, S4>(c.at("x"));
+    const auto w = make<T, S4>(c.at("w"));
+    const conv_transpose2d_options o{.stride = pair(c, "stride"), .padding = pair(c, "padding"),
+                                     .output_padding = pair(c, "output_padding"), .groups = at(c, "groups"),
+                                     .dilation = pair(c, "dilation")};
+    for (const auto& in : layouts(x)) {
+      if (c.count("b"))
+        check_close(eval(conv_transpose2d(in, w, make<T, shape<dyn>>(c.at("b")), o)), c.at("out"), rtol<T>(), atol<T>());
+      else
+        check_close(eval(conv_transpose2d(in, w, o)), c.at("out"), rtol<T>(), atol<T>());
+    }
+  }
+}
+
+template <class T>
+void pool_cases(const std::string& sfx) {
+  for (const char* name : {"k3s2p1", "ceil", "dilation", "rect_default_stride"}) {
+    INFO("max_pool2d " << name << " " << sfx);
+    const auto& c = get_case(kFile, std::string("maxpool_") + name + "_" + sfx);
+    const auto x = make<T, S4>(c.at("x"));
+    const max_pool2d_options o{.stride = pair(c, "stride"), .padding = pair(c, "padding"),
+                               .dilation = pair(c, "dilation"), .ceil_mode = at(c, "ceil") != 0};
+    for (const auto& in : layouts(x)) {
+      check_close(eval(max_pool2d(in, pair(c, "kernel"), o)), c.at("out"));
+      // the native loop against the decomposition (pad, window view, amax)
+      const Tensor<T, S4> reference = detail::decompose<detail::reference_backend>(max_pool2d(in, pair(c, "kernel"), o));
+      check_close(reference, c.at("out"));
+    }
+  }
+  if constexpr (is_floating_v<T>) {
+    for (const char* name : {"k3s2p1", "exclude_pad", "ceil", "ceil_exclude", "divisor"}) {
+      INFO("avg_pool2d " << name << " " << sfx);
+      const auto& c = get_case(kFile, std::string("avgpool_") + name + "_" + sfx);
+      const auto x = make<T, S4>(c.at("x"));
+      avg_pool2d_options o{.stride = pair(c, "stride"), .padding = pair(c, "padding"), .ceil_mode = at(c, "ceil") != 0,
+                           .count_include_pad = at(c, "cip") != 0};
+      if (at(c, "div") > 0) o.divisor_override = at(c, "div");
+      for (const auto& in : layouts(x))
+        check_close(eval(avg_pool2d(in, pair(c, "kernel"), o)), c.at("out"), rtol<T>(), atol<T>());
+    }
+    for (const char* name : {"nondiv", "global", "same", "up"}) {
+      INFO("adaptive_avg_pool2d " << name << " " << sfx);
+      const auto& c = get_case(kFile, std::string("adaptive_") + name + "_" + sfx);
+      const auto x = make<T, S4>(c.at("x"));
+      for (const auto& in : layouts(x))
+        check_close(eval(adaptive_avg_pool2d(in, pair(c, "size"))), c.at("out"), rtol<T>(), atol<T>());
+    }
+  }
+}
+
+template <class T>
+void interpolate_cases(const std::string& sfx) {
+  for (const char* name : {"nearest_size", "nearest_down", "nearest_scale", "bilinear", "bilinear_align",
+                           "bilinear_down", "bilinear_scale", "bilinear_align_one"}) {
+    INFO("interpolate " << name << " " << sfx);
+    const auto& c = get_case(kFile, std::string("interp_") + name + "_" + sfx);
+    const auto x = make<T, S4>(c.at("x"));
+    interpolate_options o{.size = pair(c, "size"),
+                          .scale_factor = scales2(c.at("scale").values[0], c.at("scale").values[1]),
+                          .mode = at(c, "mode") == 0 ? interpolate_mode::nearest : interpolate_mode::bilinear};
+    if (at(c, "align") >= 0) o.align_corners = at(c, "align") == 1;
+    for (const auto& in : layouts(x)) check_close(eval(interpolate(in, o)), c.at("out"), rtol<T>(), atol<T>());
+  }
+}
+
+template <class T>
+void pad_flip_roll_cases(const std::string& sfx) {
+  INFO("pad/flip/roll " << sfx);
+  const auto& c = get_case(kFile, "pad_" + sfx);
+  const auto x = make<T, S4>(c.at("x"));
+  for (const auto& in : layouts(x)) {
+    check_close(eval(pad(in, {1, -2, 3, 1}, 2)), c.at("constant"));
+    check_close(eval(pad(in, {0, 1, 1, 0, -1, 2, 1, 0}, -1)), c.at("constant4"));
+    check_close(eval(pad<pad_mode::reflect>(in, {1, 3, 4, 2})), c.at("reflect"));
+    check_close(eval(pad<pad_mode::replicate>(in, {2, 0, 1, 3})), c.at("replicate"));
+    check_close(eval(flip<2, 3>(in)), c.at("flip23"));
+    check_close(eval(flip<1>(in)), c.at("flip1"));
+    check_close(eval(roll<2, -1>(in, {1, -2})), c.at("roll"));
+    check_close(eval(roll(in, 7)), c.at("roll_flat"));
+    prim::unfold_<2> u;
+    u.size = 3, u.step = 2;
+    check_close(eval(make_node(u, in)), c.at("unfold"));
+  }
+  const Tensor<T, dyn_shape<3>> r3 = x.template reshape<dyn, dyn, dyn>(6, 5, 4);
+  check_close(eval(pad<pad_mode::reflect>(r3, {3, 2})), c.at("reflect1"));
+}
+}  // namespace
+
+TEST_CASE("conv: conv2d against PyTorch (every option; native path against the decomposition)") {
+  conv2d_cases<float>("f32");
+  conv2d_cases<double>("f64");
+}
+
+TEST_CASE("conv: conv1d and conv_transpose2d against PyTorch") {
+  conv1d_cases<float>("f32");
+  conv1d_cases<double>("f64");
+  conv_transpose2d_cases<float>("f32");
+  conv_transpose2d_cases<double>("f64");
+}
+
+TEST_CASE("conv: max_pool2d, avg_pool2d, adaptive_avg_pool2d against PyTorch") {
+  pool_cases<float>("f32");
+  pool_cases<double>("f64");
+  pool_cases<std::int64_t>("i64");
+}
+
+TEST_CASE("conv: interpolate nearest and bilinear against PyTorch") {
+  interpolate_cases<float>("f32");
+  interpolate_cases<double>("f64");
+}
+
+TEST_CASE("conv: pad (constant, reflect, replicate), flip, roll, unfold against PyTorch") {
+  pad_flip_roll_cases<float>("f32");
+  pad_flip_roll_cases<double>("f64");
+  pad_flip_roll_cases<std::int64_t>("i64");
+}
+
+TEST_CASE("conv: static batch and channel extents carry over; an empty batch gives an empty result") {
+  using X = Tensor<float, shape<2, 3, 7, 6>>;
+  using W = Tensor<float, shape<4, 3, 3, 3>>;
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(conv2d(std::declval<X>(), std::declval<W>()))>, shape<2, 4, dyn, dyn>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(max_pool2d(std::declval<X>(), 2))>, shape<2, 3, dyn, dyn>>);
+  const auto x = zeros<float, S4>(0, 3, 7, 6);
+  const auto w = ones<float, S4>(4, 3, 3, 3);
+  const Tensor<float, S4> y = conv2d(x, w);
+  CHECK(y.sizes() == sizes_t<4>{0, 4, 5, 4});
+  const Tensor<float, S4> m = max_pool2d(x, 2);
+  CHECK(m.sizes() == sizes_t<4>{0, 3, 3, 3});
+}
+
+TEST_CASE("conv: errors carry the sizes") {
+  const auto x = zeros<float, S4>(2, 3, 7, 6);
+  const auto w = zeros<float, S4>(4, 2, 3, 3);
+  CHECK_THROWS_AS(conv2d(x, w), shape_error);
+  CHECK_THROWS_WITH(conv2d(x, w), Catch::Contains("3 channels") && Catch::Contains("shape<2, 3, 7, 6>"));
+  CHECK_THROWS_WITH(conv2d(x, w, {.groups = 2}), Catch::Contains("groups = 2 must divide"));
+  CHECK_THROWS_AS(conv2d(x, w, {.groups = 2}), shape_error);
+  const auto w3 = zeros<float, S4>(4, 3, 9, 3);
+  CHECK_THROWS_AS(conv2d(x, w3), shape_error);
+  CHECK_THROWS_WITH(conv2d(x, w3), Catch::Contains("larger than the padded input extent 7") &&
+                                       Catch::Contains("shape<4, 3, 9, 3>"));
+  CHECK_NOTHROW(conv2d(x, w3, {.padding = {1, 0}}));
+  CHECK_THROWS_AS(conv2d(x, w3, {.stride = 2, .padding = conv_padding::same}), value_error);
+  CHECK_THROWS_AS(conv2d(x, zeros<float, S4>(4, 3, 3, 3), zeros<float, shape<dyn>>(5)), shape_error);
+  CHECK_THROWS_AS(conv_transpose2d(x, w), shape_error);
+  CHECK_THROWS_AS(conv_transpose2d(x, zeros<float, S4>(3, 2, 3, 3), {.output_padding = 1}), value_error);
+  CHECK_THROWS_AS(max_pool2d(x, 3, {.padding = 2}), value_error);
+  CHECK_THROWS_WITH(max_pool2d(x, {9, 2}), Catch::Contains("larger than the padded input extent 7"));
+  CHECK_THROWS_AS(avg_pool2d(x, 2, {.divisor_override = 0}), value_error);
+  CHECK_THROWS_AS(interpolate(x, {}), value_error);
+  CHECK_THROWS_AS(interpolate(x, {.size = 4, .align_corners = true}), value_error);
+  CHECK_THROWS_AS(pad<pad_mode::reflect>(x, {6, 0}), value_error);
+  CHECK_THROWS_AS(pad(x, {-4, -3}), shape_error);
+  prim::unfold_<3> u;
+  u.size = 7, u.step = 1;
+  CHECK_THROWS_WITH(make_node(u, x).sizes(), Catch::Contains("window size 7") && Catch::Contains("size 6"));
+  CHECK_THROWS_AS(make_node(prim::slice_<4>{{0, 0, 0, 0}, {2, 3, 8, 6}, {1, 1, 1, 1}}, x).sizes(), index_error);
+}
+
+TEST_CASE("conv: movement prims are views on the CPU, with static shapes where their parameters are") {
+  Tensor<float, shape<2, 3, 5>> x = arange<float>(30).reshape<2, 3, 5>();
+  // permute_ and a static unfold_ compute their shapes at compile time
+  auto p = make_node(prim::permute_<2, 0, 1>{}, x);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(p)>, shape<5, 2, 3>>);
+  auto u = make_node(prim::unfold_<2, 2, 3>{}, x);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(u)>, shape<2, 3, 2, 2>>);
+  // materialize() gives views of x, evaluation gives fresh storage
+  CHECK(detail::materialize(p).shares_storage(x));
+  CHECK(detail::materialize(u).shares_storage(x));
+  Tensor<float, shape<5, 2, 3>> pe = p;
+  CHECK(!pe.shares_storage(x));
+  CHECK(pe(4, 1, 2) == x(1, 2, 4));
+  pe(4, 1, 2) = -1;
+  CHECK(x(1, 2, 4) == 29);
+  Tensor<float, shape<2, 3, 2, 2>> ue = u;
+  CHECK(ue(1, 2, 1, 1) == x(1, 2, 4));
+  // slice_ with negative steps, expand_, reshape_ of a non-viewable input
+  auto s = make_node(prim::slice_<3>{{1, 2, 4}, {-1, 0, 0}, {-1, -2, -3}}, x);
+  const Tensor<float, dyn_shape<3>> se = s;
+  CHECK(se.sizes() == sizes_t<3>{2, 1, 2});
+  CHECK(se(0, 0, 0) == x(1, 2, 4));
+  CHECK(se(1, 0, 1) == x(0, 2, 1));
+  auto ex = make_node(prim::expand_<shape<4, 2, 3, 5>>{{4, 2, 3, 5}}, x);
+  CHECK(detail::materialize(ex).strides()[0] == 0);
+  const Tensor<float, shape<4, 2, 3, 5>> exe = ex;
+  CHECK(exe(3, 1, 2, 4) == 29);
+  auto r = make_node(prim::reshape_<shape<6, 5>>{{6, 5}}, x);
+  CHECK(detail::materialize(r).shares_storage(x));
+  auto rt = make_node(prim::reshape_<shape<15, 2>>{{15, 2}}, x.transpose<0, 2>());
+  CHECK(!detail::materialize(rt).shares_storage(x));
+  const Tensor<float, shape<15, 2>> rte = rt;
+  CHECK(rte(0, 1) == x(1, 0, 0));  // the transposed order (5, 3, 2) flattened
+  CHECK_THROWS_AS(make_node(prim::reshape_<dyn_shape<2>>{{7, 5}}, x).sizes(), shape_error);
+  // a view inside a pointwise expression, and written into a destination (assign's root path)
+  const Tensor<float, dyn_shape<3>> sum = flip<2>(x) + x;
+  CHECK(sum(1, 1, 0) == x(1, 1, 4) + x(1, 1, 0));
+  Tensor<float, shape<5, 2, 3>> dst = zeros<float, shape<5, 2, 3>>();
+  dst.copy_(p);
+  CHECK(dst(3, 1, 0) == x(1, 0, 3));
+  // writing a tensor's own flip into it reads it at other indices: evaluated into a temporary first
+  Tensor<float, shape<2, 3, 5>> y = x.clone();
+  y.copy_(flip<2>(y));
+  CHECK(y(1, 2, 0) == x(1, 2, 4));
+  CHECK(y(1, 2, 4) == x(1, 2, 0));
+}
+
+TEST_CASE("conv: pad_ with interior padding and negative low/high (XLA's pad)") {
+  const auto& c = get_case(kFile, "pad_prim");
+  const auto x = make<std::int64_t, dyn_shape<2>>(c.at("x"));
+  prim::pad_<2> op{{1, -1}, {-1, 2}, {1, 2}, 9.0};
+  check_close(eval(make_node(op, x)), c.at("out"));
+  check_close(eval(make_node(op, x.transpose<0, 1>().contiguous().transpose<0, 1>())), c.at("out"));
+  prim::pad_<2> bad{{0, 0}, {0, 0}, {-1, 0}, 0.0};
+  CHECK_THROWS_AS(make_node(bad, x).sizes(), value_error);
+}
+
+#include "../bench/resnet_stage.hpp"
+
+TEST_CASE("conv: ResNet-18's first stage (the benchmark's workload) against PyTorch") {
+  const resnet::stage1 model;
+  const auto x = resnet::make_param<resnet::S4>(0, 1.0, 0.0, 1, 3, 32, 32);
+  check_close(model(x), get_case(kFile, "resnet_stage1").at("out"), 1e-4, 1e-4);
+}
