@@ -91,14 +91,14 @@ struct avg_pool2d_options {
   ints<2> padding = 0;
   bool ceil_mode = false;
   bool count_include_pad = true;
-  std::optional<std::int64_t> divisor_override;
+  std::optional<std::int64_t> divisor_override{};
 };
 enum class interpolate_mode { nearest, bilinear };
 struct interpolate_options {
   ints<2> size = 0;             // give size (positive) or scale_factor (positive), not both
   scales2 scale_factor = 0.0;
   interpolate_mode mode = interpolate_mode::nearest;
-  std::optional<bool> align_corners;  // bilinear only; default false
+  std::optional<bool> align_corners{};  // bilinear only; default false
 };
 enum class pad_mode { constant, reflect, replicate };
 

@@ -94,7 +94,7 @@ TENET_INLINE B pow_ieee(const B& a, const B& b) {
   using T = typename B::value_type;
   const B inf(std::numeric_limits<T>::infinity());
   return with_scalar_specials<prim::pow_>(
-      a, b, [&](const B& x, const B& y) { return !(x > B(T(0))) | (x == inf) | (x == B(T(1))) | !(xsimd::abs(y) < inf); },
+      a, b, [&](const B& x, const B& y) { return (!(x > B(T(0)))) | (x == inf) | (x == B(T(1))) | (!(xsimd::abs(y) < inf)); },
       [](const B& x, const B& y) { return xsimd::pow(x, y); });
 }
 /// atan2: xsimd 8 gives NaN for (0, 0) and (inf, inf); those batches take C's atan2.
