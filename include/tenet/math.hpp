@@ -170,49 +170,57 @@ auto copysign(const A& a0, const B& b0) {
   auto negative = make_node(prim::bitwise_or_{}, make_node(prim::lt_{}, b, detail::lit<T>(0)), neg_zero);
   return make_node(prim::where_{}, negative, make_node(prim::neg_{}, mag), mag);
 }
+namespace detail {
+/// P(a, b) (maximum or minimum) ignoring a NaN operand: NaN only when both are NaN.
+template <class P, class A, class B>
+auto nan_ignoring(const A& a0, const B& b0) {
+  using T = promoted_t<A, B>;
+  auto a = share(cast_to<T>(a0));
+  auto b = share(cast_to<T>(b0));
+  return make_node(prim::where_{}, make_node(prim::isnan_{}, a), b,
+                   make_node(prim::where_{}, make_node(prim::isnan_{}, b), a, make_node(P{}, a, b)));
+}
+/// max + log1p(base^-|a - b|) / ln(base), as logaddexp (Base2 false) or logaddexp2; a when
+/// a == b == +-inf (no inf - inf).
+template <bool Base2, class A, class B>
+auto log_add_exp(const A& a0, const B& b0) {
+  using T = floating_t<promoted_t<A, B>>;
+  auto a = share(cast_to<T>(a0));
+  auto b = share(cast_to<T>(b0));
+  auto m = make_node(prim::maximum_{}, a, b);
+  auto d = neg(make_node(prim::abs_{}, make_node(prim::sub_{}, a, b)));
+  auto v = [&] {
+    if constexpr (Base2)
+      return make_node(prim::add_{}, m, make_node(prim::mul_{}, log1p(exp2(d)), lit<T>(1.0 / std::numbers::ln2)));
+    else
+      return make_node(prim::add_{}, m, log1p(exp(d)));
+  }();
+  auto both_inf = make_node(prim::bitwise_and_{}, isinf(a), make_node(prim::eq_{}, a, b));
+  return make_node(prim::where_{}, both_inf, a, v);
+}
+}  // namespace detail
 /// fmax/fmin: maximum/minimum that ignore a NaN operand (NaN only when both are NaN).
 template <class A, class B>
   requires detail::binary_args<A, B>
-auto fmax(const A& a0, const B& b0) {
-  using T = detail::promoted_t<A, B>;
-  auto a = detail::share(detail::cast_to<T>(a0));
-  auto b = detail::share(detail::cast_to<T>(b0));
-  return make_node(prim::where_{}, make_node(prim::isnan_{}, a), b,
-                   make_node(prim::where_{}, make_node(prim::isnan_{}, b), a, make_node(prim::maximum_{}, a, b)));
+auto fmax(const A& a, const B& b) {
+  return detail::nan_ignoring<prim::maximum_>(a, b);
 }
 template <class A, class B>
   requires detail::binary_args<A, B>
-auto fmin(const A& a0, const B& b0) {
-  using T = detail::promoted_t<A, B>;
-  auto a = detail::share(detail::cast_to<T>(a0));
-  auto b = detail::share(detail::cast_to<T>(b0));
-  return make_node(prim::where_{}, make_node(prim::isnan_{}, a), b,
-                   make_node(prim::where_{}, make_node(prim::isnan_{}, b), a, make_node(prim::minimum_{}, a, b)));
+auto fmin(const A& a, const B& b) {
+  return detail::nan_ignoring<prim::minimum_>(a, b);
 }
-/// logaddexp(a, b) = max + log1p(exp(-|a - b|)); a when a == b == +-inf (no inf - inf).
+/// logaddexp(a, b) = max + log1p(exp(-|a - b|)); a when a == b == +-inf.
 template <class A, class B>
   requires detail::binary_args<A, B>
-auto logaddexp(const A& a0, const B& b0) {
-  using T = detail::floating_t<detail::promoted_t<A, B>>;
-  auto a = detail::share(detail::cast_to<T>(a0));
-  auto b = detail::share(detail::cast_to<T>(b0));
-  auto m = make_node(prim::maximum_{}, a, b);
-  auto v = make_node(prim::add_{}, m, log1p(exp(neg(make_node(prim::abs_{}, make_node(prim::sub_{}, a, b))))));
-  auto both_inf = make_node(prim::bitwise_and_{}, isinf(a), make_node(prim::eq_{}, a, b));
-  return make_node(prim::where_{}, both_inf, a, v);
+auto logaddexp(const A& a, const B& b) {
+  return detail::log_add_exp<false>(a, b);
 }
 /// logaddexp2(a, b) = max + log1p(2^-|a - b|) / ln 2.
 template <class A, class B>
   requires detail::binary_args<A, B>
-auto logaddexp2(const A& a0, const B& b0) {
-  using T = detail::floating_t<detail::promoted_t<A, B>>;
-  auto a = detail::share(detail::cast_to<T>(a0));
-  auto b = detail::share(detail::cast_to<T>(b0));
-  auto m = make_node(prim::maximum_{}, a, b);
-  auto d = exp2(neg(make_node(prim::abs_{}, make_node(prim::sub_{}, a, b))));
-  auto v = make_node(prim::add_{}, m, make_node(prim::mul_{}, log1p(d), detail::lit<T>(1.0 / std::numbers::ln2)));
-  auto both_inf = make_node(prim::bitwise_and_{}, isinf(a), make_node(prim::eq_{}, a, b));
-  return make_node(prim::where_{}, both_inf, a, v);
+auto logaddexp2(const A& a, const B& b) {
+  return detail::log_add_exp<true>(a, b);
 }
 /// xlogy(x, y) = x log(y), 0 where x == 0 unless y is NaN.
 template <class A, class B>
