@@ -19,6 +19,7 @@
 
 #include <tenet/factories.hpp>
 #include <tenet/ops.hpp>
+#include <tenet/sorting.hpp>  // cumsum (the scan prim)
 
 #include <tenet/backend/cpu/indexing.hpp>
 #include <tenet/prims/indexing.hpp>
@@ -215,27 +216,9 @@ auto masked_fill(const X& x, const M& mask, const V& value) {
 }
 
 namespace detail {
-/// Inclusive prefix sums of non-negative integer counts, exact: blocks of 64 values are scanned by
-/// one matmul with a triangular matrix of ones (in float64, exact below 2^53), and the block
-/// totals are scanned the same way, recursively (log_64(N) levels).
+/// Inclusive prefix sums of the counts (the scan prim, int64).
 inline Tensor<std::int64_t, shape<dyn>> inclusive_scan(const Tensor<std::int64_t, shape<dyn>>& v) {
-  constexpr int L = 64;
-  const std::int64_t N = v.numel();
-  if (N == 0) return v;
-  const std::int64_t B = (N + L - 1) / L;
-  Tensor<double, shape<dyn>> padded(sizes_t<1>{B * L});
-  padded.template narrow<0>(0, N).copy_(v);
-  if (B * L > N) padded.template narrow<0>(N, B * L - N).fill_(0.0);
-  Tensor<double, shape<L, L>> upper(sizes_t<2>{L, L});  // upper(k, l) = k <= l
-  for (int k = 0; k < L; ++k)
-    for (int l = 0; l < L; ++l) upper(k, l) = k <= l ? 1.0 : 0.0;
-  const Tensor<std::int64_t, shape<dyn, L>> within =
-      cast_to<std::int64_t>(matmul(padded.template reshape<dyn, L>(B), upper));
-  if (B == 1) return within.template reshape<-1>().template narrow<0>(0, N);
-  const Tensor<std::int64_t, shape<dyn>> totals = within.template select<1>(L - 1);
-  const Tensor<std::int64_t, shape<dyn>> before = make_node(prim::sub_{}, inclusive_scan(totals), totals);
-  const Tensor<std::int64_t, shape<dyn, L>> out = make_node(prim::add_{}, within, before.template unsqueeze<1>());
-  return out.template reshape<-1>().template narrow<0>(0, N);
+  return Tensor<std::int64_t, shape<dyn>>(cumsum<0>(v));
 }
 /// For a flat bool mask: the slot of each element in the compacted result (its rank among the
 /// true elements; the false ones go to slot n, past the end) and n, the number of true elements.
