@@ -400,3 +400,15 @@ TEST_CASE("views: free-function forms view tensors and evaluate expressions firs
   CHECK(transpose(a, 0, 1)(2, 1) == 5.0f);
   CHECK(select<1>(a * 3.0f, 2)(1) == 15.0f);
 }
+
+TEST_CASE("views: unsqueeze of a 0-dim tensor gives [1]") {
+  Tensor<float, shape<>> s(sizes_t<0>{});
+  s.fill_(2.5f);
+  const auto u = s.unsqueeze<0>();
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(u)>, shape<1>>);
+  CHECK(u.sizes()[0] == 1);
+  CHECK(u(0) == 2.5f);
+  CHECK(u.shares_storage(s));
+  const auto v = s.unsqueeze<-1>();
+  CHECK(v.sizes()[0] == 1);
+}

@@ -85,6 +85,11 @@ struct take_extents<shape<E...>, Begin, End> {
   static auto make(std::index_sequence<I...>) -> shape<shape<E...>::template extent<Begin + I>...>;
   using type = decltype(make(std::make_index_sequence<End - Begin>{}));
 };
+/// An empty range (also of shape<>, which has no extents to name).
+template <auto... E, std::size_t At>
+struct take_extents<shape<E...>, At, At> {
+  using type = shape<>;
+};
 template <class S, std::size_t Begin, std::size_t End>
 using take_extents_t = typename take_extents<S, Begin, End>::type;
 
