@@ -132,6 +132,30 @@ BINARY = [
     ("rsub", lambda a, b: torch.rsub(a, b, alpha=2), FLOATS + ["int32"], "real"),
 ]
 
+# Ops along dim 1 (reductions keep it: rank 2 like the samples): the same samples, the edge row
+# reduced or scanned as one line.
+DIM1 = [
+    ("sum_dim1", lambda x: torch.sum(x, 1, keepdim=True), FLOATS + ["int32", "bool"], "real"),
+    ("prod_dim1", lambda x: torch.prod(x, 1, keepdim=True), FLOATS + ["int32"], "real"),
+    ("mean_dim1", lambda x: torch.mean(x, 1, keepdim=True), FLOATS, "real"),
+    ("amax_dim1", lambda x: torch.amax(x, 1, keepdim=True), FLOATS + ["int32"], "real"),
+    ("amin_dim1", lambda x: torch.amin(x, 1, keepdim=True), FLOATS + ["int32"], "real"),
+    ("argmax_dim1", lambda x: torch.argmax(x, 1, keepdim=True), FLOATS + ["int32"], "real"),
+    ("argmin_dim1", lambda x: torch.argmin(x, 1, keepdim=True), FLOATS + ["int32"], "real"),
+    ("var_dim1", lambda x: torch.var(x, 1, keepdim=True), FLOATS, "real"),
+    ("std_dim1", lambda x: torch.std(x, 1, keepdim=True), FLOATS, "real"),
+    ("logsumexp_dim1", lambda x: torch.logsumexp(x, 1, keepdim=True), FLOATS, "real"),
+    ("any_dim1", lambda x: torch.any(x, 1, keepdim=True), FLOATS + ["int32", "bool"], "real"),
+    ("all_dim1", lambda x: torch.all(x, 1, keepdim=True), FLOATS + ["int32", "bool"], "real"),
+    ("cumsum_dim1", lambda x: torch.cumsum(x, 1), FLOATS + ["int32", "bool"], "real"),
+    ("cumprod_dim1", lambda x: torch.cumprod(x, 1), FLOATS + ["int32"], "real"),
+    ("logcumsumexp_dim1", lambda x: torch.logcumsumexp(x, 1), FLOATS, "real"),
+    ("softmax_dim1", lambda x: torch.softmax(x, 1), FLOATS, "real"),
+    ("log_softmax_dim1", lambda x: torch.log_softmax(x, 1), FLOATS, "real"),
+    ("softmin_dim1", lambda x: F.softmin(x, 1), FLOATS, "real"),
+    ("argsort_dim1", lambda x: torch.argsort(x, stable=True, dim=1), FLOATS + ["int32"], "real"),
+]
+
 # integer division by zero raises in torch and in tenet (tested as an error input): keep b nonzero
 NONZERO_DIVISOR = {"div", "remainder", "fmod", "floor_divide"}
 
@@ -162,7 +186,7 @@ def edge(dtype):
 ref = ReferenceFile()
 gen = torch.Generator().manual_seed(0)
 
-for name, fn, dtypes, domain in UNARY:
+for name, fn, dtypes, domain in UNARY + DIM1:
     for dt in dtypes:
         x_edge = edge(dt).reshape(1, -1)
         x_nc = rand((5, 4), dt, domain, gen)
