@@ -93,8 +93,11 @@ void check_shape(std::int64_t M, std::int64_t N, std::int64_t K, layout la, layo
                            " N=" + std::to_string(N) + " K=" + std::to_string(K) + " layouts " +
                            std::to_string(static_cast<int>(la)) + "," + std::to_string(static_cast<int>(lb));
   std::vector<T> c(want.size(), std::numeric_limits<T>::quiet_NaN());  // every element must be written
-  gemm<T>(a.data(), a.rs, a.cs, b.data(), b.rs, b.cs, c.data(), M, N, K);
+  gemm_ex<T>(a.data(), a.rs, a.cs, b.data(), b.rs, b.cs, c.data(), N, M, N, K);  // also M or N == 1
   check_against(c, want, mag, K, what + " tenet vs naive");
+  std::vector<T> w(want.size(), std::numeric_limits<T>::quiet_NaN());  // matmul's entry (Eigen's GEMV for M, N == 1)
+  gemm<T>(a.data(), a.rs, a.cs, b.data(), b.rs, b.cs, w.data(), M, N, K);
+  check_against(w, want, mag, K, what + " gemm() vs naive");
   std::vector<T> r(want.size());
   gemm_reference<T>(a.data(), a.rs, a.cs, b.data(), b.rs, b.cs, r.data(), M, N, K);
   check_against(r, want, mag, K, what + " eigen vs naive");

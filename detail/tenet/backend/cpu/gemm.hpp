@@ -5,11 +5,11 @@
 // element strides, C row-major with leading dimension ldc. The structure is the BLIS one, written
 // for a row-major C (the vector dimension is N, the broadcast dimension is M):
 //
-//   for i3 over M in blocks of MC            (A block, kept in L3)
+//   for i3 over M in blocks of MC            (A block, about 3 MiB: L3)
 //     for p over K in blocks of KC           (one rank-KC update; the first one overwrites C)
-//       pack A[i3 block, p block] into MR-row panels (k-major, zero-padded)   -- threads share it
-//       for each job = (N block of <= NC columns) x (part of the M block)    -- one thread each
-//         pack B[p block, N block] into NR-column panels (k-major, zero-padded), kept in L2
+//       pack A[i3 block, p block] into MR-row panels (k-major, zero-padded)
+//       for j0 over N in blocks of NC
+//         pack B[p block, j0 block] into NR-column panels (k-major, zero-padded; about 512 KiB: L2)
 //         for ir over MR rows: for jr over NR columns: micro-kernel
 //
 // The micro-kernel keeps an MR x NR tile of C in registers (MR rows x NB xsimd batches), reads one
@@ -18,8 +18,10 @@
 // the edges go through a small local tile (the panels are zero-padded, so the kernel always runs
 // full). Packing reads A and B through their strides, so transposed views cost no extra copy.
 //
-// Every C tile is computed by exactly one thread per K block and the K blocks run in order, so the
-// result does not depend on the number of threads.
+// Threads: C is cut into a grid of about `threads` parts (at multiples of MR and NR, the grid that
+// repacks least), and each thread runs the loops above on its parts with its own packing buffers,
+// with no barrier. The tile grid and the K blocking do not depend on the cut, so the result does
+// not depend on the number of threads.
 //
 // Epilogue: gemm_ex takes a functor called once on every finished C tile (after the last K block),
 // while the tile is still in cache: ep(T* c, ldc, row0, col0, rows, cols), c pointing at
@@ -60,7 +62,7 @@ struct config {
   static constexpr std::int64_t KC = sizeof(T) == 4 ? 384 : 256;
   // NC: a packed B block (KC x NC) takes about half of a 1 MiB L2.
   static constexpr std::int64_t NC = ((512 * 1024) / (KC * sizeof(T))) / NR * NR;
-  // MC: a packed A block (MC x KC), shared by the threads, about 3 MiB (L3).
+  // MC: a packed A block (MC x KC), about 3 MiB (L3).
   static constexpr std::int64_t MC = ((3 * 1024 * 1024) / (KC * sizeof(T))) / MR * MR;
 };
 
@@ -186,63 +188,42 @@ void macro_kernel(std::int64_t rows, std::int64_t cols, std::int64_t kc, const T
 }  // namespace gemm_impl
 
 namespace gemm_impl {
-/// The blocked loops over C[M,N] with `threads` threads sharing each packed A block; the epilogue
-/// sees tile positions offset by (row_off, col_off).
+/// The blocked loops over C[M,N] on the calling thread; the epilogue sees tile positions offset by
+/// (row_off, col_off) (the part's place in the whole C).
 template <class T, class Ep>
 void blocked(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::int64_t brs, std::int64_t bcs, T* c,
-             std::int64_t ldc, std::int64_t M, std::int64_t N, std::int64_t K, int threads, std::int64_t row_off,
+             std::int64_t ldc, std::int64_t M, std::int64_t N, std::int64_t K, std::int64_t row_off,
              std::int64_t col_off, const Ep& ep) {
   using cfg = config<T>;
   constexpr int MR = cfg::MR, NR = cfg::NR;
-  const std::int64_t mc_max = std::min<std::int64_t>(cfg::MC + MR, (M + MR - 1) / MR * MR);
-  const std::int64_t kc_max = std::min<std::int64_t>(cfg::KC, K);
-  T* pa = scratch<T, 0>(static_cast<std::size_t>(mc_max * kc_max));
-
-  // M blocks of equal height (a multiple of MR, at most MC)
+  // M blocks of equal height (a multiple of MR, at most MC + MR), N blocks of equal width (a
+  // multiple of NR, at most NC + NR): no thin leftover block that would repack a whole operand.
   const std::int64_t mblocks = (M + cfg::MC - 1) / cfg::MC;
   const std::int64_t mh = ((M + mblocks - 1) / mblocks + MR - 1) / MR * MR;
+  const std::int64_t npanels = (N + NR - 1) / NR;
+  const std::int64_t nblocks = (N + cfg::NC - 1) / cfg::NC;
+  const std::int64_t nw = (npanels + nblocks - 1) / nblocks * NR;
+  const std::int64_t kc_max = std::min<std::int64_t>(cfg::KC, K);
+  T* pa = scratch<T, 0>(static_cast<std::size_t>(std::min<std::int64_t>(mh, (M + MR - 1) / MR * MR) * kc_max));
+  T* pb = scratch<T, 1>(static_cast<std::size_t>(std::min<std::int64_t>(nw, npanels * NR) * kc_max));
+
   for (std::int64_t i3 = 0; i3 < M; i3 += mh) {
     const std::int64_t mc = std::min<std::int64_t>(mh, M - i3);
     const std::int64_t a_panels = (mc + MR - 1) / MR;
-    // Jobs: N blocks of equal width (a multiple of NR, at most NC; with threads, at least 4 per
-    // thread where N allows, so a thread slowed by a busy core holds the others up less), times M
-    // parts when there are still fewer N blocks than threads. M parts split at multiples of MR.
-    const std::int64_t npanels = (N + NR - 1) / NR;
-    std::int64_t nblocks = (N + cfg::NC - 1) / cfg::NC;
-    std::int64_t mparts = 1;
-    if (threads > 1) {
-      nblocks = std::max<std::int64_t>(nblocks, std::min<std::int64_t>(npanels, 4 * threads));
-      if (nblocks < threads) mparts = std::min<std::int64_t>(a_panels, (threads + nblocks - 1) / nblocks);
-    }
-    const std::int64_t nw = (npanels + nblocks - 1) / nblocks * NR;
-    nblocks = (N + nw - 1) / nw;
-    const std::int64_t mpw = (a_panels + mparts - 1) / mparts * MR;  // rows per M part
-    mparts = (mc + mpw - 1) / mpw;
-    const std::int64_t jobs = nblocks * mparts;
-
     for (std::int64_t p = 0; p < K; p += cfg::KC) {
       const std::int64_t kc = std::min<std::int64_t>(cfg::KC, K - p);
       const bool accumulate = p > 0, last = p + kc >= K;
       const T* ablk = a + i3 * ars + p * acs;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-      {
-#pragma omp for schedule(static)
-        for (std::int64_t r = 0; r < a_panels; ++r)
-          pack_a_panel<T, MR>(ablk + r * MR * ars, ars, acs, std::min<std::int64_t>(MR, mc - r * MR), kc,
-                                         pa + r * kc * MR);
-        // (implicit barrier: the packed A block is complete)
-        T* pb = scratch<T, 1>(static_cast<std::size_t>(kc_max * nw));
-#pragma omp for schedule(dynamic, 1)
-        for (std::int64_t job = 0; job < jobs; ++job) {
-          const std::int64_t jb = job / mparts, mp = job % mparts;
-          const std::int64_t j0 = jb * nw, ncols = std::min(nw, N - j0);
-          const std::int64_t r0 = mp * mpw, nrows = std::min(mpw, mc - r0);
-          for (std::int64_t j = 0; j < ncols; j += NR)
-            pack_b_panel<T, NR>(b + p * brs + (j0 + j) * bcs, brs, bcs, std::min<std::int64_t>(NR, ncols - j),
-                                           kc, pb + (j / NR) * kc * NR);
-          macro_kernel<T>(nrows, ncols, kc, pa + (r0 / MR) * kc * MR, pb, c + (i3 + r0) * ldc + j0, ldc,
-                                     accumulate, last, row_off + i3 + r0, col_off + j0, ep);
-        }
+      for (std::int64_t r = 0; r < a_panels; ++r)
+        pack_a_panel<T, MR>(ablk + r * MR * ars, ars, acs, std::min<std::int64_t>(MR, mc - r * MR), kc,
+                            pa + r * kc * MR);
+      for (std::int64_t j0 = 0; j0 < N; j0 += nw) {
+        const std::int64_t ncols = std::min(nw, N - j0);
+        for (std::int64_t j = 0; j < ncols; j += NR)
+          pack_b_panel<T, NR>(b + p * brs + (j0 + j) * bcs, brs, bcs, std::min<std::int64_t>(NR, ncols - j), kc,
+                              pb + (j / NR) * kc * NR);
+        macro_kernel<T>(mc, ncols, kc, pa, pb, c + i3 * ldc + j0, ldc, accumulate, last, row_off + i3, col_off + j0,
+                        ep);
       }
     }
   }
@@ -279,14 +260,15 @@ void gemm_ex(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::in
     // times), A once per column of parts (pn times).
     const std::int64_t mpan = (M + MR - 1) / MR, npan = (N + NR - 1) / NR;
     std::int64_t pm = 1, pn = 1;
-    double best = -1;
+    double best_balance = -1, best_cost = 0;
     for (std::int64_t m = 1; m <= std::min<std::int64_t>(mpan, threads); ++m) {
       const std::int64_t n = std::min<std::int64_t>(npan, (threads + m - 1) / m);
-      const double parts = static_cast<double>(m * n), cost = static_cast<double>(m * N + n * M);
-      // the most parts (up to threads), then the least repacking
-      if (best < 0 || parts > static_cast<double>(pm * pn) || (parts == static_cast<double>(pm * pn) && cost < best)) {
-        if (parts >= static_cast<double>(pm * pn)) pm = m, pn = n, best = cost;
-      }
+      // the share of thread time the parts keep busy, then the repacking
+      const std::int64_t parts = m * n, rounds = (parts + threads - 1) / threads;
+      const double balance = static_cast<double>(parts) / static_cast<double>(rounds * threads);
+      const double cost = static_cast<double>(m) * static_cast<double>(N) + static_cast<double>(n) * static_cast<double>(M);
+      if (balance > best_balance || (balance == best_balance && cost < best_cost))
+        pm = m, pn = n, best_balance = balance, best_cost = cost;
     }
     const std::int64_t mh = (mpan + pm - 1) / pm * MR, nw = (npan + pn - 1) / pn * NR;
     const std::int64_t gm = (M + mh - 1) / mh, gn = (N + nw - 1) / nw;
@@ -294,11 +276,11 @@ void gemm_ex(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::in
     for (std::int64_t part = 0; part < gm * gn; ++part) {
       const std::int64_t i0 = (part / gn) * mh, j0 = (part % gn) * nw;
       gemm_impl::blocked<T>(a + i0 * ars, ars, acs, b + j0 * bcs, brs, bcs, c + i0 * ldc + j0, ldc,
-                            std::min(mh, M - i0), std::min(nw, N - j0), K, 1, i0, j0, ep);
+                            std::min(mh, M - i0), std::min(nw, N - j0), K, i0, j0, ep);
     }
     return;
   }
-  gemm_impl::blocked<T>(a, ars, acs, b, brs, bcs, c, ldc, M, N, K, threads, 0, 0, ep);
+  gemm_impl::blocked<T>(a, ars, acs, b, brs, bcs, c, ldc, M, N, K, 0, 0, ep);
 }
 
 }  // namespace tenet::detail::cpu

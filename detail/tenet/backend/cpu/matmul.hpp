@@ -53,13 +53,17 @@ void gemm_reference(const T* a, std::int64_t ars, std::int64_t acs, const T* b, 
 }
 
 /// C[M,N] = A[M,K] · B[K,N] with arbitrary element strides, C contiguous: tenet's own kernel for
-/// float and double, Eigen for other types.
+/// float and double, Eigen for other types and for matrix-vector products (M or N == 1), where
+/// Eigen's GEMV beats a padded register tile (1 x 1000 x 1000: 10.6 vs 2.8 GFLOP/s).
 template <class T>
 void gemm(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::int64_t brs, std::int64_t bcs, T* c,
           std::int64_t M, std::int64_t N, std::int64_t K) {
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
-    gemm_ex<T>(a, ars, acs, b, brs, bcs, c, N, M, N, K);
-  else
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (M > 1 && N > 1)
+      gemm_ex<T>(a, ars, acs, b, brs, bcs, c, N, M, N, K);
+    else
+      gemm_reference<T>(a, ars, acs, b, brs, bcs, c, M, N, K);
+  } else
     gemm_reference<T>(a, ars, acs, b, brs, bcs, c, M, N, K);
 }
 
