@@ -2,15 +2,15 @@
 #include <tenet/detail_check.hpp>
 #include <tenet/config.hpp>
 // conv2d on the CPU: per image and group, im2col into a per-thread buffer (zeros where a window
-// reads padding), then one Eigen GEMM  y[g] (O/g x L) = w[g] (O/g x K) . col (K x L),
-// K = C/g * kh * kw, L = oh * ow. Images run in parallel (each GEMM single-threaded) when there are
-// at least as many as threads; otherwise Eigen threads each GEMM.
+// reads padding), then one GEMM (tenet's, backend/cpu/gemm.hpp)  y[g] (O/g x L) = w[g] (O/g x K) .
+// col (K x L), K = C/g * kh * kw, L = oh * ow. Images run in parallel (each GEMM single-threaded)
+// when there are at least as many as threads; otherwise the GEMM threads itself.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
-#include <Eigen/Core>  // Eigen::Map, GEMM
+#include <tenet/backend/cpu/gemm.hpp>
 
 #include <omp.h>
 
@@ -63,7 +63,6 @@ void im2col(const T* x, std::int64_t channels, const conv2d_geometry& g, T* col)
 /// y = conv2d(x, w) for contiguous x (N, C, H, W), w (O, C/groups, kh, kw), y (N, O, oh, ow).
 template <class T>
 void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
-  using ColM = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
   const std::int64_t Cg = g.C / g.groups, Og = g.O / g.groups;
   const std::int64_t K = Cg * g.kh * g.kw, L = g.oh * g.ow;
   if (g.N == 0 || g.O == 0 || L == 0) return;
@@ -77,14 +76,8 @@ void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
         im2col(xg, Cg, g, col.data());
         cols = col.data();
       }
-      // y[g]^T (L x Og) = col^T (L x K) . w[g]^T (K x Og): the same memory read column-major, the
-      // orientation Eigen's GEMM runs faster here (the long dim L as rows)
-      Eigen::Map<ColM> Yt(y + (n * g.O + gi * Og) * L, L, Og);
-      if (K == 0) {
-        Yt.setZero();
-        continue;
-      }
-      Yt.noalias() = Eigen::Map<const ColM>(cols, L, K) * Eigen::Map<const ColM>(w + gi * Og * K, K, Og);
+      // y[g] (Og x L, row-major) = w[g] (Og x K) . col (K x L); K == 0 writes zeros
+      gemm_ex<T>(w + gi * Og * K, K, 1, cols, L, 1, y + (n * g.O + gi * Og) * L, L, Og, L, K);
     }
   };
   const std::size_t buffer = direct ? 0 : static_cast<std::size_t>(K * L);
