@@ -216,16 +216,12 @@ auto masked_fill(const X& x, const M& mask, const V& value) {
 }
 
 namespace detail {
-/// Inclusive prefix sums of the counts (the scan prim, int64).
-inline Tensor<std::int64_t, shape<dyn>> inclusive_scan(const Tensor<std::int64_t, shape<dyn>>& v) {
-  return Tensor<std::int64_t, shape<dyn>>(cumsum<0>(v));
-}
 /// For a flat bool mask: the slot of each element in the compacted result (its rank among the
 /// true elements; the false ones go to slot n, past the end) and n, the number of true elements.
 inline std::pair<Tensor<std::int64_t, shape<dyn>>, std::int64_t> compaction_slots(
     const Tensor<bool, shape<dyn>>& m) {
   const std::int64_t N = m.numel();
-  const auto c = inclusive_scan(Tensor<std::int64_t, shape<dyn>>(cast_to<std::int64_t>(m)));
+  const Tensor<std::int64_t, shape<dyn>> c = cumsum<0>(m);  // bool counts sum to int64
   const std::int64_t n = N ? c(N - 1) : 0;
   Tensor<std::int64_t, shape<dyn>> slots = make_node(
       prim::where_{}, m, make_node(prim::sub_{}, c, scalar<std::int64_t>{1}), scalar<std::int64_t>{n});

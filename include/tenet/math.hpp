@@ -21,16 +21,12 @@ template <class X>
 auto float_operand(const X& x) {
   return share(cast_to<floating_t<value_type_of<X>>>(x));
 }
-template <class T, class X>
-auto lit(X v) {
-  return scalar<T>{T(compute_t<T>(v))};
-}
 /// The odd extension of v = f(|x|) (f(0) = 0): -v for x < 0, x itself at +-0 (keeps the zero's sign).
 template <class X, class V>
 auto with_sign_of(const X& x, const V& v) {
   using T = value_type_of<V>;
-  return make_node(prim::where_{}, make_node(prim::lt_{}, x, lit<T>(0)), make_node(prim::neg_{}, v),
-                   make_node(prim::where_{}, make_node(prim::eq_{}, x, lit<T>(0)), x, v));
+  return make_node(prim::where_{}, make_node(prim::lt_{}, x, cast_to<T>(0)), make_node(prim::neg_{}, v),
+                   make_node(prim::where_{}, make_node(prim::eq_{}, x, cast_to<T>(0)), x, v));
 }
 }  // namespace detail
 
@@ -48,15 +44,15 @@ template <Expression X>
 auto atan(const X& x0) {
   auto x = detail::cast_to<detail::floating_t<value_type_of<X>>>(x0);
   using T = value_type_of<decltype(x)>;
-  return make_node(prim::atan2_{}, x, detail::lit<T>(1));
+  return make_node(prim::atan2_{}, x, detail::cast_to<T>(1));
 }
 /// asin(x) = atan2(x, sqrt((1 - x)(1 + x))); NaN outside [-1, 1] from the sqrt.
 template <Expression X>
 auto asin(const X& x0) {
   auto x = detail::float_operand(x0);
   using T = value_type_of<decltype(x)>;
-  auto c = sqrt(make_node(prim::mul_{}, make_node(prim::sub_{}, detail::lit<T>(1), x),
-                          make_node(prim::add_{}, detail::lit<T>(1), x)));
+  auto c = sqrt(make_node(prim::mul_{}, make_node(prim::sub_{}, detail::cast_to<T>(1), x),
+                          make_node(prim::add_{}, detail::cast_to<T>(1), x)));
   return make_node(prim::atan2_{}, x, c);
 }
 /// acos(x) = atan2(sqrt((1 - x)(1 + x)), x).
@@ -64,8 +60,8 @@ template <Expression X>
 auto acos(const X& x0) {
   auto x = detail::float_operand(x0);
   using T = value_type_of<decltype(x)>;
-  auto s = sqrt(make_node(prim::mul_{}, make_node(prim::sub_{}, detail::lit<T>(1), x),
-                          make_node(prim::add_{}, detail::lit<T>(1), x)));
+  auto s = sqrt(make_node(prim::mul_{}, make_node(prim::sub_{}, detail::cast_to<T>(1), x),
+                          make_node(prim::add_{}, detail::cast_to<T>(1), x)));
   return make_node(prim::atan2_{}, s, x);
 }
 
@@ -76,9 +72,9 @@ namespace detail {
 template <class X>
 auto half_exp_abs(const X& x) {
   using T = value_type_of<X>;
-  auto h = share(exp(make_node(prim::mul_{}, make_node(prim::abs_{}, x), lit<T>(0.5))));
-  return std::pair{make_node(prim::mul_{}, h, make_node(prim::mul_{}, h, lit<T>(0.5))),
-                   make_node(prim::div_{}, lit<T>(0.5), make_node(prim::mul_{}, h, h))};  // e^-|x| / 2
+  auto h = share(exp(make_node(prim::mul_{}, make_node(prim::abs_{}, x), cast_to<T>(0.5))));
+  return std::pair{make_node(prim::mul_{}, h, make_node(prim::mul_{}, h, cast_to<T>(0.5))),
+                   make_node(prim::div_{}, cast_to<T>(0.5), make_node(prim::mul_{}, h, h))};  // e^-|x| / 2
 }
 }  // namespace detail
 /// sinh(x): (expm1(x) - expm1(-x)) / 2 for |x| < 1 (no cancellation); else with x's sign
@@ -87,10 +83,10 @@ template <Expression X>
 auto sinh(const X& x0) {
   auto x = detail::float_operand(x0);
   using T = value_type_of<decltype(x)>;
-  auto small = make_node(prim::mul_{}, make_node(prim::sub_{}, expm1(x), expm1(neg(x))), detail::lit<T>(0.5));
+  auto small = make_node(prim::mul_{}, make_node(prim::sub_{}, expm1(x), expm1(neg(x))), detail::cast_to<T>(0.5));
   auto [big, tiny] = detail::half_exp_abs(x);
   auto large = detail::with_sign_of(x, make_node(prim::sub_{}, big, tiny));
-  return make_node(prim::where_{}, make_node(prim::lt_{}, make_node(prim::abs_{}, x), detail::lit<T>(1)), small,
+  return make_node(prim::where_{}, make_node(prim::lt_{}, make_node(prim::abs_{}, x), detail::cast_to<T>(1)), small,
                    large);
 }
 /// cosh(x) = e^|x|/2 + e^-|x|/2 (as in sinh).
@@ -109,10 +105,10 @@ auto asinh(const X& x0) {
   auto x2 = detail::share(make_node(prim::mul_{}, a, a));
   auto mid = log1p(make_node(prim::add_{}, a,
                              make_node(prim::div_{}, x2,
-                                       make_node(prim::add_{}, detail::lit<T>(1),
-                                                 sqrt(make_node(prim::add_{}, detail::lit<T>(1), x2))))));
-  auto big = make_node(prim::add_{}, log(a), detail::lit<T>(std::numbers::ln2));
-  auto v = make_node(prim::where_{}, make_node(prim::gt_{}, a, detail::lit<T>(268435456.0)), big, mid);
+                                       make_node(prim::add_{}, detail::cast_to<T>(1),
+                                                 sqrt(make_node(prim::add_{}, detail::cast_to<T>(1), x2))))));
+  auto big = make_node(prim::add_{}, log(a), detail::cast_to<T>(std::numbers::ln2));
+  auto v = make_node(prim::where_{}, make_node(prim::gt_{}, a, detail::cast_to<T>(268435456.0)), big, mid);
   return detail::with_sign_of(x, v);
 }
 /// acosh(x) = log1p((x - 1) + sqrt(x - 1) sqrt(x + 1)); log(x) + ln 2 for large x; NaN below 1.
@@ -120,21 +116,21 @@ template <Expression X>
 auto acosh(const X& x0) {
   auto x = detail::float_operand(x0);
   using T = value_type_of<decltype(x)>;
-  auto xm1 = detail::share(make_node(prim::sub_{}, x, detail::lit<T>(1)));
+  auto xm1 = detail::share(make_node(prim::sub_{}, x, detail::cast_to<T>(1)));
   // sqrt(x - 1) sqrt(x + 1): NaN below 1, and no overflow of the product
   auto mid = log1p(make_node(prim::add_{}, xm1,
-                             make_node(prim::mul_{}, sqrt(xm1), sqrt(make_node(prim::add_{}, x, detail::lit<T>(1))))));
-  auto big = make_node(prim::add_{}, log(x), detail::lit<T>(std::numbers::ln2));
-  return make_node(prim::where_{}, make_node(prim::gt_{}, x, detail::lit<T>(268435456.0)), big, mid);
+                             make_node(prim::mul_{}, sqrt(xm1), sqrt(make_node(prim::add_{}, x, detail::cast_to<T>(1))))));
+  auto big = make_node(prim::add_{}, log(x), detail::cast_to<T>(std::numbers::ln2));
+  return make_node(prim::where_{}, make_node(prim::gt_{}, x, detail::cast_to<T>(268435456.0)), big, mid);
 }
 /// atanh(x) = log1p(2x / (1 - x)) / 2.
 template <Expression X>
 auto atanh(const X& x0) {
   auto x = detail::float_operand(x0);
   using T = value_type_of<decltype(x)>;
-  auto q = make_node(prim::div_{}, make_node(prim::mul_{}, x, detail::lit<T>(2)),
-                     make_node(prim::sub_{}, detail::lit<T>(1), x));
-  return make_node(prim::mul_{}, log1p(q), detail::lit<T>(0.5));
+  auto q = make_node(prim::div_{}, make_node(prim::mul_{}, x, detail::cast_to<T>(2)),
+                     make_node(prim::sub_{}, detail::cast_to<T>(1), x));
+  return make_node(prim::mul_{}, log1p(q), detail::cast_to<T>(0.5));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -150,12 +146,12 @@ auto hypot(const A& a0, const B& b0) {
   auto b = detail::share(make_node(prim::abs_{}, detail::cast_to<T>(b0)));
   auto m = detail::share(make_node(prim::maximum_{}, a, b));
   auto r = make_node(prim::div_{}, make_node(prim::minimum_{}, a, b), m);
-  auto v = make_node(prim::mul_{}, m, sqrt(make_node(prim::add_{}, detail::lit<T>(1), make_node(prim::mul_{}, r, r))));
+  auto v = make_node(prim::mul_{}, m, sqrt(make_node(prim::add_{}, detail::cast_to<T>(1), make_node(prim::mul_{}, r, r))));
   const T inf = std::numeric_limits<T>::infinity();
   auto any_inf = make_node(prim::bitwise_or_{}, make_node(prim::eq_{}, a, scalar<T>{inf}),
                            make_node(prim::eq_{}, b, scalar<T>{inf}));
   return make_node(prim::where_{}, any_inf, scalar<T>{inf},
-                   make_node(prim::where_{}, make_node(prim::eq_{}, m, detail::lit<T>(0)), detail::lit<T>(0), v));
+                   make_node(prim::where_{}, make_node(prim::eq_{}, m, detail::cast_to<T>(0)), detail::cast_to<T>(0), v));
 }
 /// copysign(a, b): |a| with the sign of b, promoted to a floating dtype. The sign of a zero b is read
 /// through 1/b; a NaN b counts as positive (torch reads a NaN's sign bit: documented difference).
@@ -165,9 +161,9 @@ auto copysign(const A& a0, const B& b0) {
   using T = detail::floating_t<detail::promoted_t<A, B>>;
   auto b = detail::share(detail::cast_to<T>(b0));
   auto mag = detail::share(make_node(prim::abs_{}, detail::cast_to<T>(a0)));
-  auto neg_zero = make_node(prim::bitwise_and_{}, make_node(prim::eq_{}, b, detail::lit<T>(0)),
-                            make_node(prim::lt_{}, make_node(prim::div_{}, detail::lit<T>(1), b), detail::lit<T>(0)));
-  auto negative = make_node(prim::bitwise_or_{}, make_node(prim::lt_{}, b, detail::lit<T>(0)), neg_zero);
+  auto neg_zero = make_node(prim::bitwise_and_{}, make_node(prim::eq_{}, b, detail::cast_to<T>(0)),
+                            make_node(prim::lt_{}, make_node(prim::div_{}, detail::cast_to<T>(1), b), detail::cast_to<T>(0)));
+  auto negative = make_node(prim::bitwise_or_{}, make_node(prim::lt_{}, b, detail::cast_to<T>(0)), neg_zero);
   return make_node(prim::where_{}, negative, make_node(prim::neg_{}, mag), mag);
 }
 namespace detail {
@@ -191,7 +187,7 @@ auto log_add_exp(const A& a0, const B& b0) {
   auto d = neg(make_node(prim::abs_{}, make_node(prim::sub_{}, a, b)));
   auto v = [&] {
     if constexpr (Base2)
-      return make_node(prim::add_{}, m, make_node(prim::mul_{}, log1p(exp2(d)), lit<T>(1.0 / std::numbers::ln2)));
+      return make_node(prim::add_{}, m, make_node(prim::mul_{}, log1p(exp2(d)), cast_to<T>(1.0 / std::numbers::ln2)));
     else
       return make_node(prim::add_{}, m, log1p(exp(d)));
   }();
@@ -229,9 +225,9 @@ auto xlogy(const A& a0, const B& b0) {
   using T = detail::floating_t<detail::promoted_t<A, B>>;
   auto x = detail::share(detail::cast_to<T>(a0));
   auto y = detail::share(detail::cast_to<T>(b0));
-  auto zero = make_node(prim::bitwise_and_{}, make_node(prim::eq_{}, x, detail::lit<T>(0)),
+  auto zero = make_node(prim::bitwise_and_{}, make_node(prim::eq_{}, x, detail::cast_to<T>(0)),
                         make_node(prim::bitwise_not_{}, make_node(prim::isnan_{}, y)));
-  return make_node(prim::where_{}, zero, detail::lit<T>(0), make_node(prim::mul_{}, x, log(y)));
+  return make_node(prim::where_{}, zero, detail::cast_to<T>(0), make_node(prim::mul_{}, x, log(y)));
 }
 /// heaviside(x, values): values where x == 0, else x > 0 (same dtype, as torch.heaviside).
 template <Expression X, Expression V>
@@ -240,8 +236,8 @@ auto heaviside(const X& x0, const V& v) {
   static_assert(std::is_same_v<T, value_type_of<X>> && std::is_same_v<T, value_type_of<V>>,
                 "tenet: heaviside needs input and values of the same dtype (as torch.heaviside)");
   auto x = detail::share(x0);
-  return make_node(prim::where_{}, make_node(prim::eq_{}, x, detail::lit<T>(0)), v,
-                   detail::cast_to<T>(make_node(prim::gt_{}, x, detail::lit<T>(0))));
+  return make_node(prim::where_{}, make_node(prim::eq_{}, x, detail::cast_to<T>(0)), v,
+                   detail::cast_to<T>(make_node(prim::gt_{}, x, detail::cast_to<T>(0))));
 }
 /// float_power(a, b): pow in float64 (as torch.float_power).
 template <class A, class B>
@@ -264,20 +260,20 @@ template <Expression X>
 auto log10(const X& x0) {
   auto x = detail::cast_to<detail::floating_t<value_type_of<X>>>(x0);
   using T = value_type_of<decltype(x)>;
-  return make_node(prim::div_{}, log(x), detail::lit<T>(std::numbers::ln10));
+  return make_node(prim::div_{}, log(x), detail::cast_to<T>(std::numbers::ln10));
 }
 /// deg2rad / rad2deg: multiply by pi/180 or 180/pi.
 template <Expression X>
 auto deg2rad(const X& x0) {
   auto x = detail::cast_to<detail::floating_t<value_type_of<X>>>(x0);
   using T = value_type_of<decltype(x)>;
-  return make_node(prim::mul_{}, x, detail::lit<T>(std::numbers::pi / 180.0));
+  return make_node(prim::mul_{}, x, detail::cast_to<T>(std::numbers::pi / 180.0));
 }
 template <Expression X>
 auto rad2deg(const X& x0) {
   auto x = detail::cast_to<detail::floating_t<value_type_of<X>>>(x0);
   using T = value_type_of<decltype(x)>;
-  return make_node(prim::mul_{}, x, detail::lit<T>(180.0 / std::numbers::pi));
+  return make_node(prim::mul_{}, x, detail::cast_to<T>(180.0 / std::numbers::pi));
 }
 /// frac(x) = x - trunc(x) (floating dtypes, as torch.frac).
 template <Expression X>
@@ -291,8 +287,8 @@ template <Expression X>
 auto sinc(const X& x0) {
   auto x = detail::float_operand(x0);
   using T = value_type_of<decltype(x)>;
-  auto px = detail::share(make_node(prim::mul_{}, x, detail::lit<T>(std::numbers::pi)));
-  return make_node(prim::where_{}, make_node(prim::eq_{}, x, detail::lit<T>(0)), detail::lit<T>(1),
+  auto px = detail::share(make_node(prim::mul_{}, x, detail::cast_to<T>(std::numbers::pi)));
+  return make_node(prim::where_{}, make_node(prim::eq_{}, x, detail::cast_to<T>(0)), detail::cast_to<T>(1),
                    make_node(prim::div_{}, sin(px), px));
 }
 /// logit(x) = log(x / (1 - x)); with eps the input is first clamped to [eps, 1 - eps].
@@ -301,10 +297,10 @@ auto logit(const X& x0, std::optional<double> eps = std::nullopt) {
   auto xf = detail::cast_to<detail::floating_t<value_type_of<X>>>(x0);
   using T = value_type_of<decltype(xf)>;
   auto body = [](const auto& x) {
-    return log(make_node(prim::div_{}, x, make_node(prim::sub_{}, detail::lit<T>(1), x)));
+    return log(make_node(prim::div_{}, x, make_node(prim::sub_{}, detail::cast_to<T>(1), x)));
   };
-  if (!eps) return body(detail::share(clamp(xf, detail::lit<T>(-INFINITY), detail::lit<T>(INFINITY))));
-  return body(detail::share(clamp(xf, detail::lit<T>(*eps), detail::lit<T>(1.0 - *eps))));
+  if (!eps) return body(detail::share(clamp(xf, detail::cast_to<T>(-INFINITY), detail::cast_to<T>(INFINITY))));
+  return body(detail::share(clamp(xf, detail::cast_to<T>(*eps), detail::cast_to<T>(1.0 - *eps))));
 }
 /// Aliases of torch: positive, negative, absolute, fix, sgn (real), arctan ... spelled as torch.
 template <Expression X>

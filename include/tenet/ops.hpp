@@ -428,21 +428,21 @@ namespace detail {
 template <class A, class B>
 auto floor_divide_floating(const A& a, const B& b) {
   using T = value_type_of<A>;
-  auto lit = [](double v) { return scalar<T>{T(compute_t<T>(v))}; };
   auto mod = share(make_node(prim::fmod_{}, a, b));
   auto div = make_node(prim::div_{}, make_node(prim::sub_{}, a, mod), b);
-  auto adjust = make_node(prim::bitwise_and_{}, make_node(prim::ne_{}, mod, lit(0)),
-                          make_node(prim::ne_{}, make_node(prim::lt_{}, b, lit(0)), make_node(prim::lt_{}, mod, lit(0))));
-  auto d = share(make_node(prim::where_{}, adjust, make_node(prim::sub_{}, div, lit(1)), div));
+  auto adjust = make_node(prim::bitwise_and_{}, make_node(prim::ne_{}, mod, cast_to<T>(0)),
+                          make_node(prim::ne_{}, make_node(prim::lt_{}, b, cast_to<T>(0)),
+                                    make_node(prim::lt_{}, mod, cast_to<T>(0))));
+  auto d = share(make_node(prim::where_{}, adjust, make_node(prim::sub_{}, div, cast_to<T>(1)), div));
   auto fl = share(make_node(prim::floor_{}, d));
-  auto rounded = make_node(prim::where_{}, make_node(prim::gt_{}, make_node(prim::sub_{}, d, fl), lit(0.5)),
-                           make_node(prim::add_{}, fl, lit(1)), fl);
+  auto rounded = make_node(prim::where_{}, make_node(prim::gt_{}, make_node(prim::sub_{}, d, fl), cast_to<T>(0.5)),
+                           make_node(prim::add_{}, fl, cast_to<T>(1)), fl);
   auto q = share(make_node(prim::div_{}, a, b));
-  auto q_negative = make_node(prim::bitwise_or_{}, make_node(prim::lt_{}, q, lit(0)),
-                              make_node(prim::lt_{}, make_node(prim::div_{}, lit(1), q), lit(0)));
-  auto signed_zero = make_node(prim::where_{}, q_negative, lit(-0.0), lit(0));
-  return make_node(prim::where_{}, make_node(prim::eq_{}, b, lit(0)), q,
-                   make_node(prim::where_{}, make_node(prim::ne_{}, d, lit(0)), rounded, signed_zero));
+  auto q_negative = make_node(prim::bitwise_or_{}, make_node(prim::lt_{}, q, cast_to<T>(0)),
+                              make_node(prim::lt_{}, make_node(prim::div_{}, cast_to<T>(1), q), cast_to<T>(0)));
+  auto signed_zero = make_node(prim::where_{}, q_negative, cast_to<T>(-0.0), cast_to<T>(0));
+  return make_node(prim::where_{}, make_node(prim::eq_{}, b, cast_to<T>(0)), q,
+                   make_node(prim::where_{}, make_node(prim::ne_{}, d, cast_to<T>(0)), rounded, signed_zero));
 }
 }  // namespace detail
 /// floor_divide: floor(a / b) with Python's float semantics (detail::floor_divide_floating); integers
