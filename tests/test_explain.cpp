@@ -36,7 +36,14 @@ TEST_CASE("explain: ATen graph, CPU prim graph, decomposed graph, counts, native
       "  %8 = sum<1>[keepdim](%0) : float32 shape<2, 1>\n"
       "  %9 = add(%7, %8) : float32 shape<2, 3>\n"
       "  ops by group: binary 7, reduction 1, unary 1\n"
-      "run natively by cpu_simd: gelu\n";
+      "run natively by cpu_simd: gelu\n"
+      "kernel plan for cpu_simd:\n"
+      "  kernel 0: reduction [sum<1>[keepdim]] -> buf0 float32 shape<2, 1>\n"
+      "    reads 24 B, writes 8 B, 6 FLOP\n"
+      "  kernel 1: pointwise [mul, gelu, add] -> buf1 float32 shape<2, 3>\n"
+      "    reads 32 B (buf0), writes 24 B, 18 FLOP\n"
+      "  total: 2 kernels, 0 views (no copy), 0 reused (CSE), 88 B moved, 24 FLOP\n"
+      "  memory plan: inputs 24 B; intermediates and result peak 32 B (32 B without reuse)\n";
   CHECK(got == want);
 }
 

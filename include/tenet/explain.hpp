@@ -5,11 +5,15 @@
 //   - the prim graph the CPU backend runs (decompose_t<E, cpu_simd>), with the composites it runs
 //     natively marked,
 //   - the fully decomposed prim graph (decompose_t<E>, the reference every native composite is
-//     tested against), and op counts by group for each.
+//     tested against), and op counts by group for each;
+//   - the kernel plan (schedule/plan.hpp): the kernels the CPU runs, what each fused, bytes read and
+//     written, FLOPs, and the planned peak memory of intermediates.
+// tenet::plan(expr): that kernel plan as data (detail::kernel_plan).
 // tenet::to_dot(expr): the first two graphs for Graphviz (`dot -Tsvg`).
 #include <string>
 
 #include <tenet/debug/explain.hpp>
+#include <tenet/schedule/plan.hpp>
 
 namespace tenet {
 
@@ -28,7 +32,15 @@ std::string explain(const E& e) {
   out += "run natively by cpu_simd: ";
   if (cpu.native.empty()) out += "nothing";
   for (std::size_t i = 0; i < cpu.native.size(); ++i) out += (i ? ", " : "") + cpu.native[i];
-  return out + "\n";
+  out += "\nkernel plan for cpu_simd:\n";
+  return out + plan_cpu(e).text();
+}
+
+/// The kernel plan the CPU backend runs for e, as data: .kernels (kind, fused prims, bytes, FLOPs),
+/// .peak_bytes, .text().
+template <Expression E>
+detail::kernel_plan plan(const E& e) {
+  return detail::plan_cpu(e);
 }
 
 template <Expression E>

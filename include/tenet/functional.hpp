@@ -2,13 +2,16 @@
 #define TENET_PUBLIC_HEADER_INCLUDED 1
 // torch.nn.functional-style composites built from the ATen-level ops: linear algebra helpers
 // (linear, addmm, bmm, outer, dot), normalizations (layer_norm, rms_norm) and regression losses
-// (mse, l1, smooth_l1, huber). Each is a decomposition into prims; nothing here has a kernel.
+// (mse, l1, smooth_l1, huber). Each is a decomposition into prims; layer_norm and rms_norm are
+// composites the CPU also runs natively as one row kernel.
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <utility>
 #include <type_traits>
 
+#include <tenet/backend/cpu/norm.hpp>
+#include <tenet/backend/evaluate.hpp>
 #include <tenet/ops.hpp>
 
 namespace tenet {
@@ -69,31 +72,106 @@ auto with_trailing_dims(F&& f) {
 }
 }  // namespace detail
 
+namespace aten {
+/// layer_norm / rms_norm over the last K dims with an affine weight (and bias): composites the CPU
+/// runs natively as one row kernel (backend/cpu/norm.hpp); decompose() is the reference.
+template <std::size_t K, bool Rms>
+struct norm_last {
+  static constexpr bool is_prim = false;
+  static constexpr std::string_view name = Rms ? "rms_norm" : "layer_norm";
+  double eps = 1e-5;
+  template <class X, class... P>
+  using result_type = value_type_of<X>;
+  template <class X, class... P>
+  using result_shape = shape_of<X>;
+  /// The weight (and bias) must have exactly the normalized trailing sizes, as torch checks.
+  template <class X, class... P>
+  static auto sizes(const X& x, const P&... p) {
+    const auto xs = x.sizes();
+    constexpr std::size_t R = rank_of<X>;
+    auto check = [&](const auto& q, const char* what) {
+      const auto qs = q.sizes();
+      bool ok = true;
+      for (std::size_t i = 0; i < K; ++i) ok = ok && qs[i] == xs[R - K + i];
+      if (!ok)
+        throw shape_error(std::string("tenet: ") + std::string(name) + ": the " + what + " has sizes " +
+                          detail::sizes_text(qs) + ", expected the input's last " + std::to_string(K) +
+                          " sizes (input " + detail::sizes_text(xs) + ")");
+    };
+    const char* whats[] = {"weight", "bias"};
+    std::size_t i = 0;
+    (check(p, whats[i++]), ...);
+    return xs;
+  }
+  template <class X, class W, class... Bias>
+  auto decompose(const X& x0, const W& w, const Bias&... b) const {
+    using T = value_type_of<X>;
+    auto x = detail::share(x0);
+    return detail::with_trailing_dims<rank_of<X>, K>([&]<std::int64_t... D>() {
+      if constexpr (Rms) {
+        return x * rsqrt(mean<D...>(x * x, keepdim) + T(eps)) * w;
+      } else {
+        auto mu = detail::share(mean<D...>(x, keepdim));
+        auto centered = x - mu;
+        auto v = detail::share(mean<D...>(centered * centered, keepdim));
+        return centered * rsqrt(v + T(eps)) * w + (b + ...);
+      }
+    });
+  }
+  /// Writes the value of node e into out (contiguous, e's sizes): one row kernel.
+  template <class E, class Out>
+  static void run_on_cpu_into(const E& e, const Out& out) {
+    const auto x = detail::to_tensor(std::get<0>(e.children)).contiguous();
+    const auto w = detail::to_tensor(std::get<1>(e.children)).contiguous();
+    const std::int64_t L = w.numel();
+    const std::int64_t rows = L ? x.numel() / L : 0;
+    if constexpr (Rms) {
+      detail::cpu::run_norm_rows<true>(out.data(), x.data(), w.data(), static_cast<decltype(w.data())>(nullptr), rows, L,
+                                       e.op.eps);
+    } else {
+      const auto b = detail::to_tensor(std::get<2>(e.children)).contiguous();
+      detail::cpu::run_norm_rows<false>(out.data(), x.data(), w.data(), b.data(), rows, L, e.op.eps);
+    }
+  }
+};
+}  // namespace aten
+
+namespace detail {
+// The CPU runs the norms natively for float and double inputs whose weight (and bias) are of the
+// input's dtype.
+template <std::size_t K, bool Rms, class X, class... P>
+inline constexpr bool runs_natively<cpu_simd, aten::norm_last<K, Rms>, X, P...> =
+    (std::is_same_v<value_type_of<X>, float> || std::is_same_v<value_type_of<X>, double>) &&
+    (std::is_same_v<value_type_of<P>, value_type_of<X>> && ...);
+}  // namespace detail
+
 /// layer_norm(x, weight, bias, eps = 1e-5): normalizes over the last rank(weight) dims with the
 /// biased variance, then scales and shifts (torch.nn.functional.layer_norm with an affine).
 template <Expression X, Expression W, Expression B>
-auto layer_norm(const X& x0, const W& w, const B& b, double eps = 1e-5) {
+auto layer_norm(const X& x, const W& w, const B& b, double eps = 1e-5) {
   using T = value_type_of<X>;
   static_assert(is_floating_v<T>, "tenet: layer_norm needs a floating input");
-  auto x = detail::share(x0);
-  return detail::with_trailing_dims<rank_of<X>, rank_of<W>>([&]<std::int64_t... D>() {
-    auto mu = detail::share(mean<D...>(x, keepdim));
-    auto centered = x - mu;
-    auto v = detail::share(mean<D...>(centered * centered, keepdim));
-    return centered * rsqrt(v + T(eps)) * w + b;
-  });
+  constexpr std::size_t K = rank_of<W>;
+  static_assert(K >= 1 && K <= rank_of<X>, "tenet: layer_norm: the weight must cover 1..rank trailing dims of the input");
+  static_assert(rank_of<B> == K, "tenet: layer_norm: the bias must have the weight's rank");
+  aten::norm_last<K, false> op{eps};
+  using Ref = decltype(op.decompose(x, detail::cast_to<T>(w), detail::cast_to<T>(b)));  // static shape checks
+  (void)sizeof(Ref*);
+  return make_node(op, x, detail::cast_to<T>(w), detail::cast_to<T>(b));
 }
 /// rms_norm(x, weight, eps): x / sqrt(mean(x^2) + eps) * weight over the last rank(weight) dims
 /// (eps defaults to the dtype's epsilon, as torch.nn.functional.rms_norm).
 template <Expression X, Expression W>
-auto rms_norm(const X& x0, const W& w, double eps = -1.0) {
+auto rms_norm(const X& x, const W& w, double eps = -1.0) {
   using T = value_type_of<X>;
   static_assert(is_floating_v<T>, "tenet: rms_norm needs a floating input");
+  constexpr std::size_t K = rank_of<W>;
+  static_assert(K >= 1 && K <= rank_of<X>, "tenet: rms_norm: the weight must cover 1..rank trailing dims of the input");
   const double e = eps < 0 ? static_cast<double>(std::numeric_limits<T>::epsilon()) : eps;
-  auto x = detail::share(x0);
-  return detail::with_trailing_dims<rank_of<X>, rank_of<W>>([&]<std::int64_t... D>() {
-    return x * rsqrt(mean<D...>(x * x, keepdim) + T(e)) * w;
-  });
+  aten::norm_last<K, true> op{e};
+  using Ref = decltype(op.decompose(x, detail::cast_to<T>(w)));
+  (void)sizeof(Ref*);
+  return make_node(op, x, detail::cast_to<T>(w));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,14 +12,31 @@
 #include <string>
 #include <type_traits>
 
+#include <optional>
+
 #include <tenet/backend/cpu/elementwise.hpp>
+#include <tenet/backend/cpu/gemm_epilogue.hpp>
 #include <tenet/backend/cpu/matmul.hpp>
 #include <tenet/backend/cpu/reduce.hpp>
 #include <tenet/backend/cpu/softmax.hpp>
 #include <tenet/decomp/decompose.hpp>
 #include <tenet/ops.hpp>
+#include <tenet/schedule/cse.hpp>
+#include <tenet/schedule/fusion.hpp>
 
 namespace tenet::detail {
+
+/// Kernels the CPU evaluator has launched on this thread (pointwise loops, reductions, GEMMs,
+/// row kernels, ...; views are not kernels). Tests hold it against the kernel plan.
+inline std::int64_t& kernels_launched() {
+  thread_local std::int64_t n = 0;
+  return n;
+}
+/// Expressions evaluated on this thread (tenet::compile counts graph breaks with it).
+inline std::int64_t& evaluations() {
+  thread_local std::int64_t n = 0;
+  return n;
+}
 
 /// The CPU backend: xsimd kernels, OpenMP threads, Eigen GEMM.
 struct cpu_simd {
@@ -68,11 +85,83 @@ auto materialize(const E& e) {
     } else if constexpr (materializes_on_cpu<Op, E>) {
       return Op::materialize_on_cpu(e);
     } else {
-      result_tensor_t<E> out(e.sizes());
-      Op::run_on_cpu_into(e, out);
-      return out;
+      return cse_or<result_tensor_t<E>>(e, [&] {
+        result_tensor_t<E> out(e.sizes());
+        Op::run_on_cpu_into(e, out);
+        ++kernels_launched();
+        return out;
+      });
     }
   }
+}
+
+/// e's elementwise tree with its epilogue matmul replaced by `product` (a view of the output the
+/// GEMM writes) and every other non-elementwise child materialized.
+template <class E, class P>
+auto replace_epilogue_matmul(const E& e, const P& product) {
+  if constexpr (Node<E>) {
+    using Op = typename E::op_type;
+    if constexpr (std::is_same_v<Op, prim::matmul_>) {
+      return Tensor<value_type_of<E>, shape_of<E>>(product);
+    } else if constexpr (prim::is_elementwise_op<Op> && epilogue_matmul_count<E>() == 1) {
+      return std::apply([&](const auto&... c) { return make_node(e.op, replace_epilogue_matmul(c, product)...); },
+                        e.children);
+    } else {
+      return materialize(e);
+    }
+  } else {
+    return materialize(e);
+  }
+}
+
+/// Whether the elementwise tree e runs as one GEMM with e as its epilogue (see schedule/fusion.hpp):
+/// the matmul's value is not broadcast by the tree, and both dims of the product exceed 1 (a
+/// matrix-vector product takes Eigen's GEMV).
+template <class E>
+bool gemm_epilogue_applies(const E& e) {
+  if constexpr (gemm_epilogue_candidate<E>()) {
+    bool ok = false;
+    visit_epilogue_matmul(e, [&](const auto& mm) {
+      const auto ms = mm.sizes();
+      const auto es = e.sizes();
+      constexpr std::size_t R = rank_of<E>;
+      std::int64_t rows = 1;
+      for (std::size_t i = 0; i + 1 < R; ++i) rows *= ms[i];
+      ok = ms == es && rows > 1 && ms[R - 1] > 1;
+    });
+    return ok;
+  } else {
+    (void)e;
+    return false;
+  }
+}
+
+/// The GEMM-with-epilogue path of to_tensor (call only when gemm_epilogue_applies(e)).
+template <class E>
+result_tensor_t<E> run_gemm_with_epilogue(const E& e) {
+  using M = epilogue_matmul_t<E>;
+  using T = value_type_of<E>;
+  constexpr std::size_t R = rank_of<E>;
+  result_tensor_t<E> out(e.sizes());
+  visit_epilogue_matmul(e, [&](const M& mm) {
+    auto a0 = to_tensor(std::get<0>(mm.children));
+    const auto b = to_tensor(std::get<1>(mm.children));
+    constexpr std::size_t ra = decltype(a0)::rank;
+    // x[..., M, K] with a 2-D weight: the leading dims are rows of one GEMM
+    auto a = [&] {
+      if constexpr (ra == 2) return a0;
+      else return a0.is_contiguous() ? a0 : a0.contiguous();
+    }();
+    const std::int64_t K = a.sizes()[ra - 1];
+    const std::int64_t ars = ra == 2 ? a.strides()[0] : K, acs = ra == 2 ? a.strides()[1] : 1;
+    std::int64_t rows = 1;
+    for (std::size_t i = 0; i + 1 < R; ++i) rows *= out.sizes()[i];
+    const auto tree = replace_epilogue_matmul(e, out);
+    cpu::run_gemm_epilogue<T>(out, tree, K ? a.data() : nullptr, ars, acs, K ? b.data() : nullptr, b.strides()[0],
+                              b.strides()[1], rows, out.sizes()[R - 1], K);
+  });
+  ++kernels_launched();
+  return out;
 }
 
 template <class E>
@@ -80,6 +169,21 @@ auto to_tensor(const E& e) {
   if constexpr (TensorType<E>) {
     return e;
   } else {
+    if constexpr (Node<E>) {
+      if constexpr (prim::is_elementwise_op<typename E::op_type>) {
+        // an elementwise tree becomes one kernel: the GEMM's epilogue or a pointwise loop
+        return cse_or<result_tensor_t<E>>(e, [&] {
+          if constexpr (gemm_epilogue_candidate<E>()) {
+            if (gemm_epilogue_applies(e)) return run_gemm_with_epilogue(e);
+          }
+          auto m = materialize(e);
+          result_tensor_t<E> out(e.sizes());
+          cpu::run_pointwise(out, m);
+          ++kernels_launched();
+          return out;
+        });
+      }
+    }
     auto m = materialize(e);
     using M = decltype(m);
     if constexpr (TensorType<M>) {
@@ -87,6 +191,7 @@ auto to_tensor(const E& e) {
     } else {
       result_tensor_t<E> out(e.sizes());
       cpu::run_pointwise(out, m);
+      ++kernels_launched();
       return out;
     }
   }
@@ -128,8 +233,10 @@ void visit_leaves(const E& e, F&& f) {
 
 template <Expression E>
 auto evaluate(const E& e) {
+  ++evaluations();
   auto d = decompose<cpu_simd>(e);
   const shared_scope scope(d);
+  const cse_scope cse;
   using D = decltype(d);
   static_assert(is_closed<D, cpu_simd>(), "tenet: internal: the decomposition left an op that is neither a prim nor "
                                           "a composite the CPU backend runs");
@@ -139,7 +246,11 @@ auto evaluate(const E& e) {
       auto v = to_tensor(d);
       bool reads_input = false;
       visit_leaves(d, [&](const auto& leaf) { reads_input = reads_input || leaf.shares_storage(v); });
-      return result_tensor_t<E>(reads_input || !v.is_contiguous() ? v.clone() : v);
+      if (reads_input || !v.is_contiguous()) {
+        ++kernels_launched();  // the copy
+        return result_tensor_t<E>(v.clone());
+      }
+      return result_tensor_t<E>(v);
     }
   }
   return result_tensor_t<E>(to_tensor(d));
@@ -175,6 +286,7 @@ void assign(const Tensor<T, S>& dst, const E& e) {
                       sizes_text(dst.sizes()));
   auto d = decompose<cpu_simd>(cast_to<T>(e));
   const shared_scope scope(d);
+  const cse_scope cse;
   using D = decltype(d);
   if constexpr (Node<D> && shape_of<D>::rank == S::rank) {
     // a reduction, matmul or native composite at the root writes straight into a contiguous dst
@@ -182,6 +294,7 @@ void assign(const Tensor<T, S>& dst, const E& e) {
     if constexpr (!prim::is_elementwise_op<typename D::op_type> && !materializes_on_cpu<typename D::op_type, D>) {
       if (!aliased && dst.is_contiguous() && es == dst.sizes()) {
         D::op_type::run_on_cpu_into(d, dst);
+        ++kernels_launched();
         return;
       }
     }
@@ -194,6 +307,7 @@ void assign(const Tensor<T, S>& dst, const E& e) {
   } else {
     cpu::run_pointwise(dst, materialize(d));
   }
+  ++kernels_launched();
 }
 
 }  // namespace tenet::detail

@@ -98,16 +98,36 @@ struct storage {
   void* data = nullptr;
   std::size_t bytes = 0;
   device dev = cpu;
+  std::shared_ptr<void> owner;  // set for a block inside memory someone else owns (a planned arena)
 
   storage(std::size_t n, device d) : bytes(n), dev(d) {
     require_backend(d, "allocating a tensor");
     data = cpu_block_cache::instance().get(n);
   }
-  ~storage() { cpu_block_cache::instance().put(data, bytes); }
+  /// A view of n bytes at p inside memory that `own` keeps alive; never freed by this storage.
+  storage(void* p, std::size_t n, device d, std::shared_ptr<void> own) : data(p), bytes(n), dev(d), owner(std::move(own)) {}
+  ~storage() {
+    if (!owner) cpu_block_cache::instance().put(data, bytes);
+  }
   storage(const storage&) = delete;
   storage& operator=(const storage&) = delete;
 };
 
-inline std::shared_ptr<storage> allocate(std::size_t bytes, device d) { return std::make_shared<storage>(bytes, d); }
+/// A per-thread hook that may serve CPU allocations (tenet::compile's memory plan, compile.hpp):
+/// returns null to let the default allocator serve the request.
+struct allocation_hook {
+  virtual std::shared_ptr<storage> allocate(std::size_t bytes) = 0;
+  virtual ~allocation_hook() = default;
+};
+inline allocation_hook*& current_allocation_hook() {
+  thread_local allocation_hook* h = nullptr;
+  return h;
+}
+
+inline std::shared_ptr<storage> allocate(std::size_t bytes, device d) {
+  if (allocation_hook* h = current_allocation_hook(); h && d.is_cpu())
+    if (auto s = h->allocate(bytes)) return s;
+  return std::make_shared<storage>(bytes, d);
+}
 
 }  // namespace tenet::detail

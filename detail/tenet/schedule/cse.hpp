@@ -1,0 +1,110 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// Common subexpression elimination for one evaluation. Expression trees hold their children by
+// value, so `auto m = matmul(a, b); auto y = m + relu(m);` holds two copies of the matmul node.
+// Every kernel the evaluator would run is keyed by its subtree's structure: the node types, the op
+// parameters, the scalars and the identity of every input view (storage, offset, sizes, strides).
+// Within one evaluation a second kernel with the same key reuses the first one's value, so the same
+// `auto` used twice is computed once. Ops whose parameters cannot be compared byte for byte (a
+// double member, padding) are never merged: the key is only built where equality is exact.
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include <tenet/expr/concepts.hpp>
+#include <tenet/expr/node.hpp>
+#include <tenet/expr/shared.hpp>
+
+namespace tenet::detail {
+
+template <class E>
+const void* type_tag() {
+  static const char tag = 0;
+  return &tag;
+}
+
+template <class V>
+void append_bytes(std::string& k, const V& v) {
+  k.append(reinterpret_cast<const char*>(&v), sizeof(V));
+}
+
+/// Appends e's structural key to k; false when e holds something that cannot be compared exactly.
+template <class E>
+bool append_cse_key(std::string& k, const E& e) {
+  append_bytes(k, type_tag<E>());
+  if constexpr (SharedNode<E>) {
+    append_bytes(k, static_cast<const void*>(e.cache.get()));
+    return true;
+  } else if constexpr (ScalarLeaf<E>) {
+    if constexpr (std::has_unique_object_representations_v<decltype(e.value)>) {
+      append_bytes(k, e.value);
+      return true;
+    } else {
+      // floating scalars: equal bits are equal values for our purpose (0.0 and -0.0 differ, NaNs
+      // with equal bits merge, which is exact)
+      append_bytes(k, e.value);
+      return sizeof(e.value) == 4 || sizeof(e.value) == 8 || sizeof(e.value) == 2;
+    }
+  } else if constexpr (TensorType<E>) {
+    append_bytes(k, static_cast<const void*>(e.storage().get()));
+    append_bytes(k, e.offset());
+    for (auto s : e.sizes()) append_bytes(k, s);
+    for (auto s : e.strides()) append_bytes(k, s);
+    return true;
+  } else if constexpr (Node<E>) {
+    using Op = typename E::op_type;
+    if constexpr (std::is_empty_v<Op>) {
+    } else if constexpr (std::has_unique_object_representations_v<Op>) {
+      append_bytes(k, e.op);
+    } else {
+      return false;
+    }
+    return std::apply([&](const auto&... c) { return (append_cse_key(k, c) && ...); }, e.children);
+  } else {
+    return false;
+  }
+}
+
+template <class E>
+std::optional<std::string> cse_key(const E& e) {
+  std::string k;
+  if (!append_cse_key(k, e)) return std::nullopt;
+  return k;
+}
+
+/// The values computed so far in the current evaluation (null outside one).
+using cse_table = std::map<std::string, std::shared_ptr<void>>;
+inline cse_table*& current_cse_table() {
+  thread_local cse_table* t = nullptr;
+  return t;
+}
+
+/// One evaluation's CSE table (nested evaluations get their own).
+struct cse_scope {
+  cse_table table;
+  cse_table* previous;
+  cse_scope() : previous(current_cse_table()) { current_cse_table() = &table; }
+  ~cse_scope() { current_cse_table() = previous; }
+  cse_scope(const cse_scope&) = delete;
+  cse_scope& operator=(const cse_scope&) = delete;
+};
+
+/// compute() unless a kernel with e's key already ran in this evaluation; R is its Tensor type.
+template <class R, class E, class F>
+R cse_or(const E& e, F&& compute) {
+  cse_table* t = current_cse_table();
+  if (!t) return compute();
+  auto key = cse_key(e);
+  if (!key) return compute();
+  if (auto it = t->find(*key); it != t->end()) return *static_cast<const R*>(it->second.get());
+  R r = compute();
+  t->emplace(std::move(*key), std::make_shared<R>(r));
+  return r;
+}
+
+}  // namespace tenet::detail

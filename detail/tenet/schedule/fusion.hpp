@@ -1,0 +1,109 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// The scheduler's fusion rules, as predicates on expression types. The CPU evaluator
+// (backend/evaluate.hpp) and the kernel plan (schedule/plan.hpp) both decide with these, so what
+// explain() prints is what runs.
+//
+// After decomposition an expression is a tree of prims (plus the composites a backend runs
+// natively). Kernels are cut at every node that is not elementwise:
+//   - a maximal elementwise tree is ONE pointwise kernel (any number of inputs, broadcasts);
+//   - a reduction takes the elementwise tree below it as a fused prologue (it reads the tree's
+//     inputs, never a materialized intermediate);
+//   - a matmul whose consumers up to the kernel's root are all elementwise, and whose value is not
+//     broadcast by them, is ONE GEMM with an epilogue: the tree runs on each finished C tile while
+//     it is in cache (bias, activation, residual, scale), so linear+bias+gelu writes its output once;
+//   - a native composite (softmax / log_softmax over the last dim) is one row kernel;
+//   - view-like movement prims (reshape, permute, expand, slice, unfold) cost nothing: they are
+//     strided views; pad, gather, scatter, scan, sort, iota, random draws are one kernel each;
+//   - a shared value (`share()`) is one kernel, run once per evaluation however often it is read.
+#include <cstdint>
+#include <type_traits>
+
+#include <tenet/expr/concepts.hpp>
+#include <tenet/expr/node.hpp>
+#include <tenet/expr/shared.hpp>
+#include <tenet/prims/elementwise.hpp>
+#include <tenet/prims/reduce.hpp>
+
+namespace tenet::detail {
+
+/// Number of matmul nodes reachable from E through elementwise nodes only (not below a shared
+/// value or another kernel's boundary).
+template <class E>
+constexpr int epilogue_matmul_count() {
+  if constexpr (Node<E>) {
+    using Op = typename E::op_type;
+    if constexpr (std::is_same_v<Op, prim::matmul_>) {
+      return 1;
+    } else if constexpr (prim::is_elementwise_op<Op>) {
+      return []<class... C>(std::tuple<C...>*) { return (0 + ... + epilogue_matmul_count<C>()); }(
+          static_cast<decltype(std::declval<E>().children)*>(nullptr));
+    } else {
+      return 0;
+    }
+  } else {
+    return 0;
+  }
+}
+
+/// Calls f(mm) on the matmul node epilogue_matmul_count counts (E must have exactly one).
+template <class E, class F>
+void visit_epilogue_matmul(const E& e, F&& f) {
+  if constexpr (Node<E>) {
+    using Op = typename E::op_type;
+    if constexpr (std::is_same_v<Op, prim::matmul_>) {
+      f(e);
+    } else if constexpr (prim::is_elementwise_op<Op>) {
+      std::apply([&](const auto&... c) { (visit_epilogue_matmul(c, f), ...); }, e.children);
+    }
+  }
+}
+
+template <class... T>
+struct first_non_void {
+  using type = void;
+};
+template <class T0, class... T>
+struct first_non_void<T0, T...> {
+  using type = std::conditional_t<std::is_void_v<T0>, typename first_non_void<T...>::type, T0>;
+};
+
+/// The type of the matmul node below E's elementwise nodes (void when there is none).
+template <class E>
+struct find_epilogue_matmul {
+  using type = void;
+};
+template <class Op, class... C>
+struct find_epilogue_matmul<node<Op, C...>> {
+  using type = std::conditional_t<
+      std::is_same_v<Op, prim::matmul_>, node<Op, C...>,
+      std::conditional_t<prim::is_elementwise_op<Op>, typename first_non_void<typename find_epilogue_matmul<C>::type...>::type,
+                         void>>;
+};
+template <class E>
+using epilogue_matmul_t = typename find_epilogue_matmul<std::remove_cvref_t<E>>::type;
+
+/// True when E is an elementwise tree that the CPU runs as one GEMM with E as the epilogue: exactly
+/// one matmul below elementwise nodes, of E's dtype (float or double) and rank, with 2-D operands
+/// or a batch-free weight (x[..., M, K] @ w[K, N]: the leading dims become rows). Whether the
+/// matmul's value is broadcast by the tree is checked on the run-time sizes.
+template <class E>
+constexpr bool gemm_epilogue_candidate() {
+  if constexpr (!Node<E> || SharedNode<E>) {
+    return false;
+  } else if constexpr (!prim::is_elementwise_op<typename E::op_type>) {
+    return false;
+  } else if constexpr (epilogue_matmul_count<E>() != 1) {
+    return false;
+  } else {
+    using M = epilogue_matmul_t<E>;
+    using T = value_type_of<M>;
+    using A = std::tuple_element_t<0, decltype(std::declval<M>().children)>;
+    using B = std::tuple_element_t<1, decltype(std::declval<M>().children)>;
+    return (std::is_same_v<T, float> || std::is_same_v<T, double>) && std::is_same_v<T, value_type_of<E>> &&
+           rank_of<M> == rank_of<E> && rank_of<A> >= 2 && rank_of<B> == 2;
+  }
+}
+
+}  // namespace tenet::detail

@@ -1,0 +1,379 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// The kernel plan of an expression for the CPU backend: which kernels run, in which order, what
+// each one fused, the bytes it reads and writes, its FLOPs, and the memory plan of the
+// intermediates (each buffer lives from the kernel that writes it to the last kernel that reads
+// it; buffers whose lifetimes do not overlap share memory, and the plan reports the peak).
+//
+// The plan walks the decomposed expression with the same rules the evaluator cuts kernels by
+// (schedule/fusion.hpp; backend/evaluate.hpp's materialize / to_tensor), so the plan's kernel
+// count is the number of kernels the evaluator launches (tests hold one against the other with
+// detail::kernels_launched()). It reads only the expression's type and its leaves' sizes.
+//
+// FLOPs count 2·M·N·K per GEMM, one per element for every elementwise prim of a kernel, one per
+// input element for a reduction, and a few per element for row kernels (softmax: 4); bytes count
+// every distinct input of a kernel once at its own size (a broadcast operand is read at its size).
+#include <algorithm>
+#include <cstdio>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <tenet/backend/evaluate.hpp>
+#include <tenet/debug/explain.hpp>
+#include <tenet/schedule/cse.hpp>
+#include <tenet/schedule/fusion.hpp>
+#include <optional>
+
+namespace tenet::detail {
+
+template <class Op>
+inline constexpr bool is_reduce_op = false;
+template <class Kind, bool KeepDim, auto... Dims>
+inline constexpr bool is_reduce_op<prim::reduce_<Kind, KeepDim, Dims...>> = true;
+template <class Op>
+inline constexpr bool is_reshape_op = false;
+template <class S>
+inline constexpr bool is_reshape_op<prim::reshape_<S>> = true;
+
+struct planned_kernel {
+  std::string kind;                 // pointwise, reduction, gemm, gemm+epilogue, row, copy, or the prim's name
+  std::vector<std::string> fused;   // the prims (and native composites) the kernel computes
+  std::int64_t bytes_read = 0;
+  std::int64_t bytes_written = 0;
+  double flops = 0;
+  std::string output;               // dtype, shape and sizes of what it writes
+  std::vector<int> reads;           // buffers (intermediates) it reads
+  int writes = -1;                  // the buffer it writes
+};
+
+struct kernel_plan {
+  std::vector<planned_kernel> kernels;
+  std::vector<std::int64_t> buffer_bytes;  // per buffer written by a kernel
+  std::int64_t input_bytes = 0;            // distinct inputs (leaf tensors)
+  std::int64_t peak_bytes = 0;             // intermediates and result live at once, at the worst kernel
+  std::int64_t unplanned_bytes = 0;        // all buffers if none were reused
+  std::int64_t views = 0;                  // movement prims that cost no kernel
+  std::int64_t cse_hits = 0;               // kernels not run again: a common subexpression's value reused
+
+  int size() const { return static_cast<int>(kernels.size()); }
+  double flops() const {
+    double f = 0;
+    for (const auto& k : kernels) f += k.flops;
+    return f;
+  }
+  std::int64_t bytes() const {
+    std::int64_t b = 0;
+    for (const auto& k : kernels) b += k.bytes_read + k.bytes_written;
+    return b;
+  }
+  std::string text() const;
+};
+
+/// A value in the plan: an input (buffer -1) or an intermediate buffer, with the bytes a reader
+/// reads of it.
+struct plan_value {
+  int buffer = -1;
+  std::int64_t bytes = 0;
+  const void* input = nullptr;  // the storage an input reads (to count each input once)
+};
+
+/// What materialize() leaves: a value, or an elementwise tree of ops over values.
+struct plan_mat {
+  bool tree = false;
+  plan_value value;
+  std::vector<std::string> ops;
+  std::vector<plan_value> leaves;
+};
+
+struct plan_builder {
+  kernel_plan plan;
+  std::map<const void*, plan_value> shared;  // shared values already planned
+  std::map<std::string, bool> inputs_seen;
+  std::map<std::string, plan_value> cse;  // kernels already planned, by their CSE key (schedule/cse.hpp)
+  std::int64_t cse_hits = 0;
+
+  /// The value of a kernel already planned with e's key, if any.
+  template <class E>
+  std::optional<plan_value> reuse(const E& e, std::optional<std::string>& key) {
+    key = cse_key(e);
+    if (!key) return std::nullopt;
+    auto it = cse.find(*key);
+    if (it == cse.end()) return std::nullopt;
+    ++cse_hits;
+    ++plan.cse_hits;
+    return it->second;
+  }
+  plan_value remember(const std::optional<std::string>& key, plan_value v) {
+    if (key) cse.emplace(*key, v);
+    return v;
+  }
+
+  int add_kernel(planned_kernel k, const std::vector<plan_value>& reads, std::int64_t out_bytes) {
+    std::map<std::string, bool> seen;
+    for (const auto& v : reads) {
+      const std::string key = v.buffer >= 0 ? "b" + std::to_string(v.buffer) : "i" + std::to_string(reinterpret_cast<std::uintptr_t>(v.input));
+      const bool first = seen.emplace(key, true).second;
+      if (first) k.bytes_read += v.bytes;
+      if (first && v.buffer >= 0) k.reads.push_back(v.buffer);
+      if (v.buffer < 0 && inputs_seen.emplace(key, true).second) plan.input_bytes += v.bytes;
+    }
+    k.bytes_written = out_bytes;
+    k.writes = static_cast<int>(plan.buffer_bytes.size());
+    plan.buffer_bytes.push_back(out_bytes);
+    plan.kernels.push_back(std::move(k));
+    return plan.kernels.back().writes;
+  }
+};
+
+template <class E>
+std::int64_t numel_of(const E& e) {
+  std::int64_t n = 1;
+  for (auto s : e.sizes()) n *= s;
+  return n;
+}
+template <class E>
+std::int64_t value_bytes(const E& e) {
+  return numel_of(e) * static_cast<std::int64_t>(sizeof(value_type_of<E>));
+}
+
+template <class E>
+plan_value plan_to_tensor(const E& e, plan_builder& b);
+
+template <class E>
+plan_mat plan_materialize(const E& e, plan_builder& b) {
+  if constexpr (SharedNode<E>) {
+    const void* key = e.cache.get();
+    auto it = b.shared.find(key);
+    if (it == b.shared.end()) it = b.shared.emplace(key, plan_to_tensor(e.expr, b)).first;
+    return {false, it->second, {}, {}};
+  } else if constexpr (ScalarLeaf<E>) {
+    return {true, {}, {}, {}};
+  } else if constexpr (TensorType<E>) {
+    return {false, {-1, value_bytes(e), e.numel() ? static_cast<const void*>(e.data()) : nullptr}, {}, {}};
+  } else {
+    using Op = typename E::op_type;
+    if constexpr (prim::is_elementwise_op<Op>) {
+      plan_mat m{true, {}, {}, {}};
+      std::apply(
+          [&](const auto&... c) {
+            (
+                [&](plan_mat k) {
+                  if (k.tree) {
+                    m.ops.insert(m.ops.end(), k.ops.begin(), k.ops.end());
+                    m.leaves.insert(m.leaves.end(), k.leaves.begin(), k.leaves.end());
+                  } else {
+                    m.leaves.push_back(k.value);
+                  }
+                }(plan_materialize(c, b)),
+                ...);
+          },
+          e.children);
+      m.ops.push_back(op_label<Op>::text(e.op));
+      return m;
+    } else if constexpr (materializes_on_cpu<Op, E>) {
+      // a view of the child's value: no kernel, the same buffer
+      plan_value v = plan_to_tensor(std::get<0>(e.children), b);
+      ++b.plan.views;
+      v.bytes = value_bytes(e);
+      return {false, v, {}, {}};
+    } else {
+      std::optional<std::string> key;
+      if (auto v = b.reuse(e, key)) return {false, *v, {}, {}};
+      planned_kernel k;
+      std::vector<plan_value> reads;
+      const std::string label = op_label<Op>::text(e.op);
+      if constexpr (is_reduce_op<Op>) {
+        // the elementwise tree below is the reduction's prologue
+        plan_mat c = plan_materialize(std::get<0>(e.children), b);
+        if (c.tree) {
+          k.fused = c.ops;
+          reads = c.leaves;
+        } else {
+          reads.push_back(c.value);
+        }
+        k.kind = "reduction";
+        const std::int64_t in = numel_of(std::get<0>(e.children));
+        k.flops = static_cast<double>(in) * static_cast<double>(1 + k.fused.size());
+      } else {
+        std::apply([&](const auto&... c) { (reads.push_back(plan_to_tensor(c, b)), ...); }, e.children);
+        if constexpr (std::is_same_v<Op, prim::matmul_>) {
+          k.kind = "gemm";
+          const auto& a = std::get<0>(e.children);
+          const auto as = a.sizes();
+          const std::int64_t K = as[rank_of<decltype(a)> - 1];
+          k.flops = 2.0 * static_cast<double>(numel_of(e)) * static_cast<double>(K);
+        } else if constexpr (!Op::is_prim) {
+          k.kind = "row";
+          k.flops = 4.0 * static_cast<double>(numel_of(e));
+        } else {
+          k.kind = std::string(Op::name);
+        }
+      }
+      k.fused.push_back(label);
+      k.output = type_text(e);
+      return {false, b.remember(key, {b.add_kernel(std::move(k), reads, value_bytes(e)), value_bytes(e), nullptr}), {}, {}};
+    }
+  }
+}
+
+/// The elementwise tree of a GEMM epilogue: its ops and leaves, the matmul left out.
+template <class E>
+void plan_epilogue_tree(const E& e, plan_builder& b, plan_mat& m) {
+  if constexpr (Node<E>) {
+    using Op = typename E::op_type;
+    if constexpr (std::is_same_v<Op, prim::matmul_>) {
+      return;
+    } else if constexpr (prim::is_elementwise_op<Op> && epilogue_matmul_count<E>() == 1) {
+      std::apply([&](const auto&... c) { (plan_epilogue_tree(c, b, m), ...); }, e.children);
+      m.ops.push_back(op_label<Op>::text(e.op));
+      return;
+    }
+  }
+  plan_mat k = plan_materialize(e, b);
+  if (k.tree) {
+    m.ops.insert(m.ops.end(), k.ops.begin(), k.ops.end());
+    m.leaves.insert(m.leaves.end(), k.leaves.begin(), k.leaves.end());
+  } else {
+    m.leaves.push_back(k.value);
+  }
+}
+
+template <class E>
+plan_value plan_to_tensor(const E& e, plan_builder& b) {
+  if constexpr (TensorType<E>) {
+    return plan_materialize(e, b).value;
+  } else {
+    std::optional<std::string> key;
+    if constexpr (Node<E>) {
+      if constexpr (prim::is_elementwise_op<typename E::op_type>) {
+        if (auto v = b.reuse(e, key)) return *v;
+      }
+    }
+    if constexpr (gemm_epilogue_candidate<E>()) {
+      if (gemm_epilogue_applies(e)) {
+        planned_kernel k;
+        k.kind = "gemm+epilogue";
+        std::vector<plan_value> reads;
+        double mmflops = 0;
+        visit_epilogue_matmul(e, [&](const auto& mm) {
+          reads.push_back(plan_to_tensor(std::get<0>(mm.children), b));
+          reads.push_back(plan_to_tensor(std::get<1>(mm.children), b));
+          const auto as = std::get<0>(mm.children).sizes();
+          mmflops = 2.0 * static_cast<double>(numel_of(mm)) * static_cast<double>(as[as.size() - 1]);
+        });
+        plan_mat m;
+        plan_epilogue_tree(e, b, m);
+        k.fused.push_back("matmul");
+        k.fused.insert(k.fused.end(), m.ops.begin(), m.ops.end());
+        reads.insert(reads.end(), m.leaves.begin(), m.leaves.end());
+        k.flops = mmflops + static_cast<double>(m.ops.size()) * static_cast<double>(numel_of(e));
+        k.output = type_text(e);
+        return b.remember(key, {b.add_kernel(std::move(k), reads, value_bytes(e)), value_bytes(e), nullptr});
+      }
+    }
+    plan_mat m = plan_materialize(e, b);
+    if (!m.tree) return m.value;
+    planned_kernel k;
+    k.kind = "pointwise";
+    k.fused = m.ops;
+    k.flops = static_cast<double>(m.ops.size()) * static_cast<double>(numel_of(e));
+    k.output = type_text(e);
+    return b.remember(key, {b.add_kernel(std::move(k), m.leaves, value_bytes(e)), value_bytes(e), nullptr});
+  }
+}
+
+/// Buffers live from the kernel that writes them to the last kernel that reads them (the result
+/// to the end); peak = the largest sum of live buffers over the kernels.
+inline void plan_memory(kernel_plan& p, int result_buffer) {
+  const int nb = static_cast<int>(p.buffer_bytes.size());
+  std::vector<int> first(nb, 0), last(nb, 0);
+  for (int k = 0; k < p.size(); ++k) {
+    const auto& ker = p.kernels[k];
+    if (ker.writes >= 0) first[ker.writes] = last[ker.writes] = k;
+    for (int r : ker.reads) last[r] = std::max(last[r], k);
+  }
+  if (result_buffer >= 0) last[result_buffer] = p.size();
+  p.peak_bytes = 0;
+  p.unplanned_bytes = 0;
+  for (int i = 0; i < nb; ++i) p.unplanned_bytes += p.buffer_bytes[i];
+  for (int k = 0; k < p.size(); ++k) {
+    std::int64_t live = 0;
+    for (int i = 0; i < nb; ++i)
+      if (first[i] <= k && last[i] >= k) live += p.buffer_bytes[i];
+    p.peak_bytes = std::max(p.peak_bytes, live);
+  }
+}
+
+/// The kernel plan the CPU backend runs for e (what evaluate(e) / `Tensor t = e;` does).
+template <Expression E>
+kernel_plan plan_cpu(const E& e) {
+  auto d = decompose<cpu_simd>(e);
+  using D = decltype(d);
+  plan_builder b;
+  plan_value r = plan_to_tensor(d, b);
+  if constexpr (Node<D>) {
+    if constexpr (materializes_on_cpu<typename D::op_type, D>) {
+      // a root view: copied when it views an input (or is not contiguous; counted here when the
+      // view reorders: permute, expand, slice and unfold)
+      const bool reorders = !is_reshape_op<typename D::op_type>;
+      if (r.buffer < 0 || reorders) {
+        planned_kernel k;
+        k.kind = "copy";
+        k.fused.push_back(op_label<typename D::op_type>::text(d.op));
+        k.output = type_text(d);
+        r = {b.add_kernel(std::move(k), {r}, value_bytes(d)), value_bytes(d), nullptr};
+      }
+    }
+  }
+  if constexpr (TensorType<D>) {
+    // a bare input: the evaluator returns it as is
+  }
+  plan_memory(b.plan, r.buffer);
+  return b.plan;
+}
+
+inline std::string bytes_text(std::int64_t n) {
+  char buf[64];
+  if (n >= (std::int64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(n) / (1024.0 * 1024.0));
+  else if (n >= 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(n) / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(n));
+  return buf;
+}
+
+inline std::string flops_text(double f) {
+  char buf[64];
+  if (f >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GFLOP", f / 1e9);
+  else if (f >= 1e6) std::snprintf(buf, sizeof buf, "%.2f MFLOP", f / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.0f FLOP", f);
+  return buf;
+}
+
+inline std::string kernel_plan::text() const {
+  std::string s;
+  for (int i = 0; i < size(); ++i) {
+    const auto& k = kernels[i];
+    s += "  kernel " + std::to_string(i) + ": " + k.kind + " [";
+    for (std::size_t j = 0; j < k.fused.size(); ++j) s += (j ? ", " : "") + k.fused[j];
+    s += "] -> buf" + std::to_string(k.writes) + " " + k.output + "\n";
+    s += "    reads " + bytes_text(k.bytes_read);
+    if (!k.reads.empty()) {
+      s += " (";
+      for (std::size_t j = 0; j < k.reads.size(); ++j) s += (j ? ", " : "") + std::string("buf") + std::to_string(k.reads[j]);
+      s += ")";
+    }
+    s += ", writes " + bytes_text(k.bytes_written) + ", " + flops_text(k.flops) + "\n";
+  }
+  s += "  total: " + std::to_string(size()) + (size() == 1 ? " kernel, " : " kernels, ") + std::to_string(views) +
+       (views == 1 ? " view" : " views") + " (no copy), " + std::to_string(cse_hits) + " reused (CSE), " + bytes_text(bytes()) + " moved, " + flops_text(flops()) + "\n";
+  s += "  memory plan: inputs " + bytes_text(input_bytes) + "; intermediates and result peak " + bytes_text(peak_bytes) +
+       " (" + bytes_text(unplanned_bytes) + " without reuse)\n";
+  return s;
+}
+
+}  // namespace tenet::detail
