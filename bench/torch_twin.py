@@ -84,6 +84,20 @@ def workloads():
     n = 2048
     yield ("sgemm_2048", "GFLOP/s", lambda: (torch.randn(n, n), torch.randn(n, n)),
            lambda a, b: a @ b, 2.0 * n ** 3 / 1e9)
+    F = torch.nn.functional
+    rows, cols = 8192, 1024
+    yield ("layer_norm_8192x1024", "GB/s",
+           lambda: (torch.randn(rows, cols), torch.randn(cols), torch.randn(cols)),
+           lambda x, w, b: F.layer_norm(x, (cols,), w, b), 8.0 * rows * cols / 1e9)
+    n, d, h = 512, 1024, 4096
+    yield ("mlp_block_512x1024_h4096", "GFLOP/s",
+           lambda: (torch.randn(n, d), torch.randn(h, d) * 0.03, torch.randn(h), torch.randn(d, h) * 0.015,
+                    torch.randn(d)),
+           lambda x, w1, b1, w2, b2: x + F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2), 4.0 * n * d * h / 1e9)
+    n = 2048
+    yield ("linear_bias_gelu_2048", "GFLOP/s",
+           lambda: (torch.randn(n, n), torch.randn(n, n) * 0.02, torch.randn(n)),
+           lambda x, w, b: F.gelu(F.linear(x, w, b)), 2.0 * n ** 3 / 1e9)
     params = resnet_stage1_params()
     yield ("resnet18_stage1_b8", "img/s", lambda: (resnet_param(0, 1.0, 0.0, 8, 3, 224, 224),),
            lambda x: resnet_stage1(x, params), 8.0)

@@ -3,10 +3,14 @@
 // case in opinfo.txt (tests/reference/gen_opinfo.py): the edge values, a non-contiguous input, a
 // broadcast (binary ops), an empty and a size-1 input, all with dyn dims. It checks the result
 // dtype against PyTorch's, the values (NaN for NaN, infinities exactly, the sign of a zero result
-// on the edge sample) and that the op's decomposition holds only prims.
+// on the edge sample) and that the op's decomposition holds only prims. Every sample also runs
+// through tenet::compile (reduce_overhead: the memory-planned path, called twice) and must give
+// the eager result bit for bit.
 #include <cmath>
+#include <cstring>
 #include <string>
 
+#include <tenet/compile.hpp>
 #include <tenet/prims/prim_list.hpp>
 
 #include "reference.hpp"
@@ -73,6 +77,20 @@ void check_sample(const std::string& case_name, const char* sample, const mat<R>
   }
 }
 
+/// The compiled function's result equals the eager one bit for bit (NaN payloads included).
+template <class R, class F, class... X>
+void check_compiled(F f, const mat<R>& eager, const X&... x) {
+  auto cf = tenet::compile(f, {.mode = tenet::compile_mode::reduce_overhead});
+  for (int call = 0; call < 2; ++call) {
+    const mat<R> y = cf(x...);
+    REQUIRE(y.sizes() == eager.sizes());
+    const auto a = y.contiguous();
+    const auto b = eager.contiguous();
+    INFO("compiled call " << call);
+    CHECK(std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.numel()) * sizeof(R)) == 0);
+  }
+}
+
 template <class E>
 void check_prims_only() {
   static_assert(tenet::detail::holds_only_listed_prims<tenet::decompose_t<E>>(),
@@ -90,6 +108,7 @@ void unary(const std::string& op, F f, tol t = {}) {
     INFO("sample " << out);
     const mat<R> y = f(x);
     check_sample<R>(name, out, y, c.at(out), t, signs);
+    check_compiled<R>(f, y, x);
   };
   run(make<T, tenet::shape<dyn, dyn>>(c.at("x_edge")), "out_edge", true);
   run(make<T, tenet::shape<dyn, dyn>>(c.at("x_nc")).template transpose<0, 1>(), "out_nc", false);
@@ -108,6 +127,7 @@ void binary(const std::string& op, F f, tol t = {}) {
     INFO("sample " << out);
     const mat<R> y = f(a, b);
     check_sample<R>(name, out, y, c.at(out), t, signs);
+    check_compiled<R>(f, y, a, b);
   };
   auto m = [&](const char* k) { return make<T, tenet::shape<dyn, dyn>>(c.at(k)); };
   // torch's maximum/minimum give either operand on a 0.0 / -0.0 tie depending on the kernel it
