@@ -89,6 +89,28 @@ TEST_CASE("softmax, log_softmax, layer_norm and rms_norm are one row kernel", "[
   auto rn = rms_norm(x, w);
   CHECK(plan(rn).size() == 1);
   CHECK(launched(rn) == 1);
+  // a pointwise producer runs inside the row kernel: softmax(x * s), layer_norm(x + residual), and
+  // a transposed (non-contiguous) input, without a copy
+  M2 r = randn<float, dyn_shape<2>>(37, 300);
+  auto sm = softmax<-1>(x * 0.5f + 1.0f);
+  const auto ps = plan(sm);
+  REQUIRE(ps.size() == 1);
+  CHECK(ps.kernels[0].fused == std::vector<std::string>{"mul", "add", "softmax<-1>"});
+  CHECK(launched(sm) == 1);
+  CHECK(max_abs_diff(eval(sm), reference(sm)) < 1e-6);
+  auto lsm = log_softmax<-1>(x.transpose(0, 1));
+  CHECK(launched(lsm) == 1);
+  CHECK(max_abs_diff(eval(lsm), reference(lsm)) < 1e-5);
+  auto lnr = layer_norm(x + r, w, b);
+  const auto pl = plan(lnr);
+  REQUIRE(pl.size() == 1);
+  CHECK(pl.kernels[0].fused == std::vector<std::string>{"add", "layer_norm"});
+  CHECK(pl.kernels[0].bytes_read == (2 * 37 * 300 + 2 * 300) * 4);
+  CHECK(launched(lnr) == 1);
+  CHECK(max_abs_diff(eval(lnr), reference(lnr)) < 1e-5);
+  auto rnr = rms_norm(x * r, w);
+  CHECK(launched(rnr) == 1);
+  CHECK(max_abs_diff(eval(rnr), reference(rnr)) < 1e-5);
 
   // the native row kernels against their decompositions (float and double, a 3-D input with two
   // normalized dims, a non-contiguous input)

@@ -118,19 +118,25 @@ struct norm_last {
       }
     });
   }
-  /// Writes the value of node e into out (contiguous, e's sizes): one row kernel.
+  /// Writes the value of node e into out (contiguous, e's sizes): one row kernel; a pointwise
+  /// producer of x (a residual add) is fused into it.
+  static constexpr bool fuses_prologue = true;
   template <class E, class Out>
   static void run_on_cpu_into(const E& e, const Out& out) {
-    const auto x = detail::to_tensor(std::get<0>(e.children)).contiguous();
+    using T = value_type_of<E>;
     const auto w = detail::to_tensor(std::get<1>(e.children)).contiguous();
     const std::int64_t L = w.numel();
-    const std::int64_t rows = L ? x.numel() / L : 0;
+    const T* wp = w.data();
+    const double eps = e.op.eps;
     if constexpr (Rms) {
-      detail::cpu::run_norm_rows<true>(out.data(), x.data(), w.data(), static_cast<decltype(w.data())>(nullptr), rows, L,
-                                       e.op.eps);
+      detail::cpu::run_rows(out, detail::materialize(std::get<0>(e.children)), L, [&](const T* a, T* y) {
+        detail::cpu::norm_row<true>(a, y, wp, static_cast<const T*>(nullptr), L, eps);
+      });
     } else {
       const auto b = detail::to_tensor(std::get<2>(e.children)).contiguous();
-      detail::cpu::run_norm_rows<false>(out.data(), x.data(), w.data(), b.data(), rows, L, e.op.eps);
+      const T* bp = b.data();
+      detail::cpu::run_rows(out, detail::materialize(std::get<0>(e.children)), L,
+                            [&](const T* a, T* y) { detail::cpu::norm_row<false>(a, y, wp, bp, L, eps); });
     }
   }
 };

@@ -712,6 +712,7 @@ template <std::int64_t D>
 struct softmax : same_as_input {
   static constexpr std::string_view name = "softmax";
   static constexpr std::int64_t dim = D;
+  static constexpr bool fuses_prologue = true;  // the CPU row kernel evaluates a pointwise producer per row
   /// Writes the value of node e into out (contiguous, e's sizes). Defined in backend/evaluate.hpp.
   template <class E, class Out>
   static void run_on_cpu_into(const E& e, const Out& out);
@@ -726,6 +727,7 @@ template <std::int64_t D>
 struct log_softmax : same_as_input {
   static constexpr std::string_view name = "log_softmax";
   static constexpr std::int64_t dim = D;
+  static constexpr bool fuses_prologue = true;  // the CPU row kernel evaluates a pointwise producer per row
   /// Writes the value of node e into out (contiguous, e's sizes). Defined in backend/evaluate.hpp.
   template <class E, class Out>
   static void run_on_cpu_into(const E& e, const Out& out);

@@ -18,6 +18,7 @@
 #include <tenet/backend/cpu/gemm_epilogue.hpp>
 #include <tenet/backend/cpu/matmul.hpp>
 #include <tenet/backend/cpu/reduce.hpp>
+#include <tenet/backend/cpu/rows.hpp>
 #include <tenet/backend/cpu/softmax.hpp>
 #include <tenet/decomp/decompose.hpp>
 #include <tenet/ops.hpp>
@@ -359,11 +360,17 @@ namespace tenet::aten {
 template <std::int64_t D>
 template <class E, class Out>
 void softmax<D>::run_on_cpu_into(const E& e, const Out& out) {
-  detail::cpu::run_softmax_last<false>(out, detail::to_tensor(std::get<0>(e.children)).contiguous());
+  using T = value_type_of<E>;
+  const std::int64_t L = rank_of<E> == 0 ? 1 : out.sizes()[rank_of<E> == 0 ? 0 : rank_of<E> - 1];
+  detail::cpu::run_rows(out, detail::materialize(std::get<0>(e.children)), L,
+                        [L](const T* a, T* y) { detail::cpu::softmax_row<false>(a, y, L); });
 }
 template <std::int64_t D>
 template <class E, class Out>
 void log_softmax<D>::run_on_cpu_into(const E& e, const Out& out) {
-  detail::cpu::run_softmax_last<true>(out, detail::to_tensor(std::get<0>(e.children)).contiguous());
+  using T = value_type_of<E>;
+  const std::int64_t L = rank_of<E> == 0 ? 1 : out.sizes()[rank_of<E> == 0 ? 0 : rank_of<E> - 1];
+  detail::cpu::run_rows(out, detail::materialize(std::get<0>(e.children)), L,
+                        [L](const T* a, T* y) { detail::cpu::softmax_row<true>(a, y, L); });
 }
 }  // namespace tenet::aten

@@ -28,6 +28,11 @@
 
 namespace tenet::detail {
 
+/// A native row composite (softmax, log_softmax, layer_norm, rms_norm) that evaluates the
+/// elementwise producer of its first operand inside its row kernel.
+template <class Op>
+concept fuses_prologue = requires { requires Op::fuses_prologue; };
+
 /// Number of matmul nodes reachable from E through elementwise nodes only (not below a shared
 /// value or another kernel's boundary).
 template <class E>

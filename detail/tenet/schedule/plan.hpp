@@ -12,7 +12,8 @@
 // detail::kernels_launched()). It reads only the expression's type and its leaves' sizes.
 //
 // FLOPs count 2·M·N·K per GEMM, one per element for every elementwise prim of a kernel, one per
-// input element for a reduction, and a few per element for row kernels (softmax: 4); bytes count
+// input element for a reduction, and 4 per element for row kernels (plus their fused producer's
+// prims, one each; no FLOPs are counted for conv2d or max_pool2d); bytes count
 // every distinct input of a kernel once at its own size (a broadcast operand is read at its size).
 #include <algorithm>
 #include <cstdio>
@@ -197,6 +198,22 @@ plan_mat plan_materialize(const E& e, plan_builder& b) {
         k.kind = "reduction";
         const std::int64_t in = numel_of(std::get<0>(e.children));
         k.flops = static_cast<double>(in) * static_cast<double>(1 + k.fused.size());
+      } else if constexpr (fuses_prologue<Op>) {
+        // a row kernel: the elementwise producer of its first operand runs inside it
+        std::apply(
+            [&](const auto& c0, const auto&... rest) {
+              plan_mat c = plan_materialize(c0, b);
+              if (c.tree) {
+                k.fused = c.ops;
+                reads = c.leaves;
+              } else {
+                reads.push_back(c.value);
+              }
+              (reads.push_back(plan_to_tensor(rest, b)), ...);
+            },
+            e.children);
+        k.kind = "row";
+        k.flops = 4.0 * static_cast<double>(numel_of(e)) + static_cast<double>(k.fused.size() * numel_of(e));
       } else {
         std::apply([&](const auto&... c) { (reads.push_back(plan_to_tensor(c, b)), ...); }, e.children);
         if constexpr (std::is_same_v<Op, prim::matmul_>) {
@@ -205,11 +222,8 @@ plan_mat plan_materialize(const E& e, plan_builder& b) {
           const auto as = a.sizes();
           const std::int64_t K = as[rank_of<decltype(a)> - 1];
           k.flops = 2.0 * static_cast<double>(numel_of(e)) * static_cast<double>(K);
-        } else if constexpr (!Op::is_prim) {
-          k.kind = "row";
-          k.flops = 4.0 * static_cast<double>(numel_of(e));
         } else {
-          k.kind = std::string(Op::name);
+          k.kind = std::string(Op::name);  // a prim's own kernel, or a native composite (conv2d, max_pool2d)
         }
       }
       k.fused.push_back(label);

@@ -6,74 +6,62 @@
 // One row at a time, while it stays in cache: pass 1 sums the row, pass 2 sums the squared
 // deviations from the mean (two passes, as the decomposition: no cancellation of E[x^2] - E[x]^2),
 // pass 3 writes (x - mean) * rsqrt(var + eps) * w + b. A row of 1024 floats is 4 KiB, so passes 2
-// and 3 read L1; the input is read from memory once and the output written once.
+// and 3 read L1; the input is read from memory once and the output written once. The rows come
+// from backend/cpu/rows.hpp (a pointwise producer such as a residual add is fused).
 #include <cmath>
 #include <cstdint>
 
 #include <xsimd/xsimd.hpp>
 
-#include <omp.h>
-
 #include <tenet/backend/cpu/simd.hpp>
 
 namespace tenet::detail::cpu {
 
-/// out[r, :] = norm(x[r, :]) * w (+ b) for rows r of length L; all contiguous. Rms: no mean, no b
-/// (b may be null for layer_norm without a bias).
+/// One row: y[0, L) = norm(a[0, L)) * w (+ b). Rms: no mean, no b (b may be null for layer_norm
+/// without a bias). y may be a (in place): the last pass reads and writes the same index.
 template <bool Rms, class T>
-void run_norm_rows(T* out, const T* x, const T* w, const T* b, std::int64_t rows, std::int64_t L, double eps) {
-  if (rows == 0 || L == 0) return;
+void norm_row(const T* a, T* y, const T* w, const T* b, std::int64_t L, double eps) {
   using B = xsimd::batch<T>;
   constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
   const T inv_n = T(1) / static_cast<T>(L);
-  auto row = [&](std::int64_t r) {
-    const T* a = x + r * L;
-    T* y = out + r * L;
-    T mean = T(0);
-    std::int64_t i = 0;
-    if constexpr (!Rms) {
-      B s0(T(0)), s1(T(0));
-      for (; i + 2 * W <= L; i += 2 * W) {
-        s0 += B::load_unaligned(a + i);
-        s1 += B::load_unaligned(a + i + W);
-      }
-      for (; i + W <= L; i += W) s0 += B::load_unaligned(a + i);
-      T s = hsum(s0 + s1);
-      for (; i < L; ++i) s += a[i];
-      mean = s * inv_n;
-    }
-    const B bm(mean);
-    B q0(T(0)), q1(T(0));
-    i = 0;
+  T mean = T(0);
+  std::int64_t i = 0;
+  if constexpr (!Rms) {
+    B s0(T(0)), s1(T(0));
     for (; i + 2 * W <= L; i += 2 * W) {
-      const B d0 = B::load_unaligned(a + i) - bm, d1 = B::load_unaligned(a + i + W) - bm;
-      q0 = xsimd::fma(d0, d0, q0);
-      q1 = xsimd::fma(d1, d1, q1);
+      s0 += B::load_unaligned(a + i);
+      s1 += B::load_unaligned(a + i + W);
     }
-    for (; i + W <= L; i += W) {
-      const B d = B::load_unaligned(a + i) - bm;
-      q0 = xsimd::fma(d, d, q0);
-    }
-    T q = hsum(q0 + q1);
-    for (; i < L; ++i) q += (a[i] - mean) * (a[i] - mean);
-    const T rstd = T(1) / std::sqrt(q * inv_n + static_cast<T>(eps));
-    const B br(rstd);
-    i = 0;
-    if (b) {
-      for (; i + W <= L; i += W)
-        xsimd::fma((B::load_unaligned(a + i) - bm) * br, B::load_unaligned(w + i), B::load_unaligned(b + i))
-            .store_unaligned(y + i);
-      for (; i < L; ++i) y[i] = (a[i] - mean) * rstd * w[i] + b[i];
-    } else {
-      for (; i + W <= L; i += W) (((B::load_unaligned(a + i) - bm) * br) * B::load_unaligned(w + i)).store_unaligned(y + i);
-      for (; i < L; ++i) y[i] = (a[i] - mean) * rstd * w[i];
-    }
-  };
-  if (rows > 1 && rows * L >= 32768) {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) row(r);
+    for (; i + W <= L; i += W) s0 += B::load_unaligned(a + i);
+    T s = hsum(s0 + s1);
+    for (; i < L; ++i) s += a[i];
+    mean = s * inv_n;
+  }
+  const B bm(mean);
+  B q0(T(0)), q1(T(0));
+  i = 0;
+  for (; i + 2 * W <= L; i += 2 * W) {
+    const B d0 = B::load_unaligned(a + i) - bm, d1 = B::load_unaligned(a + i + W) - bm;
+    q0 = xsimd::fma(d0, d0, q0);
+    q1 = xsimd::fma(d1, d1, q1);
+  }
+  for (; i + W <= L; i += W) {
+    const B d = B::load_unaligned(a + i) - bm;
+    q0 = xsimd::fma(d, d, q0);
+  }
+  T q = hsum(q0 + q1);
+  for (; i < L; ++i) q += (a[i] - mean) * (a[i] - mean);
+  const T rstd = T(1) / std::sqrt(q * inv_n + static_cast<T>(eps));
+  const B br(rstd);
+  i = 0;
+  if (b) {
+    for (; i + W <= L; i += W)
+      xsimd::fma((B::load_unaligned(a + i) - bm) * br, B::load_unaligned(w + i), B::load_unaligned(b + i))
+          .store_unaligned(y + i);
+    for (; i < L; ++i) y[i] = (a[i] - mean) * rstd * w[i] + b[i];
   } else {
-    for (std::int64_t r = 0; r < rows; ++r) row(r);
+    for (; i + W <= L; i += W) (((B::load_unaligned(a + i) - bm) * br) * B::load_unaligned(w + i)).store_unaligned(y + i);
+    for (; i < L; ++i) y[i] = (a[i] - mean) * rstd * w[i];
   }
 }
 
