@@ -187,7 +187,6 @@ template <std::size_t NB, std::size_t RX>
 std::int64_t batch_stride(const sizes_t<NB>& bat, const sizes_t<RX>& xs, const sizes_t<RX>& xst) {
   constexpr std::size_t xb = RX - 2;
   std::int64_t stride = -2;  // unknown
-  std::int64_t expect_next = 0;
   // walk batch dims from the innermost; stride of index b must be b * s
   std::int64_t span = 1;  // product of the batch sizes inside
   for (std::size_t i = NB; i-- > 0;) {
@@ -203,7 +202,6 @@ std::int64_t batch_stride(const sizes_t<NB>& bat, const sizes_t<RX>& xs, const s
     } else if (st != stride * span) {
       return -1;
     }
-    (void)expect_next;
     span *= bat[i];
   }
   return stride == -2 ? 0 : stride;

@@ -70,7 +70,7 @@ __device__ TENET_INLINE A shfl_down(A v, int o) {
 /// The combination of every thread's v in the block (valid in thread 0).
 template <class Kind, class A>
 __device__ A block_reduce(A v, A init) {
-  __shared__ unsigned char raw[32 * sizeof(A)];
+  __shared__ alignas(16) unsigned char raw[32 * sizeof(A)];
   A* smem = reinterpret_cast<A*>(raw);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
