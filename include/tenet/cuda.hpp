@@ -12,7 +12,7 @@
 // See docs/cuda.md.
 #if !defined(__CUDACC__)
 #error "tenet/cuda.hpp needs nvcc: compile this file as CUDA (a .cu file, or set_source_files_properties(<file> PROPERTIES LANGUAGE CUDA)) and configure tenet with -DTENET_CUDA=ON"
-#endif
+#else
 
 #include <array>
 #include <cstdint>
@@ -198,3 +198,5 @@ auto cuda::linear(const X& x, const W& w, const B& bias, activation act) {
 }
 
 }  // namespace tenet
+
+#endif  // __CUDACC__

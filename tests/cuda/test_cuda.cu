@@ -54,6 +54,8 @@ TEST_CASE("cuda: copies host <-> device keep the values; views are copied contig
   auto dt = xt.to(tenet::cuda(0));
   CHECK(dt.sizes() == xt.sizes());
   check_close(dt, F2(xt.contiguous()), 0, 0);
+  // printing copies to the host and names the device, as PyTorch does
+  CHECK(to_string(d.slice<0>(0, 1)).find("device='cuda:0'") != std::string::npos);
   // the device copy of a device tensor is itself; to(cpu) of a cpu tensor too
   CHECK(d.to(tenet::cuda(0)).shares_storage(d));
   CHECK(x.cpu().shares_storage(x));
@@ -93,6 +95,13 @@ TEST_CASE("cuda: one fused pointwise kernel, contiguous, broadcast and strided")
     B2 ref = gelu(xb * bfloat16(1.5f) + bfloat16(0.25f));
     B2 got = gelu(dxb * bfloat16(1.5f) + bfloat16(0.25f));
     check_close(got, ref, 1e-2, 1e-2);
+  }
+  SECTION("float16: device conversions round as the host's") {
+    Tensor<float16, dyn_shape<2>> xh = x.to<float16>();
+    auto dxh = xh.to(tenet::cuda(0));
+    Tensor<float16, dyn_shape<2>> ref = xh * xh - float16(0.5f);
+    Tensor<float16, dyn_shape<2>> got = dxh * dxh - float16(0.5f);
+    check_close(got, ref, 0, 0);
   }
   SECTION("double") {
     Tensor<double, dyn_shape<2>> xd = x.to<double>();

@@ -39,13 +39,21 @@ struct reduce_layout {
   std::int64_t chunk;            // reduced elements per split part
 };
 
+/// The kept part of the index of output o (once per output).
 template <std::size_t R>
-__device__ TENET_INLINE void reduce_index(const reduce_layout<R>& L, std::int64_t o, std::int64_t r,
-                                          std::int64_t* idx) {
+__device__ TENET_INLINE void kept_index(const reduce_layout<R>& L, std::int64_t o, std::int64_t* idx) {
   for (int d = L.nk - 1; d >= 0; --d) {
     const std::int64_t q = o / L.ksz[d];
     idx[d] = o - q * L.ksz[d];
     o = q;
+  }
+}
+/// The reduced part of the index of reduced element r (no division when one reduced dim is left).
+template <std::size_t R>
+__device__ TENET_INLINE void reduced_index(const reduce_layout<R>& L, std::int64_t r, std::int64_t* idx) {
+  if (L.nr == 1) {
+    idx[L.nk] = r;
+    return;
   }
   for (int d = L.nr - 1; d >= 0; --d) {
     const std::int64_t q = r / L.rsz[d];
@@ -96,8 +104,9 @@ __global__ void reduce_rows_kernel(Dst* __restrict__ dst, Tree tree, reduce_layo
   for (std::int64_t o = blockIdx.x; o < L.outputs; o += gridDim.x) {
     A acc = init;
     std::int64_t idx[R];
+    kept_index(L, o, idx);
     for (std::int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x) {
-      reduce_index(L, o, r, idx);
+      reduced_index(L, r, idx);
       acc = Kind::combine(acc, static_cast<A>(tree.at(idx, L.nk + L.nr)));
     }
     acc = block_reduce<Kind>(acc, init);
@@ -114,8 +123,9 @@ __global__ void reduce_cols_kernel(Dst* __restrict__ dst, Tree tree, reduce_layo
   for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < L.outputs; o += step) {
     A acc = init;
     std::int64_t idx[R];
+    kept_index(L, o, idx);
     for (std::int64_t r = r0; r < r1; ++r) {
-      reduce_index(L, o, r, idx);
+      reduced_index(L, r, idx);
       acc = Kind::combine(acc, static_cast<A>(tree.at(idx, L.nk + L.nr)));
     }
     dst[o * gridDim.y + blockIdx.y] = static_cast<Dst>(acc);
