@@ -12,7 +12,9 @@
 // fp16/bf16 accumulate in fp32; fp64 in fp64. Batched products with one stride per operand
 // use cuBLASLt's strided batch; a broadcast pattern that one stride cannot express runs one call
 // per batch index.
+#include <array>
 #include <atomic>
+#include <map>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -89,6 +91,35 @@ inline constexpr bool lt_supported = std::is_same_v<T, float> || std::is_same_v<
 
 enum class epilogue { none, bias, bias_relu, bias_gelu_tanh };
 
+/// Every parameter that decides cuBLASLt's algorithm choice.
+struct algo_key {
+  std::array<std::int64_t, 20> v;
+  bool operator<(const algo_key& o) const { return v < o.v; }
+};
+class lt_algo_cache {
+ public:
+  bool find(const algo_key& k, cublasLtMatmulAlgo_t& out) const {
+    std::lock_guard<std::mutex> lock(m_);
+    auto it = map_.find(k);
+    if (it == map_.end()) return false;
+    out = it->second;
+    return true;
+  }
+  void put(const algo_key& k, const cublasLtMatmulAlgo_t& a) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (map_.size() > 4096) map_.clear();  // a bound for programs with ever-changing shapes
+    map_[k] = a;
+  }
+
+ private:
+  mutable std::mutex m_;
+  std::map<algo_key, cublasLtMatmulAlgo_t> map_;
+};
+inline lt_algo_cache& algo_cache() {
+  static lt_algo_cache* c = new lt_algo_cache;
+  return *c;
+}
+
 /// One column-major operand as cuBLASLt reads it: op(X) is rows x cols.
 struct lt_operand {
   const void* p;
@@ -155,15 +186,29 @@ void lt_matmul(int dev, std::int64_t m, std::int64_t n, std::int64_t k, const lt
   const std::uint64_t ws = ctx.workspace_bytes;
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
            "MAX_WORKSPACE_BYTES");
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  check_lt(cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc, la, lb, ld, ld, pref, 1, &result, &found),
-           "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0)
-    throw device_error("tenet: cuBLASLt has no algorithm for this matmul (m=" + std::to_string(m) + ", n=" +
-                       std::to_string(n) + ", k=" + std::to_string(k) + ", batch=" + std::to_string(batch) + ")");
+  // the heuristic's choice is kept per problem (it costs tens of microseconds per query); the
+  // pointers' alignment is part of the key because cuBLASLt's choice may depend on it
+  auto align = [](const void* p) {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    return static_cast<std::int64_t>(a % 256 == 0 ? 256 : a % 16 == 0 ? 16 : a % 8 == 0 ? 8 : a % 4 == 0 ? 4 : 2);
+  };
+  const algo_key key{{static_cast<std::int64_t>(L::data), static_cast<std::int64_t>(L::compute()), dev, m, n, k,
+                      A.trans, B.trans, A.ld, B.ld, ldd, A.stride, B.stride, stride_d, batch,
+                      static_cast<std::int64_t>(ep), align(A.p), align(B.p), align(D), align(bias)}};
+  cublasLtMatmulAlgo_t algo{};
+  if (!algo_cache().find(key, algo)) {
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    check_lt(cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc, la, lb, ld, ld, pref, 1, &result, &found),
+             "cublasLtMatmulAlgoGetHeuristic");
+    if (found == 0)
+      throw device_error("tenet: cuBLASLt has no algorithm for this matmul (m=" + std::to_string(m) + ", n=" +
+                         std::to_string(n) + ", k=" + std::to_string(k) + ", batch=" + std::to_string(batch) + ")");
+    algo = result.algo;
+    algo_cache().put(key, algo);
+  }
   const typename L::scale_t alpha = 1, beta = 0;
-  check_lt(cublasLtMatmul(ctx.handle, desc, &alpha, A.p, la, B.p, lb, &beta, D, ld, D, ld, &result.algo, ctx.workspace,
+  check_lt(cublasLtMatmul(ctx.handle, desc, &alpha, A.p, la, B.p, lb, &beta, D, ld, D, ld, &algo, ctx.workspace,
                           ctx.workspace_bytes, s),
            "cublasLtMatmul");
 }
