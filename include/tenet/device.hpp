@@ -2,6 +2,7 @@
 #define TENET_PUBLIC_HEADER_INCLUDED 1
 // Devices: the run-time tag every tensor carries, the default device and an RAII guard
 // (torch.set_default_device / `with torch.device(...)`).
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -27,7 +28,43 @@ struct device {
 };
 
 inline constexpr device cpu{device_type::cpu, 0};
-constexpr device cuda(int index = 0) { return {device_type::cuda, index}; }
+
+/// `tenet::cuda(n)` is the device cuda:n (it converts to tenet::device); `tenet::cuda::...` holds
+/// the CUDA runtime API (memory_stats, empty_cache, streams, events, allow_tf32, linear), declared
+/// here and defined by <tenet/cuda.hpp>, which only translation units compiled by nvcc can include.
+struct cuda {
+  int index = 0;
+  constexpr cuda(int i = 0) : index(i) {}  // NOLINT: implicit, as a device
+  constexpr operator device() const { return {device_type::cuda, index}; }  // NOLINT
+  std::string str() const { return "cuda:" + std::to_string(index); }
+
+  struct memory_stats_t;
+  class stream;
+  class stream_guard;
+  class event;
+  enum class activation { none, relu, gelu_tanh };
+
+  static inline bool is_available();
+  static inline int device_count();
+  static inline void synchronize();
+  static inline memory_stats_t memory_stats();
+  static inline void reset_peak_memory_stats();
+  static inline void empty_cache();
+  /// TF32 for fp32 matmuls (torch.backends.cuda.matmul.allow_tf32; off by default).
+  static inline void set_allow_tf32(bool on);
+  static inline bool allow_tf32();
+  /// act(x @ w.T + bias) in one cuBLASLt call (x [M, K], w [N, K], bias [N]; torch's linear layout).
+  template <class X, class W, class B>
+  static auto linear(const X& x, const W& w, const B& bias, activation act);
+  /// A tensor in page-locked host memory (copies from and to it can overlap with kernels).
+  template <class T, class S>
+  static auto pinned_empty(const std::array<std::int64_t, S::rank>& sizes);
+  /// Copies src into dst (same sizes and dtype, both contiguous, any two of host and CUDA) on the
+  /// current stream without waiting for it (asynchronous with respect to the host when host memory
+  /// is pinned).
+  template <class Dst, class Src>
+  static void copy_async(const Dst& dst, const Src& src);
+};
 constexpr device metal(int index = 0) { return {device_type::metal, index}; }
 
 namespace detail {

@@ -138,12 +138,27 @@ Tensor<T, shape<dyn, dyn>> tensor(std::initializer_list<std::initializer_list<T>
 /// Seeds the default generator (torch.manual_seed).
 inline void manual_seed(std::uint64_t seed) { detail::default_generator().manual_seed(seed); }
 
+namespace detail {
+/// Runs fill(p) on t's elements: in place for a CPU tensor, else into a host buffer copied to t's
+/// device (the random streams are generated on the host, so values match the CPU's for one seed).
+template <class T, class S, class F>
+void fill_via_host(const Tensor<T, S>& t, F&& fill) {
+  if (t.device().is_cpu()) {
+    fill(t.data());
+    return;
+  }
+  Tensor<T, S> h(t.sizes(), tenet::cpu);
+  fill(h.data());
+  copy_bytes(t.data(), t.device(), h.data(), tenet::cpu, static_cast<std::size_t>(t.numel()) * sizeof(T));
+}
+}  // namespace detail
+
 template <class T, class S, std::integral... N>
 Tensor<T, S> rand(N... n) {
   static_assert(is_floating_v<T>, "tenet: rand needs a floating dtype");
   Tensor<T, S> t(detail::sizes_from<S>(n...));
   const auto d = detail::default_generator().reserve(t.numel());
-  detail::fill_uniform(t.data(), t.numel(), d.seed, d.offset, 0.0, 1.0);
+  detail::fill_via_host(t, [&](auto* p) { detail::fill_uniform(p, t.numel(), d.seed, d.offset, 0.0, 1.0); });
   return t;
 }
 template <class T, class S, std::integral... N>
@@ -151,7 +166,7 @@ Tensor<T, S> randn(N... n) {
   static_assert(is_floating_v<T>, "tenet: randn needs a floating dtype");
   Tensor<T, S> t(detail::sizes_from<S>(n...));
   const auto d = detail::default_generator().reserve(t.numel());
-  detail::fill_normal(t.data(), t.numel(), d.seed, d.offset, 0.0, 1.0);
+  detail::fill_via_host(t, [&](auto* p) { detail::fill_normal(p, t.numel(), d.seed, d.offset, 0.0, 1.0); });
   return t;
 }
 /// Integers in [low, high).
@@ -159,13 +174,16 @@ template <class T, class S, std::integral... N>
 Tensor<T, S> randint(std::int64_t low, std::int64_t high, N... n) {
   Tensor<T, S> t(detail::sizes_from<S>(n...));
   const auto d = detail::default_generator().reserve(t.numel());
-  detail::fill_randint(t.data(), t.numel(), d.seed, d.offset, low, high);
+  detail::fill_via_host(t, [&](auto* p) { detail::fill_randint(p, t.numel(), d.seed, d.offset, low, high); });
   return t;
 }
 
 template <Expression E>
 auto empty_like(const E& e) {
-  return Tensor<value_type_of<E>, shape_of<E>>(e.sizes());
+  if constexpr (TensorType<E>)  // on the tensor's device, as torch's *_like
+    return Tensor<value_type_of<E>, shape_of<E>>(e.sizes(), e.device());
+  else
+    return Tensor<value_type_of<E>, shape_of<E>>(e.sizes());
 }
 template <Expression E>
 auto zeros_like(const E& e) {
@@ -189,14 +207,14 @@ template <Expression E>
 auto rand_like(const E& e) {
   auto t = empty_like(e);
   const auto d = detail::default_generator().reserve(t.numel());
-  detail::fill_uniform(t.data(), t.numel(), d.seed, d.offset, 0.0, 1.0);
+  detail::fill_via_host(t, [&](auto* p) { detail::fill_uniform(p, t.numel(), d.seed, d.offset, 0.0, 1.0); });
   return t;
 }
 template <Expression E>
 auto randn_like(const E& e) {
   auto t = empty_like(e);
   const auto d = detail::default_generator().reserve(t.numel());
-  detail::fill_normal(t.data(), t.numel(), d.seed, d.offset, 0.0, 1.0);
+  detail::fill_via_host(t, [&](auto* p) { detail::fill_normal(p, t.numel(), d.seed, d.offset, 0.0, 1.0); });
   return t;
 }
 

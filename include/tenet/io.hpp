@@ -15,11 +15,12 @@ namespace tenet {
 template <class T, class S>
 std::string to_string(const Tensor<T, S>& t) {
   if (!t.defined()) return "tensor(undefined)";
-  if (!t.device().is_cpu())
-    throw device_error("tenet: printing a tensor on " + t.device().str() + " needs a copy to the CPU first");
-  const auto sizes = t.sizes();
-  const auto strides = t.strides();
-  const T* base = t.numel() ? t.data() : nullptr;
+  // a device tensor prints from a host copy, with device='cuda:0' as PyTorch prints it
+  const bool on_host = t.device().is_cpu();
+  const Tensor<T, S> h = on_host ? t : t.cpu();
+  const auto sizes = h.sizes();
+  const auto strides = h.strides();
+  const T* base = h.numel() ? h.data() : nullptr;
   auto get = [&](std::int64_t flat) -> T {
     std::int64_t off = 0;
     for (std::size_t d = S::rank; d-- > 0;) {
@@ -31,7 +32,7 @@ std::string to_string(const Tensor<T, S>& t) {
   constexpr dtype dt = dtype_of<T>;
   const bool default_dtype = dt == dtype::float32 || dt == dtype::int64 || dt == dtype::bool_;
   return detail::format_tensor<T>(std::span<const std::int64_t>(sizes.data(), sizes.size()), get, torch_name(dt),
-                                  default_dtype, "");
+                                  default_dtype, on_host ? std::string() : t.device().str());
 }
 
 template <class T, class S>

@@ -62,9 +62,9 @@ struct is_sym_type<sym_t<N>> : std::true_type {};
 template <auto E>
 inline constexpr bool is_static_extent = std::is_integral_v<decltype(E)> && !std::is_same_v<decltype(E), bool>;
 template <auto E>
-inline constexpr bool is_dyn_extent = std::is_same_v<std::remove_cv_t<decltype(E)>, dyn_t>;
+inline constexpr bool is_dyn_extent = std::is_same_v<std::remove_cvref_t<decltype(E)>, dyn_t>;
 template <auto E>
-inline constexpr bool is_sym_extent = is_sym_type<std::remove_cv_t<decltype(E)>>::value;
+inline constexpr bool is_sym_extent = is_sym_type<std::remove_cvref_t<decltype(E)>>::value;
 
 template <auto E>
 concept extent_value = is_static_extent<E> || is_dyn_extent<E> || is_sym_extent<E>;
@@ -89,7 +89,7 @@ constexpr extent_info info_of() {
   } else if constexpr (is_dyn_extent<E>) {
     return {extent_info::dynamic, -1, {}};
   } else {
-    return {extent_info::symbolic, -1, std::remove_cv_t<decltype(E)>::name};
+    return {extent_info::symbolic, -1, std::remove_cvref_t<decltype(E)>::name};
   }
 }
 

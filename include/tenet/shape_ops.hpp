@@ -189,15 +189,14 @@ auto diagonal(const X& x0, std::int64_t offset = 0) {
   len = std::max<std::int64_t>(len, 0);
   std::int64_t start = x.offset();
   if (len > 0) start += offset >= 0 ? offset * x.strides()[b] : -offset * x.strides()[a];
-  using S2 = decltype([]<std::size_t... I>(std::index_sequence<I...>) {
-    constexpr std::array<std::size_t, R - 2> keep = [] {
-      std::array<std::size_t, R - 2> k{};
-      for (std::size_t i = 0, j = 0; i < R; ++i)
-        if (i != a && i != b) k[j++] = i;
-      return k;
-    }();
-    return shape<S::template extent<keep[I]>..., dyn>{};
-  }(std::make_index_sequence<R - 2>{}));
+  static constexpr std::array<std::size_t, R - 2> keep = [] {
+    std::array<std::size_t, R - 2> k{};
+    for (std::size_t i = 0, j = 0; i < R; ++i)
+      if (i != a && i != b) k[j++] = i;
+    return k;
+  }();
+  // (no decltype(lambda) here: nvcc's front end mishandles it)
+  using S2 = detail::concat_shapes_t<detail::pick_extents_t<S, keep>, shape<dyn>>;
   sizes_t<R - 1> sizes{}, strides{};
   for (std::size_t i = 0, j = 0; i < R; ++i)
     if (i != a && i != b) sizes[j] = x.sizes()[i], strides[j++] = x.strides()[i];

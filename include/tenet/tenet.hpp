@@ -25,3 +25,8 @@
 #include <tenet/runtime/join.hpp>
 #include <tenet/runtime/tensor_impl.hpp>
 #include <tenet/runtime/views.hpp>
+
+// The CUDA backend's API (tenet::cuda::...), in translation units nvcc compiles.
+#if defined(__CUDACC__)
+#include <tenet/cuda.hpp>
+#endif

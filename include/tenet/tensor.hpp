@@ -259,6 +259,10 @@ class Tensor {
   Tensor clone() const;
   template <class U>
   auto to() const;
+  /// A copy on device d (this tensor itself when it is already there), as torch's t.to(device).
+  Tensor to(tenet::device d) const;
+  /// A copy in host memory (this tensor itself when it is already there).
+  Tensor cpu() const { return to(tenet::cpu); }
 
   // --- in-place ------------------------------------------------------------------------------
   template <ExprOrScalar E>
@@ -290,6 +294,16 @@ class Tensor {
                             std::int64_t offset) const {
     Tensor<T, S2> r;
     r.storage_ = storage_;
+    r.sizes_ = sizes;
+    r.strides_ = strides;
+    r.offset_ = offset;
+    return r;
+  }
+  /// A tensor over the given storage (backends adopting memory they allocated, e.g. pinned host).
+  static Tensor from_storage(std::shared_ptr<detail::storage> st, const sizes_type& sizes, const sizes_type& strides,
+                             std::int64_t offset) {
+    Tensor r;
+    r.storage_ = std::move(st);
     r.sizes_ = sizes;
     r.strides_ = strides;
     r.offset_ = offset;

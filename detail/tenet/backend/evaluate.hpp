@@ -71,6 +71,51 @@ concept materializes_on_cpu = requires(const E& e) {
 
 template <class E>
 auto to_tensor(const E& e);
+template <class E>
+device expr_device(const E& e);
+
+// --- device dispatch: the CPU kernels here, the CUDA ones in translation units nvcc compiles ---
+#if defined(__CUDACC__)
+namespace cuda {
+template <class E, class Out>
+void run_into(const E& e, const Out& out);  // backend/cuda/evaluate.hpp
+template <class T, class S, class E>
+void run_pointwise(const Tensor<T, S>& out, const E& e);
+}  // namespace cuda
+#endif
+
+/// out = e elementwise, on out's device (e's leaves are on it too).
+template <class Out, class E>
+void run_pointwise_on(const Out& out, const E& e) {
+  const device d = out.device();
+  if (d.is_cpu()) {
+    cpu::run_pointwise(out, e);
+    return;
+  }
+#if defined(__CUDACC__)
+  if (d.type == device_type::cuda) {
+    cuda::run_pointwise(out, e);
+    return;
+  }
+#endif
+  require_backend(d, "evaluating an expression");  // throws: this translation unit has no such backend
+}
+/// The non-elementwise node e written into out (fresh, contiguous), on out's device.
+template <class E, class Out>
+void run_into_on(const E& e, const Out& out) {
+  const device d = out.device();
+  if (d.is_cpu()) {
+    E::op_type::run_on_cpu_into(e, out);
+    return;
+  }
+#if defined(__CUDACC__)
+  if (d.type == device_type::cuda) {
+    cuda::run_into(e, out);
+    return;
+  }
+#endif
+  require_backend(d, "evaluating an expression");
+}
 
 template <class E>
 auto materialize(const E& e) {
@@ -87,8 +132,8 @@ auto materialize(const E& e) {
       return Op::materialize_on_cpu(e);
     } else {
       return cse_or<result_tensor_t<E>>(e, [&] {
-        result_tensor_t<E> out(e.sizes());
-        Op::run_on_cpu_into(e, out);
+        result_tensor_t<E> out(e.sizes(), expr_device(e));
+        run_into_on(e, out);
         ++kernels_launched();
         return out;
       });
@@ -130,7 +175,7 @@ bool gemm_epilogue_applies(const E& e) {
       for (std::size_t i = 0; i + 1 < R; ++i) rows *= ms[i];
       ok = ms == es && rows > 1 && ms[R - 1] > 1;
     });
-    return ok;
+    return ok && expr_device(e).is_cpu();  // the CPU's GEMM (other backends: their own fusion)
   } else {
     (void)e;
     return false;
@@ -178,8 +223,8 @@ auto to_tensor(const E& e) {
             if (gemm_epilogue_applies(e)) return run_gemm_with_epilogue(e);
           }
           auto m = materialize(e);
-          result_tensor_t<E> out(e.sizes());
-          cpu::run_pointwise(out, m);
+          result_tensor_t<E> out(e.sizes(), expr_device(m));
+          run_pointwise_on(out, m);
           ++kernels_launched();
           return out;
         });
@@ -190,8 +235,8 @@ auto to_tensor(const E& e) {
     if constexpr (TensorType<M>) {
       return m;
     } else {
-      result_tensor_t<E> out(e.sizes());
-      cpu::run_pointwise(out, m);
+      result_tensor_t<E> out(e.sizes(), expr_device(m));
+      run_pointwise_on(out, m);
       ++kernels_launched();
       return out;
     }
@@ -232,9 +277,29 @@ void visit_leaves(const E& e, F&& f) {
   }
 }
 
+/// The device of e's tensor leaves (the CPU when it has none); device_error when they differ.
+template <class E>
+device expr_device(const E& e) {
+  bool found = false;
+  device dev = tenet::cpu;
+  visit_leaves(e, [&](const auto& t) {
+    if (!t.defined()) return;
+    const device d = t.device();
+    if (!found) {
+      dev = d;
+      found = true;
+    } else if (d != dev) {
+      throw device_error("tenet: an expression mixes tensors on " + dev.str() + " and " + d.str() +
+                         "; move them to one device first (t.to(tenet::cuda(0)) or t.cpu())");
+    }
+  });
+  return dev;
+}
+
 template <Expression E>
 auto evaluate(const E& e) {
   ++evaluations();
+  (void)expr_device(e);  // one device for the whole expression, or a device_error naming both
   auto d = decompose<cpu_simd>(e);
   const shared_scope scope(d);
   const cse_scope cse;
@@ -280,6 +345,14 @@ void assign(const Tensor<T, S>& dst, const E& e) {
     }
   };
   check(check, e, false);
+  if constexpr (Expression<E> && !std::is_same_v<E, scalar<value_type_of<E>>>) {
+    const device ed = expr_device(e);
+    bool has_leaf = false;
+    visit_leaves(e, [&](const auto& t) { has_leaf = has_leaf || t.defined(); });
+    if (has_leaf && ed != dst.device())
+      throw device_error("tenet: cannot write a value computed on " + ed.str() + " into a tensor on " +
+                         dst.device().str() + "; move one of them first (t.to(...))");
+  }
   const auto es = e.sizes();
   const auto bs = broadcast_sizes<S::rank>(dst.sizes(), es);
   if (bs != dst.sizes())
@@ -294,7 +367,7 @@ void assign(const Tensor<T, S>& dst, const E& e) {
     // (a view-like op has no kernel: its view is copied by the pointwise path below)
     if constexpr (!prim::is_elementwise_op<typename D::op_type> && !materializes_on_cpu<typename D::op_type, D>) {
       if (!aliased && dst.is_contiguous() && es == dst.sizes()) {
-        D::op_type::run_on_cpu_into(d, dst);
+        run_into_on(d, dst);
         ++kernels_launched();
         return;
       }
@@ -304,9 +377,9 @@ void assign(const Tensor<T, S>& dst, const E& e) {
     auto value = to_tensor(d);
     // a bare view of dst evaluates to itself: copy it before writing
     auto tmp = value.shares_storage(dst) ? value.clone() : value;
-    cpu::run_pointwise(dst, tmp);
+    run_pointwise_on(dst, tmp);
   } else {
-    cpu::run_pointwise(dst, materialize(d));
+    run_pointwise_on(dst, materialize(d));
   }
   ++kernels_launched();
 }
@@ -374,3 +447,7 @@ void log_softmax<D>::run_on_cpu_into(const E& e, const Out& out) {
                         [L](const T* a, T* y) { detail::cpu::softmax_row<true>(a, y, L); });
 }
 }  // namespace tenet::aten
+
+#if defined(__CUDACC__)
+#include <tenet/backend/cuda/evaluate.hpp>
+#endif

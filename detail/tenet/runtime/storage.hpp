@@ -10,6 +10,7 @@
 // `cpu_cache_limit` bytes (TENET_CPU_CACHE_BYTES, default 1 GiB; 0 disables it).
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -94,20 +95,54 @@ class cpu_block_cache {
   std::size_t limit_ = std::size_t{1} << 30;
 };
 
+/// What a device backend (CUDA) registers at start-up so that storage can live on its devices.
+struct device_backend_hooks {
+  void* (*allocate)(std::size_t bytes, device d);
+  void (*deallocate)(void* p, std::size_t bytes, device d) noexcept;
+  /// Copies bytes between host memory and the backend's devices (either side may be the host).
+  void (*copy)(void* dst, device dst_dev, const void* src, device src_dev, std::size_t bytes);
+};
+/// The registered hooks of a device type (nullptr: no translation unit compiled that backend in).
+inline const device_backend_hooks*& device_backend_slot(device_type t) {
+  static const device_backend_hooks* slots[3] = {};
+  return slots[static_cast<int>(t)];
+}
+inline const device_backend_hooks& backend_hooks(const device& d, const char* what) {
+  const device_backend_hooks* h = device_backend_slot(d.type);
+  if (!h) require_backend(d, what);  // throws device_error: the backend is not compiled in
+  return *h;
+}
+
 struct storage {
+  using release_fn = void (*)(void*, std::size_t, device) noexcept;
   void* data = nullptr;
   std::size_t bytes = 0;
   device dev = cpu;
-  std::shared_ptr<void> owner;  // set for a block inside memory someone else owns (a planned arena)
+  const device_backend_hooks* hooks = nullptr;  // device memory: the backend that frees it
+  release_fn release = nullptr;                 // memory adopted with its own deleter (pinned host memory)
+  std::shared_ptr<void> owner;                  // a block inside memory someone else owns (a planned arena)
 
   storage(std::size_t n, device d) : bytes(n), dev(d) {
-    require_backend(d, "allocating a tensor");
-    data = cpu_block_cache::instance().get(n);
+    if (d.is_cpu()) {
+      data = cpu_block_cache::instance().get(n);
+    } else {
+      hooks = &backend_hooks(d, "allocating a tensor");
+      data = hooks->allocate(n, d);
+    }
   }
+  /// Adopts p (n bytes on d), freed by `r`.
+  storage(void* p, std::size_t n, device d, release_fn r) : data(p), bytes(n), dev(d), release(r) {}
   /// A view of n bytes at p inside memory that `own` keeps alive; never freed by this storage.
   storage(void* p, std::size_t n, device d, std::shared_ptr<void> own) : data(p), bytes(n), dev(d), owner(std::move(own)) {}
   ~storage() {
-    if (!owner) cpu_block_cache::instance().put(data, bytes);
+    if (owner)
+      return;
+    else if (release)
+      release(data, bytes, dev);
+    else if (hooks)
+      hooks->deallocate(data, bytes, dev);
+    else
+      cpu_block_cache::instance().put(data, bytes);
   }
   storage(const storage&) = delete;
   storage& operator=(const storage&) = delete;
@@ -122,6 +157,17 @@ struct allocation_hook {
 inline allocation_hook*& current_allocation_hook() {
   thread_local allocation_hook* h = nullptr;
   return h;
+}
+
+/// Copies n bytes from src (on sd) to dst (on dd); host memory on both sides is a memcpy.
+inline void copy_bytes(void* dst, device dd, const void* src, device sd, std::size_t n) {
+  if (n == 0) return;
+  if (dd.is_cpu() && sd.is_cpu()) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  const device& other = dd.is_cpu() ? sd : dd;
+  backend_hooks(other, "copying a tensor").copy(dst, dd, src, sd, n);
 }
 
 inline std::shared_ptr<storage> allocate(std::size_t bytes, device d) {

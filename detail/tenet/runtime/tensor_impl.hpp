@@ -34,7 +34,18 @@ template <class T, class S>
 Tensor<T, S> Tensor<T, S>::clone() const {
   require_defined("clone");
   Tensor out(sizes_, device());
-  detail::cpu::run_pointwise(out, *this);
+  detail::run_pointwise_on(out, *this);
+  return out;
+}
+
+template <class T, class S>
+Tensor<T, S> Tensor<T, S>::to(tenet::device d) const {
+  require_defined("to");
+  if (d == device()) return *this;
+  if (!d.is_cpu()) (void)detail::backend_hooks(d, "copying a tensor");
+  const Tensor src = contiguous();
+  Tensor out(sizes_, d);
+  detail::copy_bytes(out.storage_->data, d, src.data(), src.device(), static_cast<std::size_t>(numel()) * sizeof(T));
   return out;
 }
 
@@ -48,7 +59,7 @@ auto Tensor<T, S>::to() const {
 template <class T, class S>
 template <ExprOrScalar E>
 const Tensor<T, S>& Tensor<T, S>::copy_(const E& e) const {
-  require_cpu("copy_");
+  require_defined("copy_");
   if constexpr (Expression<E>)
     detail::assign(*this, e);
   else
@@ -59,8 +70,8 @@ const Tensor<T, S>& Tensor<T, S>::copy_(const E& e) const {
 template <class T, class S>
 template <Scalar V>
 const Tensor<T, S>& Tensor<T, S>::fill_(V v) const {
-  require_cpu("fill_");
-  detail::cpu::run_pointwise(*this, detail::cast_to<T>(v));
+  require_defined("fill_");
+  detail::run_pointwise_on(*this, detail::cast_to<T>(v));
   return *this;
 }
 
@@ -68,7 +79,7 @@ const Tensor<T, S>& Tensor<T, S>::fill_(V v) const {
   template <class T, class S>                                      \
   template <ExprOrScalar E>                                        \
   const Tensor<T, S>& Tensor<T, S>::NAME(const E& e) const {       \
-    require_cpu(#NAME);                                            \
+    require_defined(#NAME);                                        \
     auto r = FN(*this, e);                                         \
     detail::check_in_place_cast<T, decltype(r)>();            \
     detail::assign(*this, r);                                      \

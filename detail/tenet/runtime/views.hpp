@@ -39,6 +39,23 @@ constexpr bool is_minus_one_extent() {
   else
     return false;
 }
+
+template <class S, std::size_t R2, std::size_t I, auto... E>
+constexpr auto expand_extent() {
+  constexpr auto e = nth_extent<I, E...>();
+  if constexpr (is_minus_one_extent<e>()) {
+    static_assert(I + S::rank >= R2, "tenet: expand: -1 is not allowed for a new leading dim");
+    return S::template extent<I + S::rank - R2>;
+  } else {
+    return e;
+  }
+}
+template <class S, std::size_t R2, class Seq, auto... E>
+struct expand_shape;
+template <class S, std::size_t R2, std::size_t... I, auto... E>
+struct expand_shape<S, R2, std::index_sequence<I...>, E...> {
+  using type = shape<expand_extent<S, R2, I, E...>()...>;
+};
 template <auto E>
 constexpr bool is_negative_static_extent() {
   if constexpr (is_static_extent<E>)
@@ -191,9 +208,7 @@ auto Tensor<T, S>::permute() const {
     (void)sizeof(compile_error::not_a_permutation<S, P...>);
     return *this;
   } else {
-    using S3 = decltype([]<std::size_t... I>(std::index_sequence<I...>) {
-      return shape<S::template extent<static_cast<std::size_t>(perm[I])>...>{};
-    }(std::make_index_sequence<rank>{}));
+    using S3 = detail::pick_extents_t<S, perm>;
     sizes_t<rank> ns{}, st{};
     for (std::size_t i = 0; i < rank; ++i) {
       ns[i] = sizes_[static_cast<std::size_t>(perm[i])];
@@ -207,9 +222,12 @@ template <class T, class S>
 template <std::int64_t D0, std::int64_t D1>
 auto Tensor<T, S>::transpose() const {
   constexpr std::size_t a = detail::static_dim<S, D0>(), b = detail::static_dim<S, D1>();
-  using S2 = decltype([]<std::size_t... I>(std::index_sequence<I...>) {
-    return shape<S::template extent<(I == a ? b : I == b ? a : I)>...>{};
-  }(std::make_index_sequence<rank>{}));
+  static constexpr std::array<std::size_t, rank> src = [] {
+    std::array<std::size_t, rank> r{};
+    for (std::size_t i = 0; i < rank; ++i) r[i] = i == a ? b : i == b ? a : i;
+    return r;
+  }();
+  using S2 = detail::pick_extents_t<S, src>;
   sizes_t<rank> ns = sizes_, st = strides_;
   std::swap(ns[a], ns[b]);
   std::swap(st[a], st[b]);
@@ -308,17 +326,7 @@ auto Tensor<T, S>::expand(N... n) const {
   constexpr std::size_t runtime_extents = ((detail::is_static_extent<E> ? 0 : 1) + ... + 0);
   static_assert(sizeof...(N) == runtime_extents, "tenet: expand<E...>(n...) takes one size per dyn/sym extent");
   // -1 keeps the source extent
-  using S2 = decltype([]<std::size_t... I>(std::index_sequence<I...>) {
-    return shape<[] {
-      constexpr auto e = detail::nth_extent<I, E...>();
-      if constexpr (detail::is_minus_one_extent<e>()) {
-        static_assert(I + rank >= R2, "tenet: expand: -1 is not allowed for a new leading dim");
-        return S::template extent<I + rank - R2>;
-      } else {
-        return e;
-      }
-    }()...>{};
-  }(std::make_index_sequence<R2>{}));
+  using S2 = typename detail::expand_shape<S, R2, std::make_index_sequence<R2>, E...>::type;
   const std::array<std::int64_t, sizeof...(N)> args{static_cast<std::int64_t>(n)...};
   sizes_t<R2> target{};
   std::size_t ai = 0, i = 0;
@@ -385,9 +393,7 @@ auto Tensor<T, S>::squeeze() const {
       if (!(S::info[i].is_fixed() && S::info[i].value == 1)) s[j++] = i;
     return s;
   }();
-  using S2 = decltype([]<std::size_t... I>(std::index_sequence<I...>) {
-    return shape<S::template extent<src[I]>...>{};
-  }(std::make_index_sequence<kept>{}));
+  using S2 = detail::pick_extents_t<S, src>;
   sizes_t<kept> ns{}, st{};
   for (std::size_t j = 0; j < kept; ++j) ns[j] = sizes_[src[j]], st[j] = strides_[src[j]];
   return with_layout<S2>(ns, st, offset_);

@@ -81,9 +81,15 @@ template <class S, std::size_t Begin, std::size_t End>
 struct take_extents;
 template <auto... E, std::size_t Begin, std::size_t End>
 struct take_extents<shape<E...>, Begin, End> {
+  // a partial specialization on the index sequence, not decltype of a function declaration:
+  // nvcc's front end (EDG) rejects the latter's pack expansion in the return type
+  template <class Seq>
+  struct make;
   template <std::size_t... I>
-  static auto make(std::index_sequence<I...>) -> shape<shape<E...>::template extent<Begin + I>...>;
-  using type = decltype(make(std::make_index_sequence<End - Begin>{}));
+  struct make<std::index_sequence<I...>> {
+    using type = shape<shape<E...>::template extent<Begin + I>...>;
+  };
+  using type = typename make<std::make_index_sequence<End - Begin>>::type;
 };
 /// An empty range (also of shape<>, which has no extents to name).
 template <auto... E, std::size_t At>
@@ -92,6 +98,19 @@ struct take_extents<shape<E...>, At, At> {
 };
 template <class S, std::size_t Begin, std::size_t End>
 using take_extents_t = typename take_extents<S, Begin, End>::type;
+
+// Shapes picked from another shape's extents, as partial specializations rather than
+// decltype(lambda) (nvcc's front end mishandles lambdas in unevaluated operands of member
+// templates: it re-emits the class's default template arguments).
+template <class S, auto Src, class Seq = std::make_index_sequence<Src.size()>>
+struct pick_extents;
+template <class S, auto Src, std::size_t... I>
+struct pick_extents<S, Src, std::index_sequence<I...>> {
+  using type = shape<S::template extent<static_cast<std::size_t>(Src[I])>...>;
+};
+template <class S, auto Src>
+using pick_extents_t = typename pick_extents<S, Src>::type;
+
 
 template <class... S>
 struct concat_shapes;

@@ -1,0 +1,40 @@
+// CUDA GEMMs through cuBLASLt: matmul 8192^3 bf16, and linear + bias + gelu 8192x8192x8192 bf16
+// both fused (one cuBLASLt call with the GELU_BIAS epilogue, tanh GELU) and unfused (matmul, then
+// one pointwise kernel). TFLOP/s counts 2*M*N*K.
+#include <cstdint>
+
+#include "cuda_harness.hpp"
+
+using namespace tenet;
+using B2 = Tensor<bfloat16, dyn_shape<2>>;
+
+int main() {
+  bench::require_gpu("cuda_gemm");
+  manual_seed(0);
+  const std::int64_t n = 8192;
+  const double flops = 2.0 * n * n * n;
+  B2 a = randn<bfloat16, dyn_shape<2>>(n, n).to(tenet::cuda(0));
+  B2 b = randn<bfloat16, dyn_shape<2>>(n, n).to(tenet::cuda(0));
+  Tensor<bfloat16, dyn_shape<1>> bias = randn<bfloat16, dyn_shape<1>>(n).to(tenet::cuda(0));
+  B2 c;
+  double s = bench::measure_cuda([&] { c = matmul(a, b); });
+  bench::report("gemm_8192_bf16", "tenet", "TFLOP/s", flops / s / 1e12, "cuda");
+  s = bench::measure_cuda([&] { c = cuda::linear(a, b, bias, cuda::activation::gelu_tanh); });
+  bench::report("linear_bias_gelu_8192_bf16", "tenet_fused_epilogue", "TFLOP/s", flops / s / 1e12, "cuda");
+  s = bench::measure_cuda([&] { c = gelu(matmul(a, b.transpose<0, 1>()) + bias, approximate_tanh); });
+  bench::report("linear_bias_gelu_8192_bf16", "tenet_unfused", "TFLOP/s", flops / s / 1e12, "cuda");
+  {
+    cuda::set_allow_tf32(false);
+    const std::int64_t m = 4096;
+    Tensor<float, dyn_shape<2>> x = randn<float, dyn_shape<2>>(m, m).to(tenet::cuda(0));
+    Tensor<float, dyn_shape<2>> y = randn<float, dyn_shape<2>>(m, m).to(tenet::cuda(0));
+    Tensor<float, dyn_shape<2>> z;
+    s = bench::measure_cuda([&] { z = matmul(x, y); });
+    bench::report("gemm_4096_fp32", "tenet", "TFLOP/s", 2.0 * m * m * m / s / 1e12, "cuda");
+    cuda::set_allow_tf32(true);
+    s = bench::measure_cuda([&] { z = matmul(x, y); });
+    bench::report("gemm_4096_fp32_tf32", "tenet", "TFLOP/s", 2.0 * m * m * m / s / 1e12, "cuda");
+    cuda::set_allow_tf32(false);
+  }
+  return 0;
+}

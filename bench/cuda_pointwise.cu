@@ -1,0 +1,49 @@
+// CUDA memory-bound workloads: device copy bandwidth, gelu(x*a+b)*c on 64 Mi fp32 and bf16,
+// softmax and layer_norm on 8192x4096 bf16. GB/s counts bytes read + written once.
+#include <cstdint>
+
+#include "cuda_harness.hpp"
+
+using namespace tenet;
+
+template <class T>
+void run_gelu(const char* dtype) {
+  const std::int64_t n = std::int64_t{64} << 20;
+  Tensor<T, dyn_shape<1>> x = randn<T, dyn_shape<1>>(n).to(tenet::cuda(0));
+  Tensor<T, dyn_shape<1>> y;
+  const T a = T(1.25f), b = T(0.5f), c = T(0.75f);
+  const double s = bench::measure_cuda([&] { y = gelu(x * a + b) * c; });
+  bench::report(std::string("gelu_affine_64Mi_") + dtype, "tenet", "GB/s", bench::gbps(2.0 * n * sizeof(T), s), "cuda");
+}
+
+int main() {
+  bench::require_gpu("cuda_pointwise");
+  manual_seed(0);
+  {
+    const std::int64_t n = std::int64_t{64} << 20;
+    Tensor<float, dyn_shape<1>> x = randn<float, dyn_shape<1>>(n).to(tenet::cuda(0));
+    Tensor<float, dyn_shape<1>> y({n}, tenet::cuda(0));
+    double s = bench::measure_cuda([&] {
+      TENET_CUDA_CHECK(cudaMemcpyAsync(y.data(), x.data(), n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                       tenet::detail::cuda::current_stream()));
+    });
+    bench::report("copy_64Mi_fp32", "cudaMemcpy", "GB/s", bench::gbps(2.0 * n * 4, s), "cuda");
+    s = bench::measure_cuda([&] { y.copy_(x); });
+    bench::report("copy_64Mi_fp32", "tenet", "GB/s", bench::gbps(2.0 * n * 4, s), "cuda");
+  }
+  run_gelu<float>("fp32");
+  run_gelu<bfloat16>("bf16");
+  {
+    const std::int64_t r = 8192, c = 4096;
+    using B2 = Tensor<bfloat16, dyn_shape<2>>;
+    B2 x = randn<bfloat16, dyn_shape<2>>(r, c).to(tenet::cuda(0));
+    B2 y;
+    double s = bench::measure_cuda([&] { y = softmax<-1>(x); });
+    bench::report("softmax_8192x4096_bf16", "tenet", "GB/s", bench::gbps(2.0 * r * c * 2, s), "cuda");
+    Tensor<bfloat16, dyn_shape<1>> w = randn<bfloat16, dyn_shape<1>>(c).to(tenet::cuda(0));
+    Tensor<bfloat16, dyn_shape<1>> bias = randn<bfloat16, dyn_shape<1>>(c).to(tenet::cuda(0));
+    s = bench::measure_cuda([&] { y = layer_norm(x, w, bias); });
+    bench::report("layer_norm_8192x4096_bf16", "tenet", "GB/s", bench::gbps(2.0 * r * c * 2, s), "cuda");
+  }
+  return 0;
+}

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""The bench/cuda_*.cu workloads in PyTorch on the GPU, eager and torch.compile.
+
+Same sizes, metrics and timing as bench/cuda_harness.hpp: CUDA events around each call, one
+warm-up call, then calls until >= 0.5 s of GPU time and >= 5 runs, the median. Prints one JSON
+line per result (device "cuda"); a workload that fails (e.g. torch.compile) prints "value": null
+and "error" instead of stopping.
+
+Usage: python3 bench/cuda_torch_twin.py [--filter REGEX] [--no-compile]
+"""
+import argparse
+import json
+import re
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+
+
+def measure(f, min_seconds=0.5, min_runs=5):
+    f()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    while sum(times) < min_seconds or len(times) < min_runs:
+        start.record()
+        f()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1e-3)
+    return statistics.median(times)
+
+
+def report(workload, impl, metric, value, **extra):
+    line = {"workload": workload, "impl": impl, "device": "cuda", "metric": metric,
+            "value": None if value is None else float(f"{value:.4g}")}
+    line.update(extra)
+    print(json.dumps(line), flush=True)
+
+
+def gelu_affine(x, a: float, b: float, c: float):
+    return F.gelu(x * a + b) * c
+
+
+def linear_gelu(x, w, b):
+    return F.gelu(F.linear(x, w, b), approximate="tanh")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--filter", default="")
+    ap.add_argument("--no-compile", action="store_true")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("cuda_torch_twin: no CUDA device; skipped", file=sys.stderr)
+        return 77
+    dev = "cuda"
+    print(json.dumps({"workload": "device_info", "impl": "torch " + torch.__version__, "device": "cuda",
+                      "metric": "name", "value": torch.cuda.get_device_name(0)}), flush=True)
+    torch.manual_seed(0)
+    want = re.compile(args.filter)
+
+    def run(workload, metric, scale, impls):
+        if not want.search(workload):
+            return
+        for impl, f in impls:
+            if impl == "torch.compile" and args.no_compile:
+                continue
+            try:
+                s = measure(f)
+                report(workload, impl, metric, scale / s)
+            except Exception as e:  # noqa: BLE001 - report and go on
+                report(workload, impl, metric, None, error=f"{type(e).__name__}: {e}"[:300])
+
+    n = 64 << 20
+    x = torch.randn(n, device=dev)
+    y = torch.empty_like(x)
+    run("copy_64Mi_fp32", "GB/s", 2 * n * 4 / 1e9, [("torch copy_", lambda: y.copy_(x))])
+    for dtype, name in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):
+        xd = x.to(dtype)
+        comp = torch.compile(gelu_affine)
+        size = xd.element_size()
+        run(f"gelu_affine_64Mi_{name}", "GB/s", 2 * n * size / 1e9,
+            [("torch eager", lambda: gelu_affine(xd, 1.25, 0.5, 0.75)),
+             ("torch.compile", lambda: comp(xd, 1.25, 0.5, 0.75))])
+    del x, y
+    r, c = 8192, 4096
+    xb = torch.randn(r, c, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(c, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(c, device=dev, dtype=torch.bfloat16)
+    sm = torch.compile(lambda t: torch.softmax(t, -1))
+    run("softmax_8192x4096_bf16", "GB/s", 2 * r * c * 2 / 1e9,
+        [("torch eager", lambda: torch.softmax(xb, -1)), ("torch.compile", lambda: sm(xb))])
+    ln = torch.compile(lambda t: F.layer_norm(t, (c,), w, b))
+    run("layer_norm_8192x4096_bf16", "GB/s", 2 * r * c * 2 / 1e9,
+        [("torch eager", lambda: F.layer_norm(xb, (c,), w, b)), ("torch.compile", lambda: ln(xb))])
+    del xb
+
+    m = 8192
+    a = torch.randn(m, m, device=dev, dtype=torch.bfloat16)
+    bm = torch.randn(m, m, device=dev, dtype=torch.bfloat16)
+    bias = torch.randn(m, device=dev, dtype=torch.bfloat16)
+    flops = 2 * m ** 3 / 1e12
+    run("gemm_8192_bf16", "TFLOP/s", flops, [("torch.mm", lambda: torch.mm(a, bm))])
+    lg = torch.compile(linear_gelu)
+    run("linear_bias_gelu_8192_bf16", "TFLOP/s", flops,
+        [("torch eager", lambda: linear_gelu(a, bm, bias)), ("torch.compile", lambda: lg(a, bm, bias))])
+    del a, bm
+    k = 4096
+    xf = torch.randn(k, k, device=dev)
+    yf = torch.randn(k, k, device=dev)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    run("gemm_4096_fp32", "TFLOP/s", 2 * k ** 3 / 1e12, [("torch.mm", lambda: torch.mm(xf, yf))])
+    torch.backends.cuda.matmul.allow_tf32 = True
+    run("gemm_4096_fp32_tf32", "TFLOP/s", 2 * k ** 3 / 1e12, [("torch.mm", lambda: torch.mm(xf, yf))])
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

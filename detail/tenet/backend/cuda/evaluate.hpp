@@ -1,0 +1,177 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// The CUDA side of evaluation (nvcc only; included by backend/evaluate.hpp in CUDA translation
+// units). The plan is the CPU's (decompose<cpu_simd> -> materialize -> fused pointwise): every
+// pointwise tree becomes one kernel (pointwise.hpp); the non-pointwise nodes run here:
+// reductions (reduce.hpp), matmul (cuBLASLt, gemm.hpp), and the last-dim softmax/log_softmax the
+// CPU plan keeps whole for fp32/fp64 (one block per row). Any other non-pointwise op throws
+// device_error naming it.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include <tenet/backend/cuda/gemm.hpp>
+#include <tenet/backend/cuda/pointwise.hpp>
+#include <tenet/backend/cuda/reduce.hpp>
+#include <tenet/backend/cuda/runtime.hpp>
+
+namespace tenet::detail::cuda {
+
+template <class Op>
+inline constexpr bool is_reduce_op = false;
+template <class Kind, bool KeepDim, auto... Dims>
+inline constexpr bool is_reduce_op<prim::reduce_<Kind, KeepDim, Dims...>> = true;
+template <class Op>
+struct softmax_kind : std::false_type {};
+template <std::int64_t D>
+struct softmax_kind<aten::softmax<D>> : std::true_type {
+  static constexpr bool log = false;
+};
+template <std::int64_t D>
+struct softmax_kind<aten::log_softmax<D>> : std::true_type {
+  static constexpr bool log = true;
+};
+
+// --- softmax over the last dim, one block per row -------------------------------------------
+template <bool Log, class T>
+__global__ void softmax_rows_kernel(T* __restrict__ out, const T* __restrict__ in, std::int64_t rows,
+                                    std::int64_t cols) {
+  using A = compute_t<T>;
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = in + r * cols;
+    T* y = out + r * cols;
+    A m = -INFINITY;
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = prim::amax_kind::combine(m, static_cast<A>(x[c]));
+    m = block_reduce<prim::amax_kind>(m, A(-INFINITY));
+    __shared__ A bc[2];
+    if (threadIdx.x == 0) bc[0] = m;
+    __syncthreads();
+    m = bc[0];
+    A sum = 0;
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += ::exp(static_cast<A>(x[c]) - m);
+    sum = block_reduce<prim::sum_kind>(sum, A(0));
+    if (threadIdx.x == 0) bc[1] = sum;
+    __syncthreads();
+    sum = bc[1];
+    const A ls = ::log(sum);
+    const A inv = A(1) / sum;
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const A v = static_cast<A>(x[c]) - m;
+      y[c] = static_cast<T>(Log ? v - ls : ::exp(v) * inv);
+    }
+    __syncthreads();  // bc is rewritten by the next row
+  }
+}
+
+template <bool Log, class T, class S, class X>
+void run_softmax_last(const Tensor<T, S>& out, const X& x) {
+  const std::int64_t n = out.numel();
+  if (n == 0) return;
+  device_context ctx(out.device());
+  const std::int64_t cols = S::rank == 0 ? 1 : out.sizes()[S::rank - 1];
+  const std::int64_t rows = cols == 0 ? 0 : n / cols;
+  if (rows == 0) return;
+  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(rows, 65535LL * 32));
+  softmax_rows_kernel<Log, T><<<blocks, cols >= 1024 ? 512 : 128, 0, current_stream()>>>(out.data(), x.data(), rows, cols);
+  check_launch("the softmax kernel launch");
+}
+
+// --- matmul ------------------------------------------------------------------------------------
+/// out [batch..., M, N] (fresh, contiguous) = a [.., M, K] @ b [.., K, N], batch dims broadcast.
+template <class T, class SO, class SA, class SB>
+void run_matmul(const Tensor<T, SO>& out, Tensor<T, SA> a, Tensor<T, SB> b) {
+  if constexpr (!lt_supported<T>) {
+    throw device_error(std::string("tenet: matmul of ") + std::string(tenet::name(dtype_of<T>)) +
+                       " tensors is not implemented on CUDA (cuBLASLt path: float, double, float16, bfloat16)");
+  } else {
+    constexpr std::size_t RO = SO::rank, RA = SA::rank, RB = SB::rank;
+    static_assert(RO >= 2 && RA >= 2 && RB >= 2);
+    device_context ctx(out.device());
+    const int dev = out.device().index;
+    const std::int64_t M = out.sizes()[RO - 2], N = out.sizes()[RO - 1], K = a.sizes()[RA - 1];
+    if (out.numel() == 0) return;
+    if (K == 0) {
+      run_pointwise(out, scalar<T>{T(0)});
+      return;
+    }
+    auto av = column_major_view(M, K, a.strides()[RA - 2], a.strides()[RA - 1]);
+    if (!av.ok) {
+      a = a.contiguous();
+      av = column_major_view(M, K, a.strides()[RA - 2], a.strides()[RA - 1]);
+    }
+    auto bv = column_major_view(K, N, b.strides()[RB - 2], b.strides()[RB - 1]);
+    if (!bv.ok) {
+      b = b.contiguous();
+      bv = column_major_view(K, N, b.strides()[RB - 2], b.strides()[RB - 1]);
+    }
+    constexpr std::size_t NB = RO - 2;
+    sizes_t<NB> bat{};
+    std::int64_t batch = 1;
+    for (std::size_t i = 0; i < NB; ++i) bat[i] = out.sizes()[i], batch *= bat[i];
+    const std::int64_t sa = batch_stride<NB, RA>(bat, a.sizes(), a.strides());
+    const std::int64_t sb = batch_stride<NB, RB>(bat, b.sizes(), b.strides());
+    if (sa >= 0 && sb >= 0 && batch <= (std::int64_t{1} << 30)) {
+      // C' (N x M) = op(b') (N x K) * op(a') (K x M)
+      lt_matmul<T>(dev, N, M, K, lt_operand{b.data(), bv.trans, bv.ld, sb}, lt_operand{a.data(), av.trans, av.ld, sa},
+                   out.data(), N, M * N, static_cast<int>(batch), nullptr, epilogue::none);
+      return;
+    }
+    // a broadcast pattern one stride cannot express: one call per batch index
+    for (std::int64_t i = 0; i < batch; ++i) {
+      std::int64_t rem = i, oa = 0, ob = 0;
+      for (std::size_t d = NB; d-- > 0;) {
+        const std::int64_t id = rem % bat[d];
+        rem /= bat[d];
+        const std::size_t off = NB - d;
+        if (off <= RA - 2 && a.sizes()[RA - 2 - off] != 1) oa += id * a.strides()[RA - 2 - off];
+        if (off <= RB - 2 && b.sizes()[RB - 2 - off] != 1) ob += id * b.strides()[RB - 2 - off];
+      }
+      lt_matmul<T>(dev, N, M, K, lt_operand{b.data() + ob, bv.trans, bv.ld, 0},
+                   lt_operand{a.data() + oa, av.trans, av.ld, 0}, out.data() + i * M * N, N, M * N, 1, nullptr,
+                   epilogue::none);
+    }
+  }
+}
+
+template <class E, class Out>
+void run_matmul_node(const E& e, const Out& out) {
+  auto a = to_tensor(std::get<0>(e.children));
+  auto b = to_tensor(std::get<1>(e.children));
+  using A = decltype(a);
+  using B = decltype(b);
+  if constexpr (A::rank == 1 && B::rank == 1) {
+    run_matmul(out.template reshape<1, 1>(), a.template unsqueeze<0>(), b.template unsqueeze<1>());
+  } else if constexpr (A::rank == 1) {
+    run_matmul(out.template unsqueeze<-2>(), a.template unsqueeze<0>(), b);
+  } else if constexpr (B::rank == 1) {
+    run_matmul(out.template unsqueeze<-1>(), a, b.template unsqueeze<1>());
+  } else {
+    run_matmul(out, a, b);
+  }
+}
+
+/// The non-pointwise node e written into out (fresh, contiguous, on a CUDA device).
+template <class E, class Out>
+void run_into(const E& e, const Out& out) {
+  using Op = typename E::op_type;
+  if constexpr (is_reduce_op<Op>) {
+    const auto& child = std::get<0>(e.children);
+    using C = std::remove_cvref_t<decltype(child)>;
+    run_reduce<typename Op::kind>(out, materialize(child), Op::template mask<C>());
+  } else if constexpr (std::is_same_v<Op, prim::matmul_>) {
+    run_matmul_node(e, out);
+  } else if constexpr (softmax_kind<Op>::value) {
+    run_softmax_last<softmax_kind<Op>::log>(out, to_tensor(std::get<0>(e.children)).contiguous());
+  } else if constexpr (!Op::is_prim && requires { std::apply([&](const auto&... c) { return e.op.decompose(c...); }, e.children); }) {
+    // a composite the CPU runs natively (layer_norm, rms_norm, ...) and CUDA does not yet: its
+    // decomposition, which holds prims only
+    assign(out, std::apply([&](const auto&... c) { return e.op.decompose(c...); }, e.children));
+  } else {
+    throw device_error(std::string("tenet: the op '") + std::string(Op::name) +
+                       "' is not implemented on CUDA yet; move its input to the CPU (t.cpu()) for it");
+  }
+}
+
+}  // namespace tenet::detail::cuda

@@ -1,0 +1,255 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// Matrix products on CUDA through cuBLASLt (nvcc only; link CUDA::cublasLt).
+//
+// tenet's tensors are row-major; cuBLASLt's matrices column-major. A row-major [M, N] result is
+// the column-major N x M matrix C' = op(B') op(A'), so the operands swap places: the kernel sees
+// m = N, n = M. A row-major operand whose last dim has stride 1 is its column-major transpose
+// read without a transpose flag; one whose second-to-last dim has stride 1 (a transposed view)
+// takes the flag; any other layout is copied contiguous first.
+// fp32 runs in fp32 (CUBLAS_COMPUTE_32F) or TF32 when tenet::cuda::set_allow_tf32(true);
+// fp16/bf16 accumulate in fp32; fp64 in fp64. Batched products with one stride per operand
+// use cuBLASLt's strided batch; a broadcast pattern that one stride cannot express runs one call
+// per batch index.
+#include <array>
+#include <atomic>
+#include <map>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include <cublasLt.h>
+
+#include <tenet/backend/cuda/pointwise.hpp>
+
+namespace tenet::detail::cuda {
+
+inline std::atomic<bool>& allow_tf32_flag() {
+  static std::atomic<bool> f{false};  // PyTorch's default for matmul since 1.12
+  return f;
+}
+
+inline void check_lt(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw device_error(std::string("tenet: cuBLASLt error in ") + what + ": status " +
+                       std::to_string(static_cast<int>(st)));
+}
+
+/// cuBLASLt's handle and a workspace per device (created on first use, kept for the process).
+struct lt_context {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = std::size_t{32} << 20;
+};
+inline lt_context& lt_for(int dev) {
+  static std::mutex m;
+  static std::unordered_map<int, lt_context>* all = new std::unordered_map<int, lt_context>;
+  std::lock_guard<std::mutex> lock(m);
+  auto& c = (*all)[dev];
+  if (!c.handle) {
+    check_lt(cublasLtCreate(&c.handle), "cublasLtCreate");
+    TENET_CUDA_CHECK(cudaMalloc(&c.workspace, c.workspace_bytes));
+  }
+  return c;
+}
+
+template <class T>
+struct lt_types;
+template <>
+struct lt_types<float> {
+  static constexpr cudaDataType_t data = CUDA_R_32F, scale = CUDA_R_32F;
+  static cublasComputeType_t compute() {
+    return allow_tf32_flag().load() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  }
+  using scale_t = float;
+};
+template <>
+struct lt_types<double> {
+  static constexpr cudaDataType_t data = CUDA_R_64F, scale = CUDA_R_64F;
+  static cublasComputeType_t compute() { return CUBLAS_COMPUTE_64F; }
+  using scale_t = double;
+};
+template <>
+struct lt_types<float16> {
+  static constexpr cudaDataType_t data = CUDA_R_16F, scale = CUDA_R_32F;
+  static cublasComputeType_t compute() { return CUBLAS_COMPUTE_32F; }
+  using scale_t = float;
+};
+template <>
+struct lt_types<bfloat16> {
+  static constexpr cudaDataType_t data = CUDA_R_16BF, scale = CUDA_R_32F;
+  static cublasComputeType_t compute() { return CUBLAS_COMPUTE_32F; }
+  using scale_t = float;
+};
+template <class T>
+inline constexpr bool lt_supported = std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                                     std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
+
+enum class epilogue { none, bias, bias_relu, bias_gelu_tanh };
+
+/// Every parameter that decides cuBLASLt's algorithm choice.
+struct algo_key {
+  std::array<std::int64_t, 20> v;
+  bool operator<(const algo_key& o) const { return v < o.v; }
+};
+class lt_algo_cache {
+ public:
+  bool find(const algo_key& k, cublasLtMatmulAlgo_t& out) const {
+    std::lock_guard<std::mutex> lock(m_);
+    auto it = map_.find(k);
+    if (it == map_.end()) return false;
+    out = it->second;
+    return true;
+  }
+  void put(const algo_key& k, const cublasLtMatmulAlgo_t& a) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (map_.size() > 4096) map_.clear();  // a bound for programs with ever-changing shapes
+    map_[k] = a;
+  }
+
+ private:
+  mutable std::mutex m_;
+  std::map<algo_key, cublasLtMatmulAlgo_t> map_;
+};
+inline lt_algo_cache& algo_cache() {
+  static lt_algo_cache* c = new lt_algo_cache;
+  return *c;
+}
+
+/// One column-major operand as cuBLASLt reads it: op(X) is rows x cols.
+struct lt_operand {
+  const void* p;
+  bool trans;           // stored as cols x rows
+  std::int64_t ld;      // leading dim of the stored matrix
+  std::int64_t stride;  // between batch entries
+};
+
+/// D (m x n, column-major, ldd, stride_d) = op(A) (m x k) * op(B) (k x n) [+ bias (m), act].
+template <class T>
+void lt_matmul(int dev, std::int64_t m, std::int64_t n, std::int64_t k, const lt_operand& A, const lt_operand& B,
+               T* D, std::int64_t ldd, std::int64_t stride_d, int batch, const T* bias, epilogue ep) {
+  static_assert(lt_supported<T>);
+  using L = lt_types<T>;
+  auto& ctx = lt_for(dev);
+  const cudaStream_t s = current_stream();
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  struct cleanup {
+    cublasLtMatmulDesc_t& d;
+    cublasLtMatrixLayout_t &a, &b, &c;
+    cublasLtMatmulPreference_t& p;
+    ~cleanup() {
+      if (p) cublasLtMatmulPreferenceDestroy(p);
+      if (c) cublasLtMatrixLayoutDestroy(c);
+      if (b) cublasLtMatrixLayoutDestroy(b);
+      if (a) cublasLtMatrixLayoutDestroy(a);
+      if (d) cublasLtMatmulDescDestroy(d);
+    }
+  } guard{desc, la, lb, ld, pref};
+  check_lt(cublasLtMatmulDescCreate(&desc, L::compute(), L::scale), "cublasLtMatmulDescCreate");
+  const cublasOperation_t ta = A.trans ? CUBLAS_OP_T : CUBLAS_OP_N, tb = B.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "TRANSA");
+  check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "TRANSB");
+  if (ep != epilogue::none) {
+    const cublasLtEpilogue_t e = ep == epilogue::bias        ? CUBLASLT_EPILOGUE_BIAS
+                                 : ep == epilogue::bias_relu ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                                             : CUBLASLT_EPILOGUE_GELU_BIAS;
+    check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)), "EPILOGUE");
+    check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+             "BIAS_POINTER");
+    const cudaDataType_t bt = L::data;
+    check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)),
+             "BIAS_DATA_TYPE");
+  }
+  auto layout = [&](cublasLtMatrixLayout_t& l, std::int64_t rows, std::int64_t cols, std::int64_t ldx,
+                    std::int64_t stride) {
+    check_lt(cublasLtMatrixLayoutCreate(&l, L::data, static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(cols),
+                                        ldx),
+             "cublasLtMatrixLayoutCreate");
+    if (batch > 1) {
+      check_lt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)),
+               "BATCH_COUNT");
+      check_lt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                sizeof(stride)),
+               "STRIDED_BATCH_OFFSET");
+    }
+  };
+  layout(la, A.trans ? k : m, A.trans ? m : k, A.ld, A.stride);
+  layout(lb, B.trans ? n : k, B.trans ? k : n, B.ld, B.stride);
+  layout(ld, m, n, ldd, stride_d);
+  check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  const std::uint64_t ws = ctx.workspace_bytes;
+  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+           "MAX_WORKSPACE_BYTES");
+  // the heuristic's choice is kept per problem (it costs tens of microseconds per query); the
+  // pointers' alignment is part of the key because cuBLASLt's choice may depend on it
+  auto align = [](const void* p) {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    return static_cast<std::int64_t>(a % 256 == 0 ? 256 : a % 16 == 0 ? 16 : a % 8 == 0 ? 8 : a % 4 == 0 ? 4 : 2);
+  };
+  const algo_key key{{static_cast<std::int64_t>(L::data), static_cast<std::int64_t>(L::compute()), dev, m, n, k,
+                      A.trans, B.trans, A.ld, B.ld, ldd, A.stride, B.stride, stride_d, batch,
+                      static_cast<std::int64_t>(ep), align(A.p), align(B.p), align(D), align(bias)}};
+  cublasLtMatmulAlgo_t algo{};
+  if (!algo_cache().find(key, algo)) {
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    check_lt(cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc, la, lb, ld, ld, pref, 1, &result, &found),
+             "cublasLtMatmulAlgoGetHeuristic");
+    if (found == 0)
+      throw device_error("tenet: cuBLASLt has no algorithm for this matmul (m=" + std::to_string(m) + ", n=" +
+                         std::to_string(n) + ", k=" + std::to_string(k) + ", batch=" + std::to_string(batch) + ")");
+    algo = result.algo;
+    algo_cache().put(key, algo);
+  }
+  const typename L::scale_t alpha = 1, beta = 0;
+  check_lt(cublasLtMatmul(ctx.handle, desc, &alpha, A.p, la, B.p, lb, &beta, D, ld, D, ld, &algo, ctx.workspace,
+                          ctx.workspace_bytes, s),
+           "cublasLtMatmul");
+}
+
+/// The column-major reading of the last two dims of a row-major operand (rows r, cols c):
+/// ok=false when neither dim has stride 1 (the caller copies it contiguous).
+struct cm_view {
+  bool ok;
+  bool trans;
+  std::int64_t ld;
+};
+inline cm_view column_major_view(std::int64_t rows, std::int64_t cols, std::int64_t srow, std::int64_t scol) {
+  if (scol == 1 || cols == 1) return {true, false, std::max<std::int64_t>({srow, cols, 1})};
+  if (srow == 1 || rows == 1) return {true, true, std::max<std::int64_t>({scol, rows, 1})};
+  return {false, false, 0};
+}
+
+/// The single batch stride of an operand whose batch dims (right-aligned to `bat`) broadcast
+/// into `bat`, or -1 when one stride cannot express them.
+template <std::size_t NB, std::size_t RX>
+std::int64_t batch_stride(const sizes_t<NB>& bat, const sizes_t<RX>& xs, const sizes_t<RX>& xst) {
+  constexpr std::size_t xb = RX - 2;
+  std::int64_t stride = -2;  // unknown
+  // walk batch dims from the innermost; stride of index b must be b * s
+  std::int64_t span = 1;  // product of the batch sizes inside
+  for (std::size_t i = NB; i-- > 0;) {
+    if (bat[i] == 1) continue;
+    const std::size_t off = NB - i;
+    std::int64_t st = 0;
+    if (off <= xb) {
+      const std::size_t j = xb - off;
+      st = xs[j] == 1 ? 0 : xst[j];
+    }
+    if (stride == -2) {
+      stride = st;
+    } else if (st != stride * span) {
+      return -1;
+    }
+    span *= bat[i];
+  }
+  return stride == -2 ? 0 : stride;
+}
+
+}  // namespace tenet::detail::cuda

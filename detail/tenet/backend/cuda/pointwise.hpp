@@ -1,0 +1,262 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// The CUDA pointwise kernel: one kernel for a whole tree of elementwise prims (nvcc only).
+//
+// `dpw<E, R>` mirrors the expression E over an iteration space of rank R, as the CPU's `pw`: each
+// Tensor leaf keeps a device pointer and its strides in that space (0 where it broadcasts), each
+// node applies its prim's scalar `apply` (host and device code). The tree is passed to the kernel
+// by value. The host coalesces dims as the CPU kernel does (cpu::coalesce); then
+// - flat case (one dim, every stride 0 or 1, 16-byte aligned pointers): each thread handles
+//   16 bytes of output, every unit-stride leaf is read with vector loads of its whole lane group;
+// - any other layout: each thread turns its linear index into an index over the (coalesced) dims
+//   and every leaf takes the dot product with its strides.
+// Both loops are grid-stride loops over a grid sized to the card (SM count x blocks per SM).
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
+
+#include <tenet/backend/cpu/elementwise.hpp>  // cpu::coalesce (host code, reused)
+#include <tenet/backend/cuda/runtime.hpp>
+#include <tenet/expr/node.hpp>
+#include <tenet/tensor.hpp>
+
+namespace tenet::detail::cuda {
+
+inline constexpr int pointwise_threads = 256;
+
+/// 16-byte-or-more register group of N values of T (one vector load/store when aligned).
+template <class T, int N>
+struct alignas(sizeof(T) * N >= 16 ? 16 : sizeof(T) * N) lanes {
+  T v[N];
+};
+
+template <class E, std::size_t R>
+struct dpw;
+
+/// Tensor leaf.
+template <class T, class S, std::size_t R>
+struct dpw<Tensor<T, S>, R> {
+  using value_type = T;
+  const T* base;
+  std::int64_t st[R];
+
+  dpw(const Tensor<T, S>& t, const sizes_t<R>& out) : base(t.numel() ? t.data() : nullptr), st{} {
+    constexpr std::size_t r = S::rank;
+    static_assert(r <= R);
+    for (std::size_t i = 0; i < R; ++i) {
+      if (i + r < R) continue;
+      const std::size_t k = i + r - R;
+      st[i] = t.sizes()[k] == out[i] ? t.strides()[k] : 0;
+    }
+  }
+  template <class F>
+  void for_each_strides(F&& f) {
+    f(st);
+  }
+  template <class F>
+  void for_each_leaf(F&& f) const {
+    f(static_cast<const void*>(base), sizeof(T), st);
+  }
+  __device__ TENET_INLINE T at(const std::int64_t* idx, int nd) const {
+    std::int64_t off = 0;
+    for (int d = 0; d < nd; ++d) off += idx[d] * st[d];
+    return base[off];
+  }
+  /// Flat layout: element i (stride 0 or 1).
+  __device__ TENET_INLINE T flat(std::int64_t i) const { return st[0] ? base[i] : base[0]; }
+  /// Flat layout: N elements from i, one vector load when the stride is 1.
+  template <int N>
+  struct group {
+    T v[N];
+    __device__ TENET_INLINE T operator[](int j) const { return v[j]; }
+  };
+  template <int N>
+  __device__ TENET_INLINE group<N> load(std::int64_t i) const {
+    group<N> g;
+    if (st[0]) {
+      const lanes<T, N> l = *reinterpret_cast<const lanes<T, N>*>(base + i);
+#pragma unroll
+      for (int j = 0; j < N; ++j) g.v[j] = l.v[j];
+    } else {
+      const T x = base[0];
+#pragma unroll
+      for (int j = 0; j < N; ++j) g.v[j] = x;
+    }
+    return g;
+  }
+};
+
+/// Scalar leaf.
+template <class T, std::size_t R>
+struct dpw<scalar<T>, R> {
+  using value_type = T;
+  T value;
+  dpw(const scalar<T>& s, const sizes_t<R>&) : value(s.value) {}
+  template <class F>
+  void for_each_strides(F&&) {}
+  template <class F>
+  void for_each_leaf(F&&) const {}
+  __device__ TENET_INLINE T at(const std::int64_t*, int) const { return value; }
+  __device__ TENET_INLINE T flat(std::int64_t) const { return value; }
+  template <int N>
+  struct group {
+    T v;
+    __device__ TENET_INLINE T operator[](int) const { return v; }
+  };
+  template <int N>
+  __device__ TENET_INLINE group<N> load(std::int64_t) const {
+    return group<N>{value};
+  }
+};
+
+/// Elementwise node.
+template <class P, class... C, std::size_t R>
+struct dpw<node<P, C...>, R> {
+  using value_type = typename node<P, C...>::value_type;
+  using kids_t = std::tuple<dpw<C, R>...>;
+  kids_t kids;
+
+  dpw(const node<P, C...>& n, const sizes_t<R>& out)
+      : kids(std::apply([&](const C&... c) { return kids_t(dpw<C, R>(c, out)...); }, n.children)) {}
+  template <class F>
+  void for_each_strides(F&& f) {
+    std::apply([&](auto&... k) { (k.for_each_strides(f), ...); }, kids);
+  }
+  template <class F>
+  void for_each_leaf(F&& f) const {
+    std::apply([&](const auto&... k) { (k.for_each_leaf(f), ...); }, kids);
+  }
+  template <std::size_t... I>
+  __device__ TENET_INLINE value_type at_(const std::int64_t* idx, int nd, std::index_sequence<I...>) const {
+    return P::apply(std::get<I>(kids).at(idx, nd)...);
+  }
+  __device__ TENET_INLINE value_type at(const std::int64_t* idx, int nd) const {
+    return at_(idx, nd, std::index_sequence_for<C...>{});
+  }
+  template <std::size_t... I>
+  __device__ TENET_INLINE value_type flat_(std::int64_t i, std::index_sequence<I...>) const {
+    return P::apply(std::get<I>(kids).flat(i)...);
+  }
+  __device__ TENET_INLINE value_type flat(std::int64_t i) const { return flat_(i, std::index_sequence_for<C...>{}); }
+
+  /// A group evaluates lazily from its children's loaded groups.
+  template <int N>
+  struct group {
+    std::tuple<typename dpw<C, R>::template group<N>...> g;
+    template <std::size_t... I>
+    __device__ TENET_INLINE value_type get_(int j, std::index_sequence<I...>) const {
+      return P::apply(std::get<I>(g)[j]...);
+    }
+    __device__ TENET_INLINE value_type operator[](int j) const { return get_(j, std::index_sequence_for<C...>{}); }
+  };
+  template <int N, std::size_t... I>
+  __device__ TENET_INLINE group<N> load_(std::int64_t i, std::index_sequence<I...>) const {
+    return group<N>{{std::get<I>(kids).template load<N>(i)...}};
+  }
+  template <int N>
+  __device__ TENET_INLINE group<N> load(std::int64_t i) const {
+    return load_<N>(i, std::index_sequence_for<C...>{});
+  }
+};
+
+template <class T, class Tree>
+__global__ void pointwise_flat_kernel(T* __restrict__ out, Tree tree, std::int64_t n) {
+  constexpr int N = 16 / sizeof(T) > 0 ? static_cast<int>(16 / sizeof(T)) : 1;
+  const std::int64_t groups = n / N;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t g = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += stride) {
+    const std::int64_t i = g * N;
+    const auto v = tree.template load<N>(i);
+    lanes<T, N> o;
+#pragma unroll
+    for (int j = 0; j < N; ++j) o.v[j] = static_cast<T>(v[j]);
+    *reinterpret_cast<lanes<T, N>*>(out + i) = o;
+  }
+  // the tail (fewer than N elements)
+  const std::int64_t t = groups * N + static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t < n) out[t] = static_cast<T>(tree.flat(t));
+}
+
+template <class T, std::size_t R>
+struct out_layout {
+  std::int64_t sizes[R];
+  std::int64_t st[R];
+  int nd;
+};
+
+template <class T, std::size_t R, class Tree>
+__global__ void pointwise_strided_kernel(T* __restrict__ out, Tree tree, out_layout<T, R> lay, std::int64_t n) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    std::int64_t idx[R];
+    std::int64_t rem = i, off = 0;
+    for (int d = lay.nd - 1; d >= 0; --d) {
+      const std::int64_t q = rem / lay.sizes[d];
+      idx[d] = rem - q * lay.sizes[d];
+      rem = q;
+      off += idx[d] * lay.st[d];
+    }
+    out[off] = static_cast<T>(tree.at(idx, lay.nd));
+  }
+}
+
+/// Blocks for `work` threads of `threads` each: enough to fill the card, capped (grid-stride loops).
+inline unsigned grid_for(std::int64_t work, int threads, int dev) {
+  const std::int64_t want = (work + threads - 1) / threads;
+  const std::int64_t cap = static_cast<std::int64_t>(sm_count(dev)) * 16;
+  return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(want, cap)));
+}
+
+/// Throws device_error if the last launch failed (bad configuration, no kernel image ...).
+inline void check_launch(const char* what) { check(cudaGetLastError(), what); }
+
+/// out[i...] = e(i...) for every index of out (out: a CUDA tensor, any strides; e's leaves on the
+/// same device).
+template <class T, class S, class E>
+void run_pointwise(const Tensor<T, S>& out, const E& e) {
+  constexpr std::size_t R = S::rank == 0 ? 1 : S::rank;
+  const std::int64_t n = out.numel();
+  if (n == 0) return;
+  device_context ctx(out.device());
+  sizes_t<R> sizes{};
+  std::array<std::int64_t, R> ost{};
+  if constexpr (S::rank == 0) {
+    sizes[0] = 1;
+  } else {
+    sizes = out.sizes();
+    ost = out.strides();
+  }
+  using tree_t = dpw<E, R>;
+  tree_t tree(e, sizes);
+  const auto sp = cpu::coalesce<R>(sizes, ost.data(), tree);
+  T* const obase = out.data();
+  const cudaStream_t s = current_stream();
+  const int dev = out.device().index;
+
+  constexpr int N = 16 / sizeof(T) > 0 ? static_cast<int>(16 / sizeof(T)) : 1;
+  bool flat = sp.nd == 1 && ost[0] == 1;
+  if (flat) {
+    tree.for_each_leaf([&](const void* p, std::size_t size, const std::int64_t* st) {
+      if (st[0] != 0 && st[0] != 1) flat = false;
+      // a vector load of N elements of this leaf's type must be aligned to its own size (<= 16 B)
+      const std::size_t a = std::min<std::size_t>(16, size * N);
+      if (st[0] == 1 && reinterpret_cast<std::uintptr_t>(p) % a != 0) flat = false;
+    });
+    if (reinterpret_cast<std::uintptr_t>(obase) % 16 != 0) flat = false;
+  }
+  if (flat) {
+    const std::int64_t groups = std::max<std::int64_t>(n / N, 1);
+    pointwise_flat_kernel<T, tree_t><<<grid_for(groups, pointwise_threads, dev), pointwise_threads, 0, s>>>(obase, tree, n);
+  } else {
+    out_layout<T, R> lay{};
+    lay.nd = static_cast<int>(sp.nd);
+    for (std::size_t d = 0; d < sp.nd; ++d) lay.sizes[d] = sp.sizes[d], lay.st[d] = ost[d];
+    pointwise_strided_kernel<T, R, tree_t><<<grid_for(n, pointwise_threads, dev), pointwise_threads, 0, s>>>(obase, tree, lay, n);
+  }
+  check_launch("the pointwise kernel launch");
+}
+
+}  // namespace tenet::detail::cuda

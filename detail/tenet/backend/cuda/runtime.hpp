@@ -1,0 +1,238 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// The CUDA runtime layer: errors, the current device and stream, RAII streams and events, the
+// caching device allocator and the copies. Only for translation units compiled by nvcc
+// (include <tenet/cuda.hpp>, which says so otherwise).
+//
+// Allocator: device blocks are rounded to a size class (512 B steps below 1 MiB, 2 MiB steps
+// above) and kept, when freed, in a pool keyed by (device, stream, size class): a block is reused
+// only by an allocation of the same class on the same stream, which is safe without a
+// synchronization because work on one stream runs in order (PyTorch's rule). Blocks are never
+// split; empty_cache() returns every free block to the driver.
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include <tenet/device.hpp>
+#include <tenet/error.hpp>
+#include <tenet/runtime/storage.hpp>
+
+namespace tenet::detail::cuda {
+
+/// Throws device_error with CUDA's message unless `e` is cudaSuccess.
+inline void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky-free error state
+    throw device_error(std::string("tenet: CUDA error in ") + what + ": " + cudaGetErrorName(e) + ": " +
+                       cudaGetErrorString(e));
+  }
+}
+#define TENET_CUDA_CHECK(call) ::tenet::detail::cuda::check((call), #call)
+
+inline int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+inline void check_index(const device& d) {
+  const int n = device_count();
+  if (d.index < 0 || d.index >= n)
+    throw device_error("tenet: " + d.str() + " does not exist: this machine has " + std::to_string(n) +
+                       " CUDA device(s)");
+}
+
+/// Makes device `d` current for the guard's lifetime.
+class device_context {
+ public:
+  explicit device_context(const device& d) {
+    TENET_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (d.index != previous_) {
+      check_index(d);
+      TENET_CUDA_CHECK(cudaSetDevice(d.index));
+      changed_ = true;
+    }
+  }
+  ~device_context() {
+    if (changed_) (void)cudaSetDevice(previous_);
+  }
+  device_context(const device_context&) = delete;
+  device_context& operator=(const device_context&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool changed_ = false;
+};
+
+/// The stream kernels and copies of this thread go to (nullptr: the legacy default stream).
+inline cudaStream_t& current_stream_slot() {
+  thread_local cudaStream_t s = nullptr;
+  return s;
+}
+inline cudaStream_t current_stream() { return current_stream_slot(); }
+
+inline int sm_count(int dev) {
+  static std::mutex m;
+  static std::unordered_map<int, int> cache;
+  std::lock_guard<std::mutex> lock(m);
+  auto it = cache.find(dev);
+  if (it != cache.end()) return it->second;
+  int n = 0;
+  TENET_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  cache[dev] = n;
+  return n;
+}
+
+struct memory_stats_t {
+  std::size_t allocated = 0;       ///< bytes in live tensors (rounded to the size class)
+  std::size_t reserved = 0;        ///< bytes obtained from cudaMalloc and not yet returned
+  std::size_t peak_allocated = 0;  ///< the largest `allocated` seen since the last reset
+  std::size_t allocations = 0;     ///< allocations served
+  std::size_t cache_hits = 0;      ///< allocations served from a free block
+};
+
+class caching_allocator {
+ public:
+  static caching_allocator& instance() {
+    static caching_allocator* a = new caching_allocator;  // never destroyed: frees at exit go into it
+    return *a;
+  }
+  static std::size_t rounded(std::size_t n) {
+    constexpr std::size_t small = 512, big = std::size_t{2} << 20;
+    if (n == 0) return small;
+    if (n < (std::size_t{1} << 20)) return (n + small - 1) / small * small;
+    return (n + big - 1) / big * big;
+  }
+  void* allocate(std::size_t n, int dev, cudaStream_t s) {
+    const std::size_t r = rounded(n);
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.allocations;
+    auto& v = free_[key{dev, s, r}];
+    void* p = nullptr;
+    if (!v.empty()) {
+      p = v.back();
+      v.pop_back();
+      ++stats_.cache_hits;
+    } else {
+      cudaError_t e = cudaMalloc(&p, r);
+      if (e == cudaErrorMemoryAllocation) {  // give the cached blocks back and try once more
+        (void)cudaGetLastError();
+        release_locked();
+        e = cudaMalloc(&p, r);
+      }
+      if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        throw device_error("tenet: CUDA out of memory allocating " + std::to_string(n) + " bytes on cuda:" +
+                           std::to_string(dev) + " (" + std::to_string(stats_.allocated) + " bytes allocated, " +
+                           std::to_string(stats_.reserved) + " reserved by tenet): " + cudaGetErrorString(e));
+      }
+      stats_.reserved += r;
+    }
+    live_[p] = block{dev, s, r};
+    stats_.allocated += r;
+    if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
+    return p;
+  }
+  void deallocate(void* p) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = live_.find(p);
+    if (it == live_.end()) return;
+    const block b = it->second;
+    live_.erase(it);
+    stats_.allocated -= b.size;
+    free_[key{b.dev, b.stream, b.size}].push_back(p);
+  }
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_locked();
+  }
+  memory_stats_t stats() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.peak_allocated = stats_.allocated;
+  }
+  /// Forgets the pools of stream `s` (called when a tenet stream is destroyed): its free blocks
+  /// go back to the driver after the stream's work is done.
+  void drop_stream(cudaStream_t s) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = free_.begin(); it != free_.end();) {
+      if (it->first.stream == s) {
+        for (void* p : it->second) {
+          (void)cudaFree(p);
+          stats_.reserved -= it->first.size;
+        }
+        it = free_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+ private:
+  struct key {
+    int dev;
+    cudaStream_t stream;
+    std::size_t size;
+    bool operator<(const key& o) const {
+      return std::tie(dev, stream, size) < std::tie(o.dev, o.stream, o.size);
+    }
+  };
+  struct block {
+    int dev;
+    cudaStream_t stream;
+    std::size_t size;
+  };
+  void release_locked() noexcept {
+    (void)cudaDeviceSynchronize();
+    for (auto& [k, v] : free_)
+      for (void* p : v) {
+        (void)cudaFree(p);
+        stats_.reserved -= k.size;
+      }
+    free_.clear();
+  }
+  mutable std::mutex mutex_;
+  std::map<key, std::vector<void*>> free_;
+  std::unordered_map<void*, block> live_;
+  memory_stats_t stats_;
+};
+
+// --- the hooks storage.hpp calls --------------------------------------------------------------
+inline void* hook_allocate(std::size_t n, device d) {
+  device_context ctx(d);
+  return caching_allocator::instance().allocate(n, d.index, current_stream());
+}
+inline void hook_deallocate(void* p, std::size_t, device) noexcept { caching_allocator::instance().deallocate(p); }
+/// Copies n bytes between any two of host and CUDA devices; returns when the data is at dst
+/// (pageable host memory) or, for pinned host memory, after the stream finished the copy.
+inline void hook_copy(void* dst, device dd, const void* src, device sd, std::size_t n) {
+  if (n == 0) return;
+  const device& on = dd.is_cpu() ? sd : dd;
+  device_context ctx(on);
+  const cudaStream_t s = current_stream();
+  TENET_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s));
+  TENET_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+inline void pinned_release(void* p, std::size_t, device) noexcept { (void)cudaFreeHost(p); }
+
+inline const device_backend_hooks& hooks() {
+  static const device_backend_hooks h{&hook_allocate, &hook_deallocate, &hook_copy};
+  return h;
+}
+/// Registered at start-up by every CUDA translation unit (one slot; all register the same table).
+inline const bool hooks_registered = (device_backend_slot(device_type::cuda) = &hooks(), true);
+
+}  // namespace tenet::detail::cuda

@@ -1,0 +1,283 @@
+// CUDA backend tests: every result on cuda(0) against the same expression on the CPU backend.
+// Without a GPU the program prints why and exits with 77, which CTest reports as skipped.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include <tenet/cuda.hpp>
+
+using namespace tenet;
+using F2 = Tensor<float, dyn_shape<2>>;
+using F3 = Tensor<float, dyn_shape<3>>;
+using B2 = Tensor<bfloat16, dyn_shape<2>>;
+
+namespace {
+
+/// max |a - b| / (atol + rtol |b|) <= 1 over every element (a from the GPU, b from the CPU).
+template <class T, class S, class U, class S2>
+void check_close(const Tensor<T, S>& gpu, const Tensor<U, S2>& cpu_ref, double rtol, double atol) {
+  REQUIRE(gpu.device() == tenet::device(tenet::cuda(0)));
+  REQUIRE(cpu_ref.device().is_cpu());
+  auto g = gpu.cpu().contiguous();
+  auto c = cpu_ref.contiguous();
+  REQUIRE(g.sizes() == c.sizes());
+  const std::int64_t n = g.numel();
+  std::int64_t bad = 0;
+  double worst = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double a = static_cast<double>(static_cast<float>(g.data()[i]));
+    const double b = static_cast<double>(static_cast<float>(c.data()[i]));
+    const double err = std::abs(a - b) / (atol + rtol * std::abs(b));
+    if (!(err <= 1.0) && !(std::isnan(a) && std::isnan(b))) ++bad;
+    if (err > worst) worst = err;
+  }
+  INFO("elements " << n << ", mismatches " << bad << ", worst error/tolerance " << worst);
+  CHECK(bad == 0);
+}
+
+F2 cpu_randn(std::int64_t m, std::int64_t n) { return randn<float, dyn_shape<2>>(m, n); }
+
+}  // namespace
+
+TEST_CASE("cuda: copies host <-> device keep the values; views are copied contiguous") {
+  manual_seed(1);
+  F2 x = cpu_randn(37, 53);
+  auto d = x.to(tenet::cuda(0));
+  CHECK(d.device() == tenet::device(tenet::cuda(0)));
+  CHECK(d.is_contiguous());
+  check_close(d, x, 0, 0);
+  // a transposed view goes through a contiguous copy
+  auto xt = x.transpose<0, 1>();
+  auto dt = xt.to(tenet::cuda(0));
+  CHECK(dt.sizes() == xt.sizes());
+  check_close(dt, F2(xt.contiguous()), 0, 0);
+  // printing copies to the host and names the device, as PyTorch does
+  CHECK(to_string(d.slice<0>(0, 1)).find("device='cuda:0'") != std::string::npos);
+  // the device copy of a device tensor is itself; to(cpu) of a cpu tensor too
+  CHECK(d.to(tenet::cuda(0)).shares_storage(d));
+  CHECK(x.cpu().shares_storage(x));
+}
+
+TEST_CASE("cuda: one fused pointwise kernel, contiguous, broadcast and strided") {
+  manual_seed(2);
+  F2 x = cpu_randn(129, 257), row = cpu_randn(1, 257), col = cpu_randn(129, 1);
+  auto dx = x.to(tenet::cuda(0)), drow = row.to(tenet::cuda(0)), dcol = col.to(tenet::cuda(0));
+  SECTION("gelu(x * a + b) * c, contiguous (vector path)") {
+    F2 ref = gelu(x * 1.5f + 0.25f) * 0.75f;
+    F2 got = gelu(dx * 1.5f + 0.25f) * 0.75f;
+    check_close(got, ref, 1e-5, 1e-6);
+  }
+  SECTION("broadcast of a row and a column") {
+    F2 ref = x * row + col;
+    F2 got = dx * drow + dcol;
+    check_close(got, ref, 1e-6, 1e-6);
+  }
+  SECTION("a transposed (non-contiguous) operand") {
+    F2 sq = cpu_randn(64, 64);
+    auto dsq = sq.to(tenet::cuda(0));
+    F2 ref = exp(sq.transpose<0, 1>()) - sq;
+    F2 got = exp(dsq.transpose<0, 1>()) - dsq;
+    check_close(got, ref, 1e-5, 1e-6);
+  }
+  SECTION("an odd size and an offset view (the scalar tail and the unaligned path)") {
+    auto xs = x.slice<1>(1, 256);
+    auto dxs = dx.slice<1>(1, 256);
+    F2 ref = xs * xs;
+    F2 got = dxs * dxs;
+    check_close(got, ref, 1e-6, 1e-7);
+  }
+  SECTION("bfloat16 in, float compute, bfloat16 out") {
+    B2 xb = x.to<bfloat16>();
+    auto dxb = xb.to(tenet::cuda(0));
+    B2 ref = gelu(xb * bfloat16(1.5f) + bfloat16(0.25f));
+    B2 got = gelu(dxb * bfloat16(1.5f) + bfloat16(0.25f));
+    check_close(got, ref, 1e-2, 1e-2);
+  }
+  SECTION("float16: device conversions round as the host's") {
+    Tensor<float16, dyn_shape<2>> xh = x.to<float16>();
+    auto dxh = xh.to(tenet::cuda(0));
+    Tensor<float16, dyn_shape<2>> ref = xh * xh - float16(0.5f);
+    Tensor<float16, dyn_shape<2>> got = dxh * dxh - float16(0.5f);
+    check_close(got, ref, 0, 0);
+  }
+  SECTION("double") {
+    Tensor<double, dyn_shape<2>> xd = x.to<double>();
+    auto dd = xd.to(tenet::cuda(0));
+    Tensor<double, dyn_shape<2>> ref = tanh(xd) * xd;
+    Tensor<double, dyn_shape<2>> got = tanh(dd) * dd;
+    check_close(got, ref, 1e-12, 1e-14);
+  }
+}
+
+TEST_CASE("cuda: reductions along inner, middle and outer axes, and a long split one") {
+  manual_seed(3);
+  F3 x = randn<float, dyn_shape<3>>(33, 65, 129);
+  auto dx = x.to(tenet::cuda(0));
+  SECTION("sum over the inner dim (rows kernel)") {
+    F2 ref = sum<2>(x * x);
+    F2 got = sum<2>(dx * dx);
+    check_close(got, ref, 1e-5, 1e-5);
+  }
+  SECTION("sum over the middle dim (columns kernel)") {
+    F2 ref = sum<1>(x);
+    F2 got = sum<1>(dx);
+    check_close(got, ref, 1e-5, 1e-4);
+  }
+  SECTION("amax over the outer dim, keepdim") {
+    F3 ref = amax<0>(x, keepdim);
+    F3 got = amax<0>(dx, keepdim);
+    check_close(got, ref, 0, 0);
+  }
+  SECTION("mean over two dims") {
+    Tensor<float, dyn_shape<1>> ref = mean<0, 2>(x);
+    Tensor<float, dyn_shape<1>> got = mean<0, 2>(dx);
+    check_close(got, ref, 1e-5, 1e-6);
+  }
+  SECTION("a full sum of 4 Mi elements (split over the card, then combined)") {
+    Tensor<float, dyn_shape<1>> big = randn<float, dyn_shape<1>>(4 << 20);
+    auto dbig = big.to(tenet::cuda(0));
+    Tensor<float, shape<>> ref = sum(big);
+    Tensor<float, shape<>> got = sum(dbig);
+    check_close(got, ref, 1e-4, 1e-2);
+  }
+}
+
+TEST_CASE("cuda: softmax and log_softmax over the last dim, fp32 and bf16") {
+  manual_seed(4);
+  F2 x = cpu_randn(300, 1000);
+  auto dx = x.to(tenet::cuda(0));
+  F2 ref = softmax<-1>(x);
+  F2 got = softmax<-1>(dx);
+  check_close(got, ref, 1e-5, 1e-8);
+  F2 lref = log_softmax<-1>(x);
+  F2 lgot = log_softmax<-1>(dx);
+  check_close(lgot, lref, 1e-5, 1e-6);
+  B2 xb = x.to<bfloat16>();
+  B2 bref = softmax<-1>(xb);
+  B2 bgot = softmax<-1>(xb.to(tenet::cuda(0)));
+  check_close(bgot, bref, 2e-2, 1e-4);
+}
+
+TEST_CASE("cuda: matmul through cuBLASLt: fp32, bf16, batched, transposed, linear+bias+act") {
+  manual_seed(5);
+  cuda::set_allow_tf32(false);
+  F2 a = cpu_randn(70, 45), b = cpu_randn(45, 33);
+  auto da = a.to(tenet::cuda(0)), db = b.to(tenet::cuda(0));
+  SECTION("fp32") {
+    F2 ref = matmul(a, b);
+    F2 got = matmul(da, db);
+    check_close(got, ref, 1e-4, 1e-4);
+  }
+  SECTION("a transposed operand") {
+    F2 bt = cpu_randn(33, 45);
+    F2 ref = matmul(a, bt.transpose<0, 1>());
+    F2 got = matmul(da, bt.to(tenet::cuda(0)).transpose<0, 1>());
+    check_close(got, ref, 1e-4, 1e-4);
+  }
+  SECTION("bf16 with fp32 accumulation") {
+    B2 ab = a.to<bfloat16>(), bb = b.to<bfloat16>();
+    B2 ref = matmul(ab, bb);
+    B2 got = matmul(ab.to(tenet::cuda(0)), bb.to(tenet::cuda(0)));
+    check_close(got, ref, 2e-2, 2e-2);
+  }
+  SECTION("batched, with a broadcast right operand") {
+    F3 x = randn<float, dyn_shape<3>>(5, 17, 23);
+    F2 w = cpu_randn(23, 9);
+    F3 ref = matmul(x, w);
+    F3 got = matmul(x.to(tenet::cuda(0)), w.to(tenet::cuda(0)));
+    check_close(got, ref, 1e-4, 1e-4);
+  }
+  SECTION("linear + bias + relu / gelu(tanh) in one call") {
+    F2 x = cpu_randn(64, 48), w = cpu_randn(40, 48);
+    Tensor<float, dyn_shape<1>> bias = randn<float, dyn_shape<1>>(40);
+    auto dx = x.to(tenet::cuda(0)), dw = w.to(tenet::cuda(0));
+    auto dbias = bias.to(tenet::cuda(0));
+    F2 lin = matmul(x, w.transpose<0, 1>()) + bias;
+    F2 ref_relu = relu(lin);
+    F2 ref_gelu = gelu(lin, approximate_tanh);
+    check_close(cuda::linear(dx, dw, dbias, cuda::activation::relu), ref_relu, 1e-4, 1e-4);
+    check_close(cuda::linear(dx, dw, dbias, cuda::activation::gelu_tanh), ref_gelu, 1e-3, 1e-3);
+    check_close(cuda::linear(dx, dw, dbias, cuda::activation::none), lin, 1e-4, 1e-4);
+  }
+}
+
+TEST_CASE("cuda: the caching allocator reuses freed blocks and reports allocated/reserved/peak") {
+  cuda::empty_cache();
+  const auto s0 = cuda::memory_stats();
+  {
+    F2 t({1024, 1024}, tenet::cuda(0));  // 4 MiB
+    const auto s1 = cuda::memory_stats();
+    CHECK(s1.allocated == s0.allocated + (std::size_t{4} << 20));
+    CHECK(s1.reserved >= s0.reserved + (std::size_t{4} << 20));
+    CHECK(s1.peak_allocated >= s1.allocated);
+  }
+  const auto s2 = cuda::memory_stats();
+  CHECK(s2.allocated == s0.allocated);
+  CHECK(s2.reserved >= s0.reserved + (std::size_t{4} << 20));  // kept in the cache
+  {
+    F2 t({1024, 1024}, tenet::cuda(0));
+    CHECK(cuda::memory_stats().cache_hits == s2.cache_hits + 1);
+    CHECK(cuda::memory_stats().reserved == s2.reserved);
+  }
+  cuda::empty_cache();
+  CHECK(cuda::memory_stats().reserved == s0.reserved);
+}
+
+TEST_CASE("cuda: streams, events, pinned memory and asynchronous copies") {
+  manual_seed(6);
+  cuda::stream s;
+  cuda::event start, stop;
+  F2 x = cpu_randn(512, 512);
+  auto pinned = cuda::pinned_empty<float, dyn_shape<2>>({512, 512});
+  CHECK(pinned.device().is_cpu());
+  for (std::int64_t i = 0; i < x.numel(); ++i) pinned.data()[i] = x.data()[i];
+  F2 back_pinned = cuda::pinned_empty<float, dyn_shape<2>>({512, 512});
+  {
+    cuda::stream_guard g(s);
+    F2 d({512, 512}, tenet::cuda(0));
+    start.record();
+    cuda::copy_async(d, F2(pinned));
+    F2 y = d * 2.0f + 1.0f;
+    cuda::copy_async(back_pinned, y);
+    stop.record();
+    stop.synchronize();
+    CHECK(s.query());
+    CHECK(stop.elapsed_ms(start) >= 0.0f);
+  }
+  F2 ref = x * 2.0f + 1.0f;
+  for (std::int64_t i = 0; i < x.numel(); ++i) REQUIRE(back_pinned.data()[i] == ref.data()[i]);
+}
+
+TEST_CASE("cuda: factories follow the default device; device_guard restores it") {
+  {
+    device_guard g(tenet::cuda(0));
+    auto z = zeros<float, dyn_shape<2>>(3, 4);
+    CHECK(z.device() == tenet::device(tenet::cuda(0)));
+    auto r = randn<float, dyn_shape<1>>(100);
+    CHECK(r.device() == tenet::device(tenet::cuda(0)));
+    auto zc = z.cpu();
+    for (std::int64_t i = 0; i < zc.numel(); ++i) CHECK(zc.data()[i] == 0.0f);
+  }
+  CHECK(default_device().is_cpu());
+  CHECK(zeros<float, dyn_shape<1>>(2).device().is_cpu());
+}
+
+TEST_CASE("cuda: mixing devices in one expression is a device_error naming both") {
+  F2 a = cpu_randn(4, 4);
+  auto d = a.to(tenet::cuda(0));
+  CHECK_THROWS_AS(F2(a + d), device_error);
+  CHECK_THROWS_WITH(F2(a + d), Catch::Contains("cpu") && Catch::Contains("cuda:0"));
+  CHECK_THROWS_WITH(d.copy_(a * 2.0f), Catch::Contains("cpu") && Catch::Contains("cuda:0"));
+  CHECK_THROWS_AS(d(0, 0), device_error);  // element access needs the host
+}
+
+int main(int argc, char** argv) {
+  if (!tenet::cuda::is_available()) {
+    std::printf("tenet CUDA tests: no CUDA device here; skipped (exit code 77)\n");
+    return 77;
+  }
+  return Catch::Session().run(argc, argv);
+}
