@@ -164,7 +164,7 @@ void run_into(const E& e, const Out& out) {
     run_matmul_node(e, out);
   } else if constexpr (softmax_kind<Op>::value) {
     run_softmax_last<softmax_kind<Op>::log>(out, to_tensor(std::get<0>(e.children)).contiguous());
-  } else if constexpr (!Op::is_prim && requires { std::apply([&](const auto&... c) { return e.op.decompose(c...); }, e.children); }) {
+  } else if constexpr (!Op::is_prim) {
     // a composite the CPU runs natively (layer_norm, rms_norm, ...) and CUDA does not yet: its
     // decomposition, which holds prims only
     assign(out, std::apply([&](const auto&... c) { return e.op.decompose(c...); }, e.children));
