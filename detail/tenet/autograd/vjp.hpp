@@ -135,7 +135,8 @@ grad_tensor<T, R> reduce_to(const Tensor<T, S>& g, const sizes_t<R>& target) {
                         " does not broadcast onto sizes " + sizes_text(target));
     same = same && gs[d + lead] == target[d];
   }
-  if (same) return grad_tensor<T, R>(g.template with_layout<dyn_shape<R>>(target, sizes_t<R>(g.strides()), g.offset()));
+  if constexpr (Rg == R)
+    if (same) return grad_tensor<T, R>(g.template with_layout<dyn_shape<R>>(target, g.strides(), g.offset()));
   grad_tensor<T, R> out(target);
   const auto cs = contiguous_strides(target);
   sizes_t<Rg> ostr{};
