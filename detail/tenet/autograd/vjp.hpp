@@ -306,13 +306,22 @@ TENET_BINARY_RULE(pow,
                             pw::mul(pw::mul(g, b), pw::pow(a, pw::sub(b, pw::c<T>(1))))),
                   pw::where(pw::both(pw::eq(a, pw::c<T>(0)), pw::ge(b, pw::c<T>(0))), pw::c<T>(0),
                             pw::mul(pw::mul(g, y), pw::un<prim::log_>(a))))
-// a tie splits the gradient evenly
-TENET_BINARY_RULE(maximum,
-                  pw::where(pw::eq(a, b), pw::mul(g, pw::c<T>(0.5)), pw::where(pw::lt(a, b), pw::c<T>(0), g)),
-                  pw::where(pw::eq(a, b), pw::mul(g, pw::c<T>(0.5)), pw::where(pw::gt(a, b), pw::c<T>(0), g)))
-TENET_BINARY_RULE(minimum,
-                  pw::where(pw::eq(a, b), pw::mul(g, pw::c<T>(0.5)), pw::where(pw::gt(a, b), pw::c<T>(0), g)),
-                  pw::where(pw::eq(a, b), pw::mul(g, pw::c<T>(0.5)), pw::where(pw::lt(a, b), pw::c<T>(0), g)))
+// maximum/minimum of two tensors: a tie splits the gradient evenly (torch.maximum). Against a
+// constant (a scalar leaf: relu = maximum(x, 0), hardtanh, relu6) the tensor gets nothing at the
+// tie, as PyTorch's relu'(0) = 0 and hardtanh's bounds (torch.clamp, which gives 1 at its bounds,
+// is the one op this does not match there).
+template <class A, class B, class G, class Win, class Lose>
+auto extreme_grad(const A& a, const B& b, const G& g, const Win& wins, const Lose& loses) {
+  using T = value_type_of<G>;
+  if constexpr (ScalarLeaf<B>)
+    return pw::where(wins, g, pw::c<T>(0));
+  else
+    return pw::where(pw::eq(a, b), pw::mul(g, pw::c<T>(0.5)), pw::where(loses, pw::c<T>(0), g));
+}
+TENET_BINARY_RULE(maximum, extreme_grad(a, b, g, pw::gt(a, b), pw::lt(a, b)),
+                  extreme_grad(b, a, g, pw::gt(b, a), pw::lt(b, a)))
+TENET_BINARY_RULE(minimum, extreme_grad(a, b, g, pw::lt(a, b), pw::gt(a, b)),
+                  extreme_grad(b, a, g, pw::lt(b, a), pw::gt(b, a)))
 TENET_BINARY_RULE(atan2, pw::mul(g, pw::div(b, pw::add(pw::mul(a, a), pw::mul(b, b)))),
                   pw::mul(g, pw::div(pw::neg(a), pw::add(pw::mul(a, a), pw::mul(b, b)))))
 #undef TENET_BINARY_RULE
