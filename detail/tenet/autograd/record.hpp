@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <tenet/autograd/graph.hpp>
+#include <tenet/autograd/jvp.hpp>
 #include <tenet/autograd/vjp.hpp>
 #include <tenet/decomp/decompose.hpp>
 
@@ -60,6 +61,11 @@ struct expr_node final : grad_node {
   }
   void release() override { expr.reset(); }
   std::string name() const override { return "expression"; }
+  std::any tangent(jvp_context& ctx) const override {
+    if (!expr)
+      throw value_error("tenet: jvp: the graph was freed by a backward without retain_graph");
+    return std::any(exact(ag::tangent(*expr, ctx), expr->sizes()));
+  }
 };
 
 /// Makes `result` (the value of e) the output of a new node whose backward is e's VJP.
