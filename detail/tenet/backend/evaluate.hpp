@@ -14,6 +14,7 @@
 
 #include <optional>
 
+#include <tenet/autograd/record.hpp>  // ag::tracked: the autograd hook of evaluate
 #include <tenet/backend/cpu/elementwise.hpp>
 #include <tenet/backend/cpu/gemm_epilogue.hpp>
 #include <tenet/backend/cpu/matmul.hpp>
@@ -297,7 +298,7 @@ device expr_device(const E& e) {
 }
 
 template <Expression E>
-auto evaluate(const E& e) {
+auto evaluate_untracked(const E& e) {
   ++evaluations();
   (void)expr_device(e);  // one device for the whole expression, or a device_error naming both
   auto d = decompose<cpu_simd>(e);
@@ -322,8 +323,15 @@ auto evaluate(const E& e) {
   return result_tensor_t<E>(to_tensor(d));
 }
 
+/// The value of e; recorded for autograd when a leaf requires grad (autograd/record.hpp).
+template <Expression E>
+auto evaluate(const E& e) {
+  return ag::tracked(e, [&] { return evaluate_untracked(e); });
+}
+
 template <class T, class S, Expression E>
 void assign(const Tensor<T, S>& dst, const E& e) {
+  ag::check_in_place(dst, "copy_/add_/...");
   static_assert(shape_of<E>::rank <= S::rank, "tenet: cannot write an expression of higher rank into a tensor");
   // the destination may be read by e: evaluate first when any leaf shares its storage
   bool aliased = false;
