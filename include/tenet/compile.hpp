@@ -26,6 +26,8 @@
 //     max_autotune: reduce_overhead, plus on the first call of a shape class the expression is run
 //     with each candidate thread count (1, 2, 4, ... up to OpenMP's maximum), the fastest median is
 //     kept and used for that class from then on.
+//   - A training step: fn returns backward_of(loss); the call evaluates the loss and its backward
+//     as one graph (gradients into .grad, shared forward values computed once) and returns the loss.
 //   - fullgraph = true: fn must not evaluate anything itself (an `eval()` or a Tensor assignment
 //     inside fn splits the graph in two, like a graph break in torch.compile); if it does, the call
 //     throws tenet::value_error naming the count.
@@ -44,6 +46,7 @@
 
 #include <omp.h>
 
+#include <tenet/autograd.hpp>
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/error.hpp>
 #include <tenet/explain.hpp>
@@ -225,6 +228,46 @@ void append_extents(std::vector<std::int64_t>& key, const A& a) {
   }
 }
 
+/// A training step's loss, to be evaluated and backpropagated as one graph (backward_of).
+template <class L>
+struct loss_backward {
+  L loss;
+};
+template <class R>
+struct is_loss_backward : std::false_type {};
+template <class L>
+struct is_loss_backward<loss_backward<L>> : std::true_type {};
+
+/// Forward and backward of a scalar loss as one planned graph (AOTAutograd's idea): the loss is
+/// decomposed for autograd once; its value and every evaluation its backward makes share one CSE
+/// session, so a forward value the backward needs (a GEMM's operand, a reduction, a softmax) is
+/// the value the forward computed: those are the saved activations. Pointwise values are not
+/// saved: the backward's fused loops recompute them (rematerialization). Gradients accumulate
+/// into .grad of the tracked tensors, as loss.backward() does.
+template <class L>
+auto run_loss_backward(const L& loss) {
+  using T = value_type_of<L>;
+  if constexpr (TensorType<L>) {
+    // already evaluated (a graph break inside fn): the eager tape does the backward
+    Tensor<T, shape_of<L>> value = loss;
+    if (value.requires_grad()) value.backward();
+    return value.detach();
+  } else {
+    const cse_session session;
+    auto d = decompose<ag::autograd_backend>(loss);
+    Tensor<T, shape_of<L>> value;
+    {
+      const ag::grad_mode_guard off(false);
+      value = evaluate_untracked(d);
+    }
+    if (ag::grad_mode() && ag::needs_grad(d)) {
+      ag::attach(d, value);
+      value.backward();
+    }
+    return value.detach();
+  }
+}
+
 template <class R>
 struct is_tuple_result : std::false_type {};
 template <class... T>
@@ -236,7 +279,9 @@ struct is_tuple_result<std::pair<A, B>> : std::true_type {};
 /// evaluates each element.
 template <class R>
 auto evaluate_result(const R& r) {
-  if constexpr (is_tuple_result<R>::value) {
+  if constexpr (is_loss_backward<R>::value) {
+    return run_loss_backward(r.loss);
+  } else if constexpr (is_tuple_result<R>::value) {
     return std::apply([](const auto&... x) { return std::make_tuple(evaluate_result(x)...); }, r);
   } else if constexpr (TensorType<R>) {
     return r;
@@ -249,7 +294,9 @@ auto evaluate_result(const R& r) {
 
 template <class R>
 kernel_plan plan_result(const R& r) {
-  if constexpr (is_tuple_result<R>::value) {
+  if constexpr (is_loss_backward<R>::value) {
+    return plan_result(r.loss);  // the forward's plan (the backward's kernels are planned as it runs)
+  } else if constexpr (is_tuple_result<R>::value) {
     kernel_plan all;
     std::apply(
         [&](const auto&... x) {
@@ -418,6 +465,16 @@ class compiled_function {
   shape_class* last_ = nullptr;
   compile_stats stats_;
 };
+
+/// A training step's result: compile(fn) where fn returns backward_of(loss) evaluates the scalar
+/// loss and backpropagates it into .grad of the tensors that require grad, forward and backward
+/// planned as one graph (detail::run_loss_backward); the call returns the loss value.
+template <Expression L>
+detail::loss_backward<L> backward_of(const L& loss) {
+  static_assert(rank_of<L> == 0, "tenet::backward_of: the loss must be a scalar (0-dim) expression");
+  static_assert(is_floating_v<value_type_of<L>>, "tenet::backward_of: the loss must have a floating dtype");
+  return {loss};
+}
 
 /// torch.compile for tenet: see the top of this header and docs/compile.md.
 template <class F>

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include <tenet/expr/concepts.hpp>
 #include <tenet/expr/node.hpp>
@@ -27,6 +28,55 @@ const void* type_tag() {
   static const char tag = 0;
   return &tag;
 }
+
+/// The values computed so far in the current evaluation (null outside one).
+using cse_table = std::map<std::string, std::shared_ptr<void>>;
+inline cse_table*& current_cse_table() {
+  thread_local cse_table* t = nullptr;
+  return t;
+}
+
+/// A session spanning several evaluations (a compiled training step: the forward, then every
+/// evaluation its backward makes) that share one table, so a forward value the backward needs
+/// (a GEMM's operand, a reduction) is computed once. Keys name inputs by their storage address,
+/// so the session keeps every storage it keyed alive until it ends: an address cannot be reused
+/// by another tensor while a key names it.
+struct cse_session {
+  cse_table table;
+  std::vector<std::shared_ptr<const void>> retained;
+  cse_session* previous;
+  cse_table* previous_table;
+  cse_session() : previous(current()), previous_table(current_cse_table()) {
+    current() = this;
+    current_cse_table() = &table;
+  }
+  ~cse_session() {
+    current() = previous;
+    current_cse_table() = previous_table;
+  }
+  cse_session(const cse_session&) = delete;
+  cse_session& operator=(const cse_session&) = delete;
+  static cse_session*& current() {
+    thread_local cse_session* s = nullptr;
+    return s;
+  }
+};
+
+/// One evaluation's CSE table (nested evaluations get their own), or the session's table inside
+/// a session.
+struct cse_scope {
+  cse_table table;
+  cse_table* previous;
+  bool in_session;
+  cse_scope() : previous(current_cse_table()), in_session(cse_session::current() != nullptr) {
+    if (!in_session) current_cse_table() = &table;
+  }
+  ~cse_scope() {
+    if (!in_session) current_cse_table() = previous;
+  }
+  cse_scope(const cse_scope&) = delete;
+  cse_scope& operator=(const cse_scope&) = delete;
+};
 
 template <class V>
 void append_bytes(std::string& k, const V& v) {
@@ -51,6 +101,7 @@ bool append_cse_key(std::string& k, const E& e) {
       return sizeof(e.value) == 4 || sizeof(e.value) == 8 || sizeof(e.value) == 2;
     }
   } else if constexpr (TensorType<E>) {
+    if (cse_session* s = cse_session::current(); s && e.storage()) s->retained.push_back(e.storage());
     append_bytes(k, static_cast<const void*>(e.storage().get()));
     append_bytes(k, e.offset());
     for (auto s : e.sizes()) append_bytes(k, s);
@@ -76,23 +127,6 @@ std::optional<std::string> cse_key(const E& e) {
   if (!append_cse_key(k, e)) return std::nullopt;
   return k;
 }
-
-/// The values computed so far in the current evaluation (null outside one).
-using cse_table = std::map<std::string, std::shared_ptr<void>>;
-inline cse_table*& current_cse_table() {
-  thread_local cse_table* t = nullptr;
-  return t;
-}
-
-/// One evaluation's CSE table (nested evaluations get their own).
-struct cse_scope {
-  cse_table table;
-  cse_table* previous;
-  cse_scope() : previous(current_cse_table()) { current_cse_table() = &table; }
-  ~cse_scope() { current_cse_table() = previous; }
-  cse_scope(const cse_scope&) = delete;
-  cse_scope& operator=(const cse_scope&) = delete;
-};
 
 /// compute() unless a kernel with e's key already ran in this evaluation; R is its Tensor type.
 template <class R, class E, class F>
