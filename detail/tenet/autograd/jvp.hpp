@@ -71,7 +71,7 @@ auto tangent_node(const tenet::node<Op, C...>& e, jvp_context& ctx) {
   if constexpr (requires { kept_whole<Op>::dim; }) {  // softmax / log_softmax
     constexpr std::int64_t D = kept_whole<Op>::dim;
     const auto tx = value(tangent(x, ctx));
-    const auto y = forward_forward_value(e);
+    const auto y = forward_value(e);
     if constexpr (!kept_whole<Op>::log)
       return pw::mul(y, pw::sub(tx, value(make_node(prim::reduce_<prim::sum_kind, true, D>{}, pw::mul(tx, y)))));
     else
