@@ -70,7 +70,7 @@ auto sort_both(const X& x, bool descending) {
   Tensor<std::int64_t, S> indices(t.sizes());
   prim::sort_<D, prim::sort_output::values>::run_on_cpu_both(t, values, indices, descending);
   // autograd: the values are the sort prim's (its VJP scatters the gradient back by the indices)
-  if constexpr (is_floating_v<T>)
+  if constexpr (ag::is_autograd_dtype<T>)
     if (ag::grad_mode() && ag::needs_grad(t)) ag::attach(make_node(prim::sort_<D, prim::sort_output::values>{descending}, t), values);
   return values_indices<Tensor<T, S>, Tensor<std::int64_t, S>>{values, indices};
 }

@@ -85,6 +85,11 @@ struct meta {
 template <class T, std::size_t R>
 using grad_tensor = Tensor<T, dyn_shape<R>>;
 
+/// The dtypes autograd records: float32 and float64 (float16/bfloat16 not yet: each recorded
+/// dtype multiplies the backward kernels every translation unit compiles).
+template <class T>
+inline constexpr bool is_autograd_dtype = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
 /// True when gradients flow to this tensor (it requires grad, as a leaf or through its grad_fn).
 template <class T, class S>
 bool is_tracked(const Tensor<T, S>& t) {
@@ -241,7 +246,7 @@ struct view_node final : grad_node {
 
 template <class T, class S, class S2>
 void on_view(const Tensor<T, S>& base, Tensor<T, S2>& view) {
-  if constexpr (!is_floating_v<T>) return;
+  if constexpr (!is_autograd_dtype<T>) return;
   if (!grad_mode() || !is_tracked(base)) return;
   auto n = std::make_shared<view_node<T, S::rank, S2::rank>>();
   n->bsizes = base.sizes();

@@ -71,21 +71,25 @@ auto tangent_node(const tenet::node<Op, C...>& e, jvp_context& ctx) {
   if constexpr (requires { kept_whole<Op>::dim; }) {  // softmax / log_softmax
     constexpr std::int64_t D = kept_whole<Op>::dim;
     const auto tx = value(tangent(x, ctx));
-    const auto y = value(e);
+    const auto y = forward_value(e);
     if constexpr (!kept_whole<Op>::log)
       return pw::mul(y, pw::sub(tx, value(make_node(prim::reduce_<prim::sum_kind, true, D>{}, pw::mul(tx, y)))));
     else
       return pw::sub(tx, value(make_node(prim::reduce_<prim::sum_kind, true, D>{}, pw::mul(pw::un<prim::exp_>(y), tx))));
   } else if constexpr (requires { chain_rule<Op>::is_unary; }) {
-    return chain_rule<Op>::template apply<T>(x, e, tangent(x, ctx));
+    const auto xv = forward_value(x);
+    return chain_rule<Op>::template apply<T>(xv, make_node(e.op, xv), tangent(x, ctx));
   } else if constexpr (requires { sizeof(binary_rule<Op>); }) {
     const auto& b = std::get<1>(e.children);
-    return pw::add(binary_rule<Op>::template da<T>(x, b, e, tangent(x, ctx)),
-                   binary_rule<Op>::template db<T>(x, b, e, tangent(b, ctx)));
+    const auto av = forward_value(x);
+    const auto bv = forward_value(b);
+    const auto y = make_node(e.op, av, bv);
+    return pw::add(binary_rule<Op>::template da<T>(av, bv, y, tangent(x, ctx)),
+                   binary_rule<Op>::template db<T>(av, bv, y, tangent(b, ctx)));
   } else if constexpr (std::is_same_v<Op, prim::where_>) {
-    return pw::where(x, tangent(std::get<1>(e.children), ctx), tangent(std::get<2>(e.children), ctx));
+    return pw::where(forward_value(x), tangent(std::get<1>(e.children), ctx), tangent(std::get<2>(e.children), ctx));
   } else if constexpr (requires { typename Op::target; }) {  // convert_element_type
-    if constexpr (is_floating_v<value_type_of<X>>)
+    if constexpr (is_autograd_dtype<value_type_of<X>>)
       return value(pw::cast<T>(tangent(x, ctx)));
     else
       return zeros_of<T, r>(e.sizes());
@@ -106,7 +110,7 @@ auto tangent_node(const tenet::node<Op, C...>& e, jvp_context& ctx) {
       // the tangent contracted with the reverse-mode weights of the reduction
       constexpr std::size_t rx = rank_of<X>;
       constexpr auto mask = Op::template mask<X>();
-      const auto xv = value(x);
+      const auto xv = forward_value(x);
       const auto xs = x.sizes();
       sizes_t<rx> ks{};
       for (std::size_t i = 0; i < rx; ++i) ks[i] = mask[i] ? 1 : xs[i];
@@ -119,7 +123,7 @@ auto tangent_node(const tenet::node<Op, C...>& e, jvp_context& ctx) {
                                      pw::where(pw::eq(z, pw::c<T>(0)), pw::div(prod_nonzero, xv), pw::c<T>(0)));
         return make_node(typename sum_over<Op>::type{}, value(pw::mul(tx, local)));
       } else {
-        const auto yk = as_sizes<rx>(value(e), ks);
+        const auto yk = as_sizes<rx>(forward_value(e), ks);
         const auto hit = value(pw::cast<T>(pw::eq(xv, yk)));
         const auto count = value(make_node(kept{}, hit));
         return make_node(typename sum_over<Op>::type{}, value(pw::mul(tx, pw::div(hit, count))));
@@ -127,17 +131,17 @@ auto tangent_node(const tenet::node<Op, C...>& e, jvp_context& ctx) {
     }
   } else if constexpr (std::is_same_v<Op, prim::matmul_>) {
     const auto& b = std::get<1>(e.children);
-    return pw::add(value(make_node(prim::matmul_{}, value(tangent(x, ctx)), value(b))),
-                   value(make_node(prim::matmul_{}, value(x), value(tangent(b, ctx)))));
+    return pw::add(value(make_node(prim::matmul_{}, value(tangent(x, ctx)), forward_value(b))),
+                   value(make_node(prim::matmul_{}, forward_value(x), value(tangent(b, ctx)))));
   } else if constexpr (requires { Op::dim; } && std::is_same_v<typename Op::group, prim::indexing_group> &&
                        sizeof...(C) == 2) {  // gather
-    return make_node(e.op, value(tangent(x, ctx)), value(std::get<1>(e.children)));
+    return make_node(e.op, value(tangent(x, ctx)), forward_value(std::get<1>(e.children)));
   } else if constexpr (std::is_same_v<typename Op::group, prim::indexing_group>) {  // scatter
     if constexpr (Op::op != prim::scatter_op::replace && Op::op != prim::scatter_op::sum) {
       throw value_error(std::string("tenet: autograd: no JVP for ") + std::string(Op::name) + " yet");
       return zeros_of<T, r>(e.sizes());
     } else {
-      return make_node(e.op, value(tangent(x, ctx)), value(std::get<1>(e.children)),
+      return make_node(e.op, value(tangent(x, ctx)), forward_value(std::get<1>(e.children)),
                        value(tangent(std::get<2>(e.children), ctx)));
     }
   } else if constexpr (std::is_same_v<typename Op::group, prim::scan_group>) {
@@ -147,24 +151,24 @@ auto tangent_node(const tenet::node<Op, C...>& e, jvp_context& ctx) {
     if constexpr (std::is_same_v<Kind, prim::sum_kind>) {
       return make_node(e.op, tx);
     } else if constexpr (std::is_same_v<Kind, prim::prod_kind>) {
-      const auto xv = value(x);
+      const auto xv = forward_value(x);
       bool zero = false;
       for_each_offset(xv.sizes(), xv.strides(), xv.offset(), [&](std::int64_t, std::int64_t off) {
         zero = zero || to_double(static_cast<const T*>(xv.storage()->data)[off]) == 0.0;
       });
       if (zero) throw value_error("tenet: autograd: the JVP of cumprod at an input equal to 0 is not implemented yet");
-      return pw::mul(value(e), value(make_node(prim::scan_<prim::sum_kind, D>{}, value(pw::div(tx, xv)))));
+      return pw::mul(forward_value(e), value(make_node(prim::scan_<prim::sum_kind, D>{}, value(pw::div(tx, xv)))));
     } else if constexpr (std::is_same_v<Kind, prim::logaddexp_kind>) {
-      return pw::mul(pw::un<prim::exp_>(pw::neg(value(e))),
-                     value(make_node(prim::scan_<prim::sum_kind, D>{}, value(pw::mul(pw::un<prim::exp_>(x), tx)))));
+      return pw::mul(pw::un<prim::exp_>(pw::neg(forward_value(e))),
+                     value(make_node(prim::scan_<prim::sum_kind, D>{}, value(pw::mul(pw::un<prim::exp_>(forward_value(x)), tx)))));
     } else {
       using arg = prim::running_arg<std::is_same_v<Kind, prim::amax_kind>>;
-      return make_node(prim::gather_<D>{}, tx, value(make_node(prim::scan_<arg, D>{}, x)));
+      return make_node(prim::gather_<D>{}, tx, value(make_node(prim::scan_<arg, D>{}, forward_value(x))));
     }
   } else if constexpr (std::is_same_v<typename Op::group, prim::sort_group>) {
     prim::sort_<Op::requested_dim, prim::sort_output::indices> order;
     order.descending = e.op.descending;
-    return make_node(prim::gather_<Op::requested_dim>{}, value(tangent(x, ctx)), value(make_node(order, x)));
+    return make_node(prim::gather_<Op::requested_dim>{}, value(tangent(x, ctx)), value(make_node(order, forward_value(x))));
   } else {
     static_assert(compile_error::always_false<Op>, "tenet: autograd: no JVP rule for this op (see 'Op' above)");
   }
@@ -184,7 +188,7 @@ auto tangent(const E& e, jvp_context& ctx) {
   else if constexpr (SharedNode<E>)
     return tangent(e.expr, ctx);
   else
-    return tangent_node(e, ctx);
+    return exact(tangent_node(e, ctx), e.sizes());  // each node's tangent is a value: bounded kernel types
 }
 
 template <class T, std::size_t RB, std::size_t RV>
