@@ -260,9 +260,11 @@ auto run_loss_backward(const L& loss) {
       const ag::grad_mode_guard off(false);
       value = evaluate_untracked(d);
     }
-    if (ag::grad_mode() && ag::needs_grad(d)) {
-      ag::attach(d, value);
-      value.backward();
+    if constexpr (TENET_AUTOGRAD) {
+      if (ag::grad_mode() && ag::needs_grad(d)) {
+        ag::attach(d, value);
+        value.backward();
+      }
     }
     return value.detach();
   }

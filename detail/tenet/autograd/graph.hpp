@@ -88,7 +88,7 @@ using grad_tensor = Tensor<T, dyn_shape<R>>;
 /// The dtypes autograd records: float32 and float64 (float16/bfloat16 not yet: each recorded
 /// dtype multiplies the backward kernels every translation unit compiles).
 template <class T>
-inline constexpr bool is_autograd_dtype = std::is_same_v<T, float> || std::is_same_v<T, double>;
+inline constexpr bool is_autograd_dtype = TENET_AUTOGRAD && (std::is_same_v<T, float> || std::is_same_v<T, double>);
 
 /// True when gradients flow to this tensor (it requires grad, as a leaf or through its grad_fn).
 template <class T, class S>
@@ -246,20 +246,24 @@ struct view_node final : grad_node {
 
 template <class T, class S, class S2>
 void on_view(const Tensor<T, S>& base, Tensor<T, S2>& view) {
-  if constexpr (!is_autograd_dtype<T>) return;
-  if (!grad_mode() || !is_tracked(base)) return;
-  auto n = std::make_shared<view_node<T, S::rank, S2::rank>>();
-  n->bsizes = base.sizes();
-  n->bstrides = base.strides();
-  n->boffset = base.offset();
-  n->vsizes = view.sizes();
-  n->vstrides = view.strides();
-  n->voffset = view.offset();
-  n->inputs.push_back(base.autograd_meta());
-  auto m = std::make_shared<meta>();
-  m->requires_grad = true;
-  m->grad_fn = std::move(n);
-  view.set_autograd_meta(std::move(m));
+  if constexpr (is_autograd_dtype<T>) {  // else: nothing to record (and no view_node<T> to compile)
+    if (!grad_mode() || !is_tracked(base)) return;
+    auto n = std::make_shared<view_node<T, S::rank, S2::rank>>();
+    n->bsizes = base.sizes();
+    n->bstrides = base.strides();
+    n->boffset = base.offset();
+    n->vsizes = view.sizes();
+    n->vstrides = view.strides();
+    n->voffset = view.offset();
+    n->inputs.push_back(base.autograd_meta());
+    auto m = std::make_shared<meta>();
+    m->requires_grad = true;
+    m->grad_fn = std::move(n);
+    view.set_autograd_meta(std::move(m));
+  } else {
+    (void)base;
+    (void)view;
+  }
 }
 
 }  // namespace tenet::detail::ag

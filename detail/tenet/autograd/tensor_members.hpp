@@ -15,6 +15,9 @@ namespace tenet {
 
 template <class T, class S>
 Tensor<T, S>& Tensor<T, S>::requires_grad_(bool on) {
+  if (on && !TENET_AUTOGRAD)
+    throw value_error("tenet: requires_grad_: autograd is compiled out of this program (TENET_AUTOGRAD=0); build "
+                      "every file without that definition to record gradients");
   if (on && !is_floating_v<T>)
     throw dtype_error(std::string("tenet: requires_grad_: only tensors of floating point dtype can require "
                                   "gradients, this one is ") +
