@@ -20,6 +20,7 @@
 #include <tenet/error.hpp>
 #include <tenet/shape.hpp>
 
+#include <tenet/autograd/mode.hpp>
 #include <tenet/expr/concepts.hpp>
 #include <tenet/expr/node.hpp>
 #include <tenet/runtime/storage.hpp>
@@ -117,7 +118,7 @@ class Tensor {
   template <class S2>
     requires(!std::is_same_v<S2, S>)
   Tensor(const Tensor<T, S2>& o)  // NOLINT
-      : storage_(o.storage_), offset_(o.offset_) {
+      : storage_(o.storage_), offset_(o.offset_), ag_(o.ag_) {
     static_assert(S2::rank == rank, "tenet: cannot view a tensor as a shape of another rank (use reshape)");
     static_assert(detail::shapes_compatible<S, S2>(), "tenet: the static extents of the two shapes differ");
     for (std::size_t i = 0; i < rank; ++i) sizes_[i] = o.sizes_[i], strides_[i] = o.strides_[i];
@@ -283,8 +284,29 @@ class Tensor {
   template <ExprOrScalar E>
   const Tensor& operator/=(const E& e) const { return div_(e); }
 
+  // --- autograd (detail/tenet/autograd/tensor_members.hpp, docs/autograd.md) ----------------
+  /// Copies of a handle are one autograd identity (they share requires_grad, grad and grad_fn).
+  /// On a non-floating dtype requires_grad_(true) throws dtype_error.
+  Tensor& requires_grad_(bool on = true);
+  bool requires_grad() const;
+  /// True unless the tensor was computed, with grad mode on, from one that requires grad.
+  bool is_leaf() const;
+  /// The accumulated gradient; an undefined tensor when there is none.
+  Tensor grad() const;
+  /// Replaces the gradient (an undefined g clears it); g must have this tensor's sizes.
+  void set_grad(const Tensor& g) const;
+  /// The same storage without autograd history.
+  Tensor detach() const;
+  /// Backpropagates from this one-element tensor (seed 1) / with the given seed gradient.
+  void backward(bool retain_graph = false) const;
+  void backward(const Tensor& seed, bool retain_graph = false) const;
+  /// The autograd identity (null when the tensor takes no part in autograd).
+  const std::shared_ptr<detail::ag::meta>& autograd_meta() const { return ag_; }
+  void set_autograd_meta(std::shared_ptr<detail::ag::meta> m) { ag_ = std::move(m); }
+
   // --- internals shared with views and kernels --------------------------------------------
-  /// A tensor of shape S2 over this storage (no checks beyond the static ones of S2).
+  /// A tensor of shape S2 over this storage (no checks beyond the static ones of S2). A view of a
+  /// tracked tensor records a view node (gradients flow back to this tensor).
   template <class S2>
   Tensor<T, S2> with_layout(const sizes_t<S2::rank>& sizes, const sizes_t<S2::rank>& strides,
                             std::int64_t offset) const {
@@ -293,6 +315,7 @@ class Tensor {
     r.sizes_ = sizes;
     r.strides_ = strides;
     r.offset_ = offset;
+    if (ag_) detail::ag::on_view(*this, r);
     return r;
   }
 
@@ -321,6 +344,7 @@ class Tensor {
   sizes_type sizes_{};
   sizes_type strides_{};
   std::int64_t offset_ = 0;
+  std::shared_ptr<detail::ag::meta> ag_;
 };
 
 }  // namespace tenet

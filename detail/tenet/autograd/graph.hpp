@@ -1,0 +1,245 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// The eager autograd graph: one `meta` per tensor identity, one `node` per recorded step, and the
+// engine that runs the nodes in reverse topological order.
+//
+//   meta      requires_grad, the accumulated .grad (leaves), grad_fn (the node that produced it)
+//   node      an evaluated expression (record.hpp) or a view (view_node below); `apply` turns the
+//             gradient of its output into gradients of its inputs and pushes them to their metas
+//   backward  collects the nodes reachable from the root, checks none was freed (retain_graph),
+//             seeds the root and runs each node once, after every node that feeds it
+//
+// Gradients travel type-erased as std::any holding Tensor<T, dyn_shape<R>> (T and R are fixed for
+// one identity). Pending gradients of a node are summed out of place (never written in place, so a
+// gradient tensor given to two inputs is never changed behind one's back).
+#include <algorithm>
+#include <any>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <tenet/autograd/mode.hpp>
+#include <tenet/error.hpp>
+#include <tenet/expr/node.hpp>
+#include <tenet/prims/elementwise.hpp>
+#include <tenet/tensor.hpp>
+
+namespace tenet::detail {
+template <Expression E>
+auto evaluate(const E& e);
+}
+
+namespace tenet::detail::ag {
+
+/// RAII: sets this thread's grad mode, restores the previous one on exit.
+class grad_mode_guard {
+ public:
+  explicit grad_mode_guard(bool on) : previous_(grad_mode()) { grad_mode() = on; }
+  ~grad_mode_guard() { grad_mode() = previous_; }
+  grad_mode_guard(const grad_mode_guard&) = delete;
+  grad_mode_guard& operator=(const grad_mode_guard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+struct node {
+  virtual ~node() = default;
+  /// Pushes the gradients of the inputs, given the gradient of the output (pending).
+  virtual void apply(const std::any& grad_output) = 0;
+  /// Frees what the node saved for backward (the forward expression and its tensors).
+  virtual void release() = 0;
+  virtual std::string name() const = 0;
+  /// The identities this node pushes gradients to (unique; only those that take part in autograd).
+  std::vector<std::shared_ptr<meta>> inputs;
+  std::any pending;
+  bool released = false;
+};
+
+struct meta {
+  bool requires_grad = false;
+  std::shared_ptr<node> grad_fn;  // null for a leaf
+  std::any grad;                  // Tensor<T, dyn_shape<R>> of a leaf
+};
+
+template <class T, std::size_t R>
+using grad_tensor = Tensor<T, dyn_shape<R>>;
+
+/// True when gradients flow to this tensor (it requires grad, as a leaf or through its grad_fn).
+template <class T, class S>
+bool is_tracked(const Tensor<T, S>& t) {
+  const auto& m = t.autograd_meta();
+  return m && (m->requires_grad || m->grad_fn);
+}
+
+/// slot += g, out of place (slot empty: slot = g).
+template <class T, class S>
+void accumulate(std::any& slot, const Tensor<T, S>& gs) {
+  constexpr std::size_t R = S::rank;
+  const grad_tensor<T, R> g(gs);
+  if (!slot.has_value()) {
+    slot = g;
+    return;
+  }
+  auto* old = std::any_cast<grad_tensor<T, R>>(&slot);
+  if (old == nullptr) throw value_error("tenet: internal: autograd gradient of another dtype or rank");
+  if (old->sizes() != g.sizes())
+    throw shape_error("tenet: autograd: gradients of sizes " + sizes_text(old->sizes()) + " and " +
+                      sizes_text(g.sizes()) + " reach one tensor");
+  const grad_mode_guard off(false);
+  slot = grad_tensor<T, R>(evaluate(make_node(prim::add_{}, *old, g)));
+}
+
+/// Gives gradient g to the identity m: into its grad_fn's pending sum, or into .grad of a leaf
+/// that requires grad (as its own storage: a .grad is never shared with another tensor).
+template <class T, class S>
+void push(const std::shared_ptr<meta>& m, const Tensor<T, S>& g) {
+  if (!m) return;
+  if (m->grad_fn) {
+    accumulate(m->grad_fn->pending, g);
+  } else if (m->requires_grad) {
+    if (!m->grad.has_value())
+      m->grad = grad_tensor<T, S::rank>(g.clone());
+    else
+      accumulate(m->grad, g);
+  }
+}
+
+/// Runs the graph from root's grad_fn with the root's gradient `seed` (an any of grad_tensor).
+inline void run_backward(const std::shared_ptr<node>& root, std::any seed, bool retain_graph) {
+  // reverse topological order: depth-first post order over the input edges, reversed
+  std::vector<node*> order;
+  std::unordered_set<node*> seen;
+  std::vector<std::pair<node*, std::size_t>> stack{{root.get(), 0}};
+  seen.insert(root.get());
+  while (!stack.empty()) {
+    auto& [n, i] = stack.back();
+    if (i < n->inputs.size()) {
+      node* next = n->inputs[i++]->grad_fn.get();
+      if (next && seen.insert(next).second) stack.emplace_back(next, 0);
+    } else {
+      order.push_back(n);
+      stack.pop_back();
+    }
+  }
+  std::reverse(order.begin(), order.end());
+  for (node* n : order)
+    if (n->released)
+      throw value_error("tenet: backward: trying to backward through the graph a second time (the saved values of "
+                        "node '" + n->name() + "' were freed by the first backward); call the first backward with "
+                        "retain_graph=true if you need to backward twice");
+  for (node* n : order) n->pending.reset();
+  root->pending = std::move(seed);
+  const grad_mode_guard off(false);
+  for (node* n : order) {
+    if (n->pending.has_value()) {
+      std::any g = std::move(n->pending);
+      n->pending.reset();
+      n->apply(g);
+    }
+    if (!retain_graph) {
+      n->release();
+      n->released = true;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Views: the gradient of a strided view scattered back into its base (as_strided's backward).
+
+/// Calls f(flat index of the row-major order, element offset under `strides`) for every index.
+template <std::size_t R, class F>
+void for_each_offset(const sizes_t<R>& sizes, const sizes_t<R>& strides, std::int64_t offset, F&& f) {
+  std::int64_t n = 1;
+  for (auto s : sizes) n *= s;
+  if (n == 0) return;
+  sizes_t<R> idx{};
+  std::int64_t off = offset;
+  for (std::int64_t flat = 0; flat < n; ++flat) {
+    f(flat, off);
+    for (std::size_t d = R; d-- > 0;) {
+      if (++idx[d] < sizes[d]) {
+        off += strides[d];
+        break;
+      }
+      off -= (sizes[d] - 1) * strides[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+template <std::size_t R>
+std::pair<std::int64_t, std::int64_t> offset_span(const sizes_t<R>& sizes, const sizes_t<R>& strides,
+                                                  std::int64_t offset) {
+  std::int64_t lo = offset, hi = offset;
+  for (std::size_t d = 0; d < R; ++d) {
+    if (sizes[d] == 0) return {offset, offset - 1};
+    const std::int64_t ext = (sizes[d] - 1) * strides[d];
+    (ext < 0 ? lo : hi) += ext;
+  }
+  return {lo, hi};
+}
+
+/// The gradient of the base of a view: g (the view's gradient) added at the storage positions the
+/// view reads, read back at the positions the base reads. @post exact for a base whose elements
+/// are distinct storage positions (every tensor but an expanded one).
+template <class T, std::size_t RB, std::size_t RV>
+grad_tensor<T, RB> view_backward(const grad_tensor<T, RV>& g, const sizes_t<RV>& vsizes, const sizes_t<RV>& vstrides,
+                                 std::int64_t voffset, const sizes_t<RB>& bsizes, const sizes_t<RB>& bstrides,
+                                 std::int64_t boffset) {
+  grad_tensor<T, RB> out(bsizes);
+  const auto [blo, bhi] = offset_span(bsizes, bstrides, boffset);
+  const auto [vlo, vhi] = offset_span(vsizes, vstrides, voffset);
+  const std::int64_t lo = std::min(blo, vlo), hi = std::max(bhi, vhi);
+  std::vector<T> buf(static_cast<std::size_t>(std::max<std::int64_t>(hi - lo + 1, 0)), T(0));
+  const auto gc = g.contiguous();
+  const T* gp = gc.data();
+  for_each_offset(vsizes, vstrides, voffset, [&](std::int64_t flat, std::int64_t off) {
+    buf[static_cast<std::size_t>(off - lo)] += gp[flat];
+  });
+  T* op = out.data();
+  for_each_offset(bsizes, bstrides, boffset, [&](std::int64_t flat, std::int64_t off) {
+    op[flat] = buf[static_cast<std::size_t>(off - lo)];
+  });
+  return out;
+}
+
+template <class T, std::size_t RB, std::size_t RV>
+struct view_node final : node {
+  sizes_t<RB> bsizes, bstrides;
+  std::int64_t boffset;
+  sizes_t<RV> vsizes, vstrides;
+  std::int64_t voffset;
+  void apply(const std::any& g) override {
+    const auto& gv = std::any_cast<const grad_tensor<T, RV>&>(g);
+    push(inputs[0], view_backward<T, RB, RV>(gv, vsizes, vstrides, voffset, bsizes, bstrides, boffset));
+  }
+  void release() override {}
+  std::string name() const override { return "view"; }
+};
+
+template <class T, class S, class S2>
+void on_view(const Tensor<T, S>& base, Tensor<T, S2>& view) {
+  if constexpr (!is_floating_v<T>) return;
+  if (!grad_mode() || !is_tracked(base)) return;
+  auto n = std::make_shared<view_node<T, S::rank, S2::rank>>();
+  n->bsizes = base.sizes();
+  n->bstrides = base.strides();
+  n->boffset = base.offset();
+  n->vsizes = view.sizes();
+  n->vstrides = view.strides();
+  n->voffset = view.offset();
+  n->inputs.push_back(base.autograd_meta());
+  auto m = std::make_shared<meta>();
+  m->requires_grad = true;
+  m->grad_fn = std::move(n);
+  view.set_autograd_meta(std::move(m));
+}
+
+}  // namespace tenet::detail::ag
