@@ -116,10 +116,8 @@ class Optimizer {
   }
 
   double lr() const { return lr_; }
-  void set_lr(double lr) {
-    detail::check_non_negative(name_, "learning rate", lr);
-    lr_ = lr;
-  }
+  /// Sets the learning rate (unchecked, as torch's param_group["lr"]: a scheduler may extrapolate).
+  void set_lr(double lr) { lr_ = lr; }
   /// The learning rate a scheduler started from (torch's group["initial_lr"]); negative when unset.
   double initial_lr = -1.0;
   /// The momentum a scheduler may cycle (SGD's momentum, Adam's beta1, RMSprop's momentum).

@@ -77,7 +77,9 @@ class typed_slot final : public tensor_slot {
                         tenet::detail::sizes_text(v.sizes()) + " from the state_dict, the module's tensor has sizes " +
                         tenet::detail::sizes_text(want));
     if (!t_->defined() || !t_->is_contiguous()) {
+      const bool rg = requires_grad();
       *t_ = v.clone().template as<T, S>();
+      if (rg) requires_grad_(true);
       return;
     }
     if (v.numel()) std::memcpy(static_cast<void*>(t_->data()), v.raw_data(), v.nbytes());
@@ -284,10 +286,13 @@ class Module {
   }
 
  protected:
+  /// Registers a parameter; a floating one is marked requires_grad (torch's nn.Parameter).
   template <class T, class S>
   void register_parameter(const std::string& name, Tensor<T, S>& t) {
     check_name(name);
     params_.push_back({name, tensor_ref(std::make_shared<detail::typed_slot<T, S>>(t))});
+    if constexpr (detail::has_autograd<T, S>)
+      if constexpr (is_floating_v<T>) t.requires_grad_(true);  // a parameter requires grad, as torch's nn.Parameter
   }
   /// A buffer (running statistics, counters): in the state_dict when persistent, never a parameter.
   template <class T, class S>
