@@ -29,22 +29,26 @@ stats stats_of(const Tensor<T, S>& t) {
   s.var /= static_cast<double>(n - 1);
   return s;
 }
-/// U(-b, b): inside the bounds, reaching close to them, mean 0 and variance b²/3 (within 3%).
+/// U(-b, b): inside the bounds, reaching close to them, mean 0 and variance b²/3, each within 4
+/// standard errors of the n-sample estimate (sd of the mean b/√(3n); relative sd of the variance √(0.8/n)).
 template <class T, class S>
 void check_uniform(const Tensor<T, S>& t, double b) {
   const auto s = stats_of(t);
+  const double n = static_cast<double>(t.numel());
   CHECK(s.min >= -b);
   CHECK(s.max <= b);
   CHECK(s.min < -0.98 * b);
   CHECK(s.max > 0.98 * b);
-  CHECK(std::abs(s.mean) < 0.02 * b);
-  CHECK(s.var == Approx(b * b / 3).epsilon(0.03));
+  CHECK(std::abs(s.mean) < 4 * b / std::sqrt(3 * n));
+  CHECK(s.var == Approx(b * b / 3).epsilon(4 * std::sqrt(0.8 / n)));
 }
+/// N(mean, std): sample mean within 4 sd/√n, sample sd within 4 standard errors (relative 1/√(2n)).
 template <class T, class S>
 void check_normal(const Tensor<T, S>& t, double mean, double std) {
   const auto s = stats_of(t);
-  CHECK(std::abs(s.mean - mean) < 0.02 * std);
-  CHECK(std::sqrt(s.var) == Approx(std).epsilon(0.03));
+  const double n = static_cast<double>(t.numel());
+  CHECK(std::abs(s.mean - mean) < 4 * std / std::sqrt(n));
+  CHECK(std::sqrt(s.var) == Approx(std).epsilon(4 / std::sqrt(2 * n)));
 }
 }  // namespace
 
