@@ -31,8 +31,10 @@
 #include <tenet/tensor.hpp>
 
 namespace tenet::detail {
+/// evaluate() without the autograd hook (backend/evaluate.hpp): the backward pass evaluates its
+/// gradient expressions with it, so deriving a VJP never instantiates the VJP of the VJP.
 template <Expression E>
-auto evaluate(const E& e);
+auto evaluate_untracked(const E& e);
 }
 
 namespace tenet::detail::ag {
@@ -49,8 +51,8 @@ class grad_mode_guard {
   bool previous_;
 };
 
-struct node {
-  virtual ~node() = default;
+struct grad_node {
+  virtual ~grad_node() = default;
   /// Pushes the gradients of the inputs, given the gradient of the output (pending).
   virtual void apply(const std::any& grad_output) = 0;
   /// Frees what the node saved for backward (the forward expression and its tensors).
@@ -64,7 +66,7 @@ struct node {
 
 struct meta {
   bool requires_grad = false;
-  std::shared_ptr<node> grad_fn;  // null for a leaf
+  std::shared_ptr<grad_node> grad_fn;  // null for a leaf
   std::any grad;                  // Tensor<T, dyn_shape<R>> of a leaf
 };
 
@@ -93,7 +95,7 @@ void accumulate(std::any& slot, const Tensor<T, S>& gs) {
     throw shape_error("tenet: autograd: gradients of sizes " + sizes_text(old->sizes()) + " and " +
                       sizes_text(g.sizes()) + " reach one tensor");
   const grad_mode_guard off(false);
-  slot = grad_tensor<T, R>(evaluate(make_node(prim::add_{}, *old, g)));
+  slot = grad_tensor<T, R>(evaluate_untracked(make_node(prim::add_{}, *old, g)));
 }
 
 /// Gives gradient g to the identity m: into its grad_fn's pending sum, or into .grad of a leaf
@@ -112,16 +114,16 @@ void push(const std::shared_ptr<meta>& m, const Tensor<T, S>& g) {
 }
 
 /// Runs the graph from root's grad_fn with the root's gradient `seed` (an any of grad_tensor).
-inline void run_backward(const std::shared_ptr<node>& root, std::any seed, bool retain_graph) {
+inline void run_backward(const std::shared_ptr<grad_node>& root, std::any seed, bool retain_graph) {
   // reverse topological order: depth-first post order over the input edges, reversed
-  std::vector<node*> order;
-  std::unordered_set<node*> seen;
-  std::vector<std::pair<node*, std::size_t>> stack{{root.get(), 0}};
+  std::vector<grad_node*> order;
+  std::unordered_set<grad_node*> seen;
+  std::vector<std::pair<grad_node*, std::size_t>> stack{{root.get(), 0}};
   seen.insert(root.get());
   while (!stack.empty()) {
     auto& [n, i] = stack.back();
     if (i < n->inputs.size()) {
-      node* next = n->inputs[i++]->grad_fn.get();
+      grad_node* next = n->inputs[i++]->grad_fn.get();
       if (next && seen.insert(next).second) stack.emplace_back(next, 0);
     } else {
       order.push_back(n);
@@ -129,15 +131,15 @@ inline void run_backward(const std::shared_ptr<node>& root, std::any seed, bool 
     }
   }
   std::reverse(order.begin(), order.end());
-  for (node* n : order)
+  for (grad_node* n : order)
     if (n->released)
       throw value_error("tenet: backward: trying to backward through the graph a second time (the saved values of "
                         "node '" + n->name() + "' were freed by the first backward); call the first backward with "
                         "retain_graph=true if you need to backward twice");
-  for (node* n : order) n->pending.reset();
+  for (grad_node* n : order) n->pending.reset();
   root->pending = std::move(seed);
   const grad_mode_guard off(false);
-  for (node* n : order) {
+  for (grad_node* n : order) {
     if (n->pending.has_value()) {
       std::any g = std::move(n->pending);
       n->pending.reset();
@@ -211,7 +213,7 @@ grad_tensor<T, RB> view_backward(const grad_tensor<T, RV>& g, const sizes_t<RV>&
 }
 
 template <class T, std::size_t RB, std::size_t RV>
-struct view_node final : node {
+struct view_node final : grad_node {
   sizes_t<RB> bsizes, bstrides;
   std::int64_t boffset;
   sizes_t<RV> vsizes, vstrides;

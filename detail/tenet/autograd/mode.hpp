@@ -20,7 +20,7 @@ inline bool& grad_mode() {
 }
 
 struct meta;  // the autograd identity of a tensor: requires_grad, grad, grad_fn (graph.hpp)
-struct node;  // one recorded step of the graph (graph.hpp)
+struct grad_node;  // one recorded step of the graph (graph.hpp)
 
 /// Gives `view` (a strided view of `base`'s storage) a view node when base is tracked (graph.hpp).
 template <class T, class S, class S2>

@@ -12,6 +12,7 @@
 #include <string>
 #include <type_traits>
 
+#include <tenet/autograd/record.hpp>  // ag::tracked: the autograd hook of evaluate
 #include <tenet/backend/cpu/elementwise.hpp>
 #include <tenet/backend/cpu/matmul.hpp>
 #include <tenet/backend/cpu/reduce.hpp>
@@ -127,7 +128,7 @@ void visit_leaves(const E& e, F&& f) {
 }
 
 template <Expression E>
-auto evaluate(const E& e) {
+auto evaluate_untracked(const E& e) {
   auto d = decompose<cpu_simd>(e);
   const shared_scope scope(d);
   using D = decltype(d);
@@ -145,8 +146,15 @@ auto evaluate(const E& e) {
   return result_tensor_t<E>(to_tensor(d));
 }
 
+/// The value of e; recorded for autograd when a leaf requires grad (autograd/record.hpp).
+template <Expression E>
+auto evaluate(const E& e) {
+  return ag::tracked(e, [&] { return evaluate_untracked(e); });
+}
+
 template <class T, class S, Expression E>
 void assign(const Tensor<T, S>& dst, const E& e) {
+  ag::check_in_place(dst, "copy_/add_/...");
   static_assert(shape_of<E>::rank <= S::rank, "tenet: cannot write an expression of higher rank into a tensor");
   // the destination may be read by e: evaluate first when any leaf shares its storage
   bool aliased = false;

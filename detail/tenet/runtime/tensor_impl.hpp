@@ -35,6 +35,7 @@ Tensor<T, S> Tensor<T, S>::clone() const {
   require_defined("clone");
   Tensor out(sizes_, device());
   detail::cpu::run_pointwise(out, *this);
+  if (ag_ && detail::ag::grad_mode() && detail::ag::is_tracked(*this)) detail::ag::attach(*this, out);  // clone is differentiable
   return out;
 }
 

@@ -1,0 +1,99 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// Recording: an evaluated expression (`Tensor t = expr;`, eval(expr)) with a tracked tensor leaf,
+// evaluated while grad mode is on, becomes one node of the graph. The node keeps the expression
+// (its leaves are tensor handles: the saved inputs) decomposed into prims; its backward is
+// backprop() over that tree (vjp.hpp), whose gradient expressions are evaluated by the same CPU
+// path as any expression. Nothing is recorded, allocated or visited at run time when no leaf type
+// can take a gradient; otherwise the cost without a tracked leaf is one pass over the leaves.
+#include <any>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <tenet/autograd/graph.hpp>
+#include <tenet/autograd/vjp.hpp>
+#include <tenet/decomp/decompose.hpp>
+
+namespace tenet::detail::ag {
+
+/// The backend whose decomposition autograd differentiates: every composite is decomposed into
+/// prims (the reference decomposition), so one rule per prim covers every op.
+using autograd_backend = reference_backend;
+
+/// True when some tensor leaf of E has a floating dtype (only those can require grad).
+template <class E>
+constexpr bool has_float_tensor_leaf() {
+  if constexpr (TensorType<E>) {
+    return is_floating_v<value_type_of<E>>;
+  } else if constexpr (SharedNode<E>) {
+    return has_float_tensor_leaf<decltype(std::declval<E>().expr)>();
+  } else if constexpr (Node<E>) {
+    return []<class Op, class... C>(std::type_identity<tenet::node<Op, C...>>) {
+      return (has_float_tensor_leaf<C>() || ...);
+    }(std::type_identity<E>{});
+  } else {
+    return false;
+  }
+}
+
+template <class D, class T, std::size_t R>
+struct expr_node final : grad_node {
+  std::optional<D> expr;
+  explicit expr_node(D d) : expr(std::move(d)) {}
+  void apply(const std::any& g) override {
+    backprop(*expr, std::any_cast<const grad_tensor<T, R>&>(g));
+  }
+  void release() override { expr.reset(); }
+  std::string name() const override { return "expression"; }
+};
+
+/// Makes `result` (the value of e) the output of a new node whose backward is e's VJP.
+template <class E, class T, class S>
+void attach(const E& e, Tensor<T, S>& result) {
+  auto d = decompose<autograd_backend>(e);
+  auto n = std::make_shared<expr_node<decltype(d), T, S::rank>>(std::move(d));
+  for_each_tensor_leaf(e, [&](const auto& leaf) {
+    if (!is_tracked(leaf)) return;
+    const auto& m = leaf.autograd_meta();
+    for (const auto& in : n->inputs)
+      if (in == m) return;
+    n->inputs.push_back(m);
+  });
+  auto m = std::make_shared<meta>();
+  m->grad_fn = std::move(n);
+  result.set_autograd_meta(std::move(m));
+}
+
+/// compute() evaluates e; when e is recorded it runs with grad mode off (nothing inside records)
+/// and its result gets the node.
+template <class E, class F>
+auto tracked(const E& e, F&& compute) {
+  if constexpr (!has_float_tensor_leaf<E>() || !is_floating_v<value_type_of<E>>) {
+    return compute();
+  } else {
+    if (!grad_mode() || !needs_grad(e)) return compute();
+    decltype(compute()) r;
+    {
+      const grad_mode_guard off(false);
+      r = compute();
+    }
+    attach(e, r);
+    return r;
+  }
+}
+
+/// In-place writes are not recorded: writing into a tensor that requires grad while grad mode is
+/// on is an error (as PyTorch's for a leaf); under no_grad (optimizer steps) it is allowed.
+template <class T, class S>
+void check_in_place(const Tensor<T, S>& dst, const char* what) {
+  if (grad_mode() && is_tracked(dst))
+    throw value_error(std::string("tenet: ") + what +
+                      ": in-place write into a tensor that requires grad while grad mode is on (tenet does not "
+                      "record in-place ops); write under tenet::no_grad, or compute out of place");
+}
+
+}  // namespace tenet::detail::ag

@@ -1,0 +1,691 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// Reverse mode over a prim tree: backprop(e, g) sends the gradient g of expression e to the tensor
+// leaves of e, through one rule per prim (vjp_rule<Op>, indexed by the prim type; the pointwise
+// derivatives are shared with forward mode, chain_rule<Op> below, and used by jvp.hpp).
+//
+// The gradient g is an expression, not a value: the rules of the elementwise prims only build
+// bigger expressions (g * cos(x) ...), so a chain of pointwise ops backpropagates into one fused
+// loop. g may have a shape that broadcasts *onto* e's (an operand of a broadcasting op gets the
+// gradient of the whole result): the sum over the broadcast dims happens where a value is needed
+// (exact(): at a tensor leaf and at the non-pointwise prims, whose rules take an exact gradient).
+//
+// Rules follow PyTorch's derivatives.yaml where it picks a value at a kink or tie: abs'(0) = 0,
+// maximum/minimum/amax/amin split a tie evenly, pow's exponent gets 0 where the base is 0, sqrt'(0)
+// is inf, floor/round/sign ... have zero gradient, comparisons and integer outputs none.
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <tenet/autograd/graph.hpp>
+#include <tenet/expr/node.hpp>
+#include <tenet/expr/shared.hpp>
+#include <tenet/prims/prim_list.hpp>
+#include <tenet/tensor.hpp>
+
+namespace tenet::detail::ag {
+
+// ---------------------------------------------------------------------------------------------
+// building prim expressions (qualified calls: pw::mul, never found by ADL next to tenet::mul)
+namespace pw {
+template <class T>
+scalar<T> c(double v) {
+  if constexpr (std::is_arithmetic_v<T>)
+    return scalar<T>{static_cast<T>(v)};
+  else
+    return scalar<T>{T(static_cast<float>(v))};
+}
+template <class A, class B>
+auto add(const A& a, const B& b) { return make_node(prim::add_{}, a, b); }
+template <class A, class B>
+auto sub(const A& a, const B& b) { return make_node(prim::sub_{}, a, b); }
+template <class A, class B>
+auto mul(const A& a, const B& b) { return make_node(prim::mul_{}, a, b); }
+template <class A, class B>
+auto div(const A& a, const B& b) { return make_node(prim::div_{}, a, b); }
+template <class A, class B>
+auto eq(const A& a, const B& b) { return make_node(prim::eq_{}, a, b); }
+template <class A, class B>
+auto lt(const A& a, const B& b) { return make_node(prim::lt_{}, a, b); }
+template <class A, class B>
+auto gt(const A& a, const B& b) { return make_node(prim::gt_{}, a, b); }
+template <class A, class B>
+auto ge(const A& a, const B& b) { return make_node(prim::ge_{}, a, b); }
+template <class A, class B>
+auto both(const A& a, const B& b) { return make_node(prim::bitwise_and_{}, a, b); }
+template <class C, class A, class B>
+auto where(const C& c, const A& a, const B& b) { return make_node(prim::where_{}, c, a, b); }
+template <class A>
+auto neg(const A& a) { return make_node(prim::neg_{}, a); }
+template <class Op, class A>
+auto un(const A& a) { return make_node(Op{}, a); }
+template <class A, class B>
+auto pow(const A& a, const B& b) { return make_node(prim::pow_{}, a, b); }
+template <class To, class A>
+auto cast(const A& a) {
+  if constexpr (std::is_same_v<value_type_of<A>, To>)
+    return a;
+  else
+    return make_node(prim::convert_element_type_<To>{}, a);
+}
+}  // namespace pw
+
+// ---------------------------------------------------------------------------------------------
+// values and exact gradients
+
+/// The value of an expression as a Tensor (a Tensor stays itself).
+template <class E>
+auto value(const E& e) {
+  if constexpr (TensorType<E>)
+    return e;
+  else
+    return evaluate_untracked(e);
+}
+
+/// Calls f on every Tensor leaf of e.
+template <class E, class F>
+void for_each_tensor_leaf(const E& e, F&& f) {
+  if constexpr (TensorType<E>) {
+    f(e);
+  } else if constexpr (SharedNode<E>) {
+    for_each_tensor_leaf(e.expr, f);
+  } else if constexpr (Node<E>) {
+    std::apply([&](const auto&... c) { (for_each_tensor_leaf(c, f), ...); }, e.children);
+  }
+}
+
+/// True when a gradient must flow into e (some tensor leaf of e is tracked).
+template <class E>
+bool needs_grad(const E& e) {
+  if constexpr (!is_floating_v<value_type_of<E>>) {
+    return false;
+  } else {
+    bool r = false;
+    for_each_tensor_leaf(e, [&](const auto& t) { r = r || is_tracked(t); });
+    return r;
+  }
+}
+
+template <class T>
+double to_double(T v) {
+  if constexpr (std::is_arithmetic_v<T>)
+    return static_cast<double>(v);
+  else
+    return static_cast<double>(static_cast<float>(v));
+}
+
+/// g summed over the dims it was broadcast along so that it has sizes `target` (PyTorch's
+/// sum_to_size): leading extra dims and dims where target is 1.
+template <class T, std::size_t R, class S>
+grad_tensor<T, R> reduce_to(const Tensor<T, S>& g, const sizes_t<R>& target) {
+  constexpr std::size_t Rg = S::rank;
+  static_assert(Rg >= R, "tenet: internal: a gradient of lower rank than its tensor");
+  const auto gs = g.sizes();
+  constexpr std::size_t lead = Rg - R;
+  bool same = Rg == R;
+  for (std::size_t d = 0; d < R; ++d) {
+    if (gs[d + lead] != target[d] && target[d] != 1)
+      throw shape_error("tenet: internal: autograd: a gradient of sizes " + sizes_text(gs) +
+                        " does not broadcast onto sizes " + sizes_text(target));
+    same = same && gs[d + lead] == target[d];
+  }
+  if (same) return grad_tensor<T, R>(g.template with_layout<dyn_shape<R>>(target, sizes_t<R>(g.strides()), g.offset()));
+  grad_tensor<T, R> out(target);
+  const auto cs = contiguous_strides(target);
+  sizes_t<Rg> ostr{};
+  for (std::size_t d = 0; d < R; ++d) ostr[d + lead] = target[d] == 1 ? 0 : cs[d];
+  std::int64_t n = 1;
+  for (auto s : target) n *= s;
+  std::vector<double> acc(static_cast<std::size_t>(n), 0.0);
+  const T* gp = static_cast<const T*>(g.storage()->data);
+  // walk g and the output together
+  sizes_t<Rg> idx{};
+  std::int64_t total = 1;
+  for (auto s : gs) total *= s;
+  std::int64_t goff = g.offset(), ooff = 0;
+  const auto gst = g.strides();
+  for (std::int64_t k = 0; k < total; ++k) {
+    acc[static_cast<std::size_t>(ooff)] += to_double(gp[goff]);
+    for (std::size_t d = Rg; d-- > 0;) {
+      if (++idx[d] < gs[d]) {
+        goff += gst[d];
+        ooff += ostr[d];
+        break;
+      }
+      goff -= (gs[d] - 1) * gst[d];
+      ooff -= (gs[d] - 1) * ostr[d];
+      idx[d] = 0;
+    }
+  }
+  T* op = out.data();
+  for (std::int64_t k = 0; k < n; ++k) op[k] = static_cast<T>(acc[static_cast<std::size_t>(k)]);
+  return out;
+}
+
+/// The value of gradient expression g summed onto sizes `target`.
+template <std::size_t R, class G>
+auto exact(const G& g, const sizes_t<R>& target) {
+  return reduce_to<value_type_of<G>, R>(value(g), target);
+}
+
+/// A contiguous tensor with t's elements and the given sizes (same count).
+template <std::size_t R, class T, class S>
+grad_tensor<T, R> as_sizes(const Tensor<T, S>& t, const sizes_t<R>& sizes) {
+  auto c = t.contiguous();
+  return c.template with_layout<dyn_shape<R>>(sizes, contiguous_strides(sizes), c.offset());
+}
+
+template <class T, std::size_t R>
+grad_tensor<T, R> zeros_of(const sizes_t<R>& sizes) {
+  grad_tensor<T, R> z(sizes);
+  z.fill_(0);
+  return z;
+}
+
+/// The slice_ that reverses dim d (others whole).
+template <std::size_t R>
+prim::slice_<R> flip_dim(const sizes_t<R>& sizes, std::size_t d) {
+  prim::slice_<R> s;
+  for (std::size_t i = 0; i < R; ++i) s.start[i] = 0, s.stop[i] = sizes[i], s.step[i] = 1;
+  if (sizes[d] > 0) s.start[d] = sizes[d] - 1, s.stop[d] = -1, s.step[d] = -1;
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the walk
+
+template <class Op>
+struct vjp_rule;   // non-pointwise prims (and where, cast): apply(node, g)
+template <class Op>
+struct chain_rule;  // pointwise unary prims: the derivative applied to a (co)tangent, f'(x) * t
+
+template <class E, class G>
+void backprop(const E& e, const G& g);
+
+template <class Op, class... C, class G>
+void backprop_node(const tenet::node<Op, C...>& e, const G& g) {
+  if constexpr (requires { chain_rule<Op>::is_unary; }) {
+    using T = value_type_of<tenet::node<Op, C...>>;
+    const auto& x = std::get<0>(e.children);
+    backprop(x, chain_rule<Op>::template apply<T>(x, e, g));
+  } else if constexpr (requires { vjp_rule<Op>::has_rule; }) {
+    vjp_rule<Op>::apply(e, g);
+  } else {
+    static_assert(compile_error::always_false<Op>, "tenet: autograd: no VJP rule for this prim (see 'Op' above)");
+  }
+}
+
+/// Sends gradient g (an expression whose shape broadcasts onto e's) to the tensor leaves of e.
+template <class E, class G>
+void backprop(const E& e, const G& g) {
+  if constexpr (!is_floating_v<value_type_of<E>>) {
+    return;
+  } else if constexpr (TensorType<E>) {
+    if (is_tracked(e)) push(e.autograd_meta(), exact(g, e.sizes()));
+  } else if constexpr (SharedNode<E>) {
+    backprop(e.expr, g);
+  } else if constexpr (Node<E>) {
+    if (needs_grad(e)) backprop_node(e, g);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// pointwise unary: f'(x) * t, with y = f(x) (the node itself, recomputed inside the fused loop)
+#define TENET_CHAIN_RULE(OP, ...)                                      \
+  template <>                                                          \
+  struct chain_rule<prim::OP##_> {                                     \
+    static constexpr bool is_unary = true;                             \
+    template <class T, class X, class Y, class G>                      \
+    static auto apply(const X& x, const Y& y, const G& g) {            \
+      (void)x;                                                         \
+      (void)y;                                                         \
+      return __VA_ARGS__;                                              \
+    }                                                                  \
+  };
+TENET_CHAIN_RULE(neg, pw::neg(g))
+TENET_CHAIN_RULE(abs, pw::mul(g, pw::un<prim::sign_>(x)))
+TENET_CHAIN_RULE(exp, pw::mul(g, y))
+TENET_CHAIN_RULE(exp2, pw::mul(g, pw::mul(y, pw::c<T>(std::numbers::ln2))))
+TENET_CHAIN_RULE(expm1, pw::mul(g, pw::add(y, pw::c<T>(1))))
+TENET_CHAIN_RULE(log, pw::div(g, x))
+TENET_CHAIN_RULE(log2, pw::div(g, pw::mul(x, pw::c<T>(std::numbers::ln2))))
+TENET_CHAIN_RULE(log1p, pw::div(g, pw::add(x, pw::c<T>(1))))
+TENET_CHAIN_RULE(sqrt, pw::div(g, pw::mul(y, pw::c<T>(2))))
+TENET_CHAIN_RULE(rsqrt, pw::mul(pw::mul(g, pw::c<T>(-0.5)), pw::mul(y, pw::mul(y, y))))
+TENET_CHAIN_RULE(sin, pw::mul(g, pw::un<prim::cos_>(x)))
+TENET_CHAIN_RULE(cos, pw::mul(g, pw::neg(pw::un<prim::sin_>(x))))
+TENET_CHAIN_RULE(tan, pw::mul(g, pw::add(pw::c<T>(1), pw::mul(y, y))))
+TENET_CHAIN_RULE(tanh, pw::mul(g, pw::sub(pw::c<T>(1), pw::mul(y, y))))
+TENET_CHAIN_RULE(erf, pw::mul(g, pw::mul(pw::c<T>(std::numbers::inv_sqrtpi * 2),
+                                         pw::un<prim::exp_>(pw::neg(pw::mul(x, x))))))
+TENET_CHAIN_RULE(reciprocal, pw::mul(pw::neg(g), pw::mul(y, y)))
+// piecewise constant: zero gradient (PyTorch returns zeros, not None)
+TENET_CHAIN_RULE(floor, pw::mul(g, pw::c<T>(0)))
+TENET_CHAIN_RULE(ceil, pw::mul(g, pw::c<T>(0)))
+TENET_CHAIN_RULE(round, pw::mul(g, pw::c<T>(0)))
+TENET_CHAIN_RULE(trunc, pw::mul(g, pw::c<T>(0)))
+TENET_CHAIN_RULE(sign, pw::mul(g, pw::c<T>(0)))
+#undef TENET_CHAIN_RULE
+
+// ---------------------------------------------------------------------------------------------
+// pointwise binary: the partial derivatives applied to g, one per operand (`da`, `db`), shared
+// with forward mode (jvp.hpp: t = da(ta) + db(tb)).
+template <class Op>
+struct binary_rule;
+#define TENET_BINARY_RULE(OP, DA, DB)                                  \
+  template <>                                                          \
+  struct binary_rule<prim::OP##_> {                                    \
+    template <class T, class A, class B, class Y, class G>             \
+    static auto da(const A& a, const B& b, const Y& y, const G& g) {   \
+      (void)a, (void)b, (void)y;                                       \
+      return DA;                                                       \
+    }                                                                  \
+    template <class T, class A, class B, class Y, class G>             \
+    static auto db(const A& a, const B& b, const Y& y, const G& g) {   \
+      (void)a, (void)b, (void)y;                                       \
+      return DB;                                                       \
+    }                                                                  \
+  };
+TENET_BINARY_RULE(add, g, g)
+TENET_BINARY_RULE(sub, g, pw::neg(g))
+TENET_BINARY_RULE(mul, pw::mul(g, b), pw::mul(g, a))
+TENET_BINARY_RULE(div, pw::div(g, b), pw::mul(pw::neg(g), pw::div(a, pw::mul(b, b))))
+TENET_BINARY_RULE(remainder, g, pw::mul(pw::neg(g), pw::un<prim::floor_>(pw::div(a, b))))
+TENET_BINARY_RULE(fmod, g, pw::mul(pw::neg(g), pw::un<prim::trunc_>(pw::div(a, b))))
+// pow: where(b == 0, 0, g * b * a^(b-1)); exponent: where(a == 0 & b >= 0, 0, g * y * log(a))
+TENET_BINARY_RULE(pow,
+                  pw::where(pw::eq(b, pw::c<T>(0)), pw::c<T>(0),
+                            pw::mul(pw::mul(g, b), pw::pow(a, pw::sub(b, pw::c<T>(1))))),
+                  pw::where(pw::both(pw::eq(a, pw::c<T>(0)), pw::ge(b, pw::c<T>(0))), pw::c<T>(0),
+                            pw::mul(pw::mul(g, y), pw::un<prim::log_>(a))))
+// a tie splits the gradient evenly
+TENET_BINARY_RULE(maximum,
+                  pw::where(pw::eq(a, b), pw::mul(g, pw::c<T>(0.5)), pw::where(pw::lt(a, b), pw::c<T>(0), g)),
+                  pw::where(pw::eq(a, b), pw::mul(g, pw::c<T>(0.5)), pw::where(pw::gt(a, b), pw::c<T>(0), g)))
+TENET_BINARY_RULE(minimum,
+                  pw::where(pw::eq(a, b), pw::mul(g, pw::c<T>(0.5)), pw::where(pw::gt(a, b), pw::c<T>(0), g)),
+                  pw::where(pw::eq(a, b), pw::mul(g, pw::c<T>(0.5)), pw::where(pw::lt(a, b), pw::c<T>(0), g)))
+TENET_BINARY_RULE(atan2, pw::mul(g, pw::div(b, pw::add(pw::mul(a, a), pw::mul(b, b)))),
+                  pw::mul(g, pw::div(pw::neg(a), pw::add(pw::mul(a, a), pw::mul(b, b)))))
+#undef TENET_BINARY_RULE
+
+template <class Op>
+  requires requires { sizeof(binary_rule<Op>); }
+struct vjp_rule<Op> {
+  static constexpr bool has_rule = true;
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    using T = value_type_of<E>;
+    const auto& a = std::get<0>(e.children);
+    const auto& b = std::get<1>(e.children);
+    if (needs_grad(a)) backprop(a, binary_rule<Op>::template da<T>(a, b, e, g));
+    if (needs_grad(b)) backprop(b, binary_rule<Op>::template db<T>(a, b, e, g));
+  }
+};
+
+template <>
+struct vjp_rule<prim::where_> {
+  static constexpr bool has_rule = true;
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    using T = value_type_of<E>;
+    const auto& c = std::get<0>(e.children);
+    backprop(std::get<1>(e.children), pw::where(c, g, pw::c<T>(0)));
+    backprop(std::get<2>(e.children), pw::where(c, pw::c<T>(0), g));
+  }
+};
+
+template <class To>
+struct vjp_rule<prim::convert_element_type_<To>> {
+  static constexpr bool has_rule = true;
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    const auto& x = std::get<0>(e.children);
+    using From = value_type_of<decltype(x)>;
+    if constexpr (is_floating_v<From>) backprop(x, pw::cast<From>(g));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// movement
+template <class S>
+struct vjp_rule<prim::reshape_<S>> {
+  static constexpr bool has_rule = true;
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    const auto& x = std::get<0>(e.children);
+    constexpr std::size_t r = rank_of<decltype(x)>;
+    backprop(x, as_sizes<r>(exact(g, e.sizes()), x.sizes()));
+  }
+};
+
+template <std::int64_t... P>
+struct vjp_rule<prim::permute_<P...>> {
+  static constexpr bool has_rule = true;
+  static constexpr std::size_t n = sizeof...(P);
+  static constexpr std::array<std::int64_t, n> inverse = [] {
+    constexpr std::array<std::int64_t, n> p{P...};
+    std::array<std::int64_t, n> q{};
+    for (std::size_t i = 0; i < n; ++i) q[static_cast<std::size_t>(p[i])] = static_cast<std::int64_t>(i);
+    return q;
+  }();
+  template <std::size_t... I>
+  static auto inverse_op(std::index_sequence<I...>) {
+    return prim::permute_<inverse[I]...>{};
+  }
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    backprop(std::get<0>(e.children), make_node(inverse_op(std::make_index_sequence<n>{}), exact(g, e.sizes())));
+  }
+};
+
+/// expand: the gradient of the expanded value broadcasts onto the input (exact() sums it).
+template <class S>
+struct vjp_rule<prim::expand_<S>> {
+  static constexpr bool has_rule = true;
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    backprop(std::get<0>(e.children), exact(g, e.sizes()));
+  }
+};
+
+/// slice: the gradient placed back at the sliced positions (zeros elsewhere) with one pad_
+/// (a negative step first reverses the gradient).
+template <std::size_t R>
+struct vjp_rule<prim::slice_<R>> {
+  static constexpr bool has_rule = true;
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    const auto& x = std::get<0>(e.children);
+    const auto xs = x.sizes();
+    const auto os = e.sizes();
+    prim::slice_<R> rev;
+    prim::pad_<R> pad;
+    for (std::size_t d = 0; d < R; ++d) {
+      const std::int64_t n = xs[d], cnt = os[d], st = e.op.step[d], s = st < 0 ? -st : st;
+      rev.start[d] = 0, rev.stop[d] = cnt, rev.step[d] = 1;
+      pad.interior[d] = 0;
+      if (cnt == 0) {
+        pad.low[d] = n, pad.high[d] = 0;
+        continue;
+      }
+      const std::int64_t first = st > 0 ? e.op.start[d] : e.op.start[d] - (cnt - 1) * s;
+      const std::int64_t last = first + (cnt - 1) * s;
+      pad.low[d] = first, pad.high[d] = n - 1 - last, pad.interior[d] = s - 1;
+      if (st < 0) rev.start[d] = cnt - 1, rev.stop[d] = -1, rev.step[d] = -1;
+    }
+    backprop(x, make_node(pad, make_node(rev, exact(g, os))));
+  }
+};
+
+/// pad: the gradient at the positions of the input's elements (a slice with the interior step),
+/// zeros for elements a negative low/high cropped.
+template <std::size_t R>
+struct vjp_rule<prim::pad_<R>> {
+  static constexpr bool has_rule = true;
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    const auto& x = std::get<0>(e.children);
+    const auto xs = x.sizes();
+    const auto os = e.sizes();
+    prim::slice_<R> take;
+    prim::pad_<R> back;
+    for (std::size_t d = 0; d < R; ++d) {
+      const std::int64_t n = xs[d], N = os[d], L = e.op.low[d], I = e.op.interior[d] + 1;
+      back.interior[d] = 0;
+      const std::int64_t lo = L >= 0 ? 0 : (-L + I - 1) / I;
+      const std::int64_t hi = N - 1 - L < 0 ? -1 : std::min(n - 1, (N - 1 - L) / I);
+      if (n == 0 || lo > hi) {
+        take.start[d] = 0, take.stop[d] = 0, take.step[d] = 1;
+        back.low[d] = n, back.high[d] = 0;
+      } else {
+        take.start[d] = L + lo * I, take.stop[d] = L + hi * I + 1, take.step[d] = I;
+        back.low[d] = lo, back.high[d] = n - 1 - hi;
+      }
+    }
+    backprop(x, make_node(back, make_node(take, exact(g, os))));
+  }
+};
+
+/// unfold: windows overlap, so the gradient is the view's scatter-add into the input.
+template <std::int64_t D, std::int64_t Size, std::int64_t Step>
+struct vjp_rule<prim::unfold_<D, Size, Step>> {
+  static constexpr bool has_rule = true;
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    const auto& x = std::get<0>(e.children);
+    using X = std::remove_cvref_t<decltype(x)>;
+    using T = value_type_of<E>;
+    constexpr std::size_t r = rank_of<X>;
+    constexpr std::size_t d = prim::unfold_<D, Size, Step>::template dim<X>;
+    const auto xs = x.sizes();
+    const auto cs = contiguous_strides(xs);
+    sizes_t<r + 1> vst{};
+    for (std::size_t i = 0; i < r; ++i) vst[i] = cs[i];
+    vst[d] = cs[d] * e.op.step;
+    vst[r] = cs[d];
+    const auto os = e.sizes();
+    backprop(x, view_backward<T, r, r + 1>(exact(g, os), os, vst, 0, xs, cs, 0));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// reductions and matmul
+
+template <class Kind, bool K, auto... Dims>
+struct vjp_rule<prim::reduce_<Kind, K, Dims...>> {
+  static constexpr bool has_rule = true;
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    const auto& x = std::get<0>(e.children);
+    using X = std::remove_cvref_t<decltype(x)>;
+    using T = value_type_of<E>;
+    constexpr std::size_t r = rank_of<X>;
+    constexpr auto mask = prim::reduce_<Kind, K, Dims...>::template mask<X>();
+    const auto xs = x.sizes();
+    sizes_t<r> ks{};
+    for (std::size_t i = 0; i < r; ++i) ks[i] = mask[i] ? 1 : xs[i];
+    const auto gk = as_sizes<r>(exact(g, e.sizes()), ks);
+    const auto ge = make_node(prim::expand_<dyn_shape<r>>{xs}, gk);
+    if constexpr (std::is_same_v<Kind, prim::sum_kind>) {
+      backprop(x, ge);
+    } else if constexpr (std::is_same_v<Kind, prim::prod_kind>) {
+      // with z zeros in the group: z == 0: prod / x; z == 1: the product of the others at the zero
+      const auto xv = value(x);
+      const auto zero = pw::eq(xv, pw::c<T>(0));
+      const auto z = value(make_node(prim::reduce_<prim::sum_kind, true, Dims...>{}, pw::cast<T>(zero)));
+      const auto p = value(make_node(prim::reduce_<prim::prod_kind, true, Dims...>{}, pw::where(zero, pw::c<T>(1), xv)));
+      const auto local = pw::where(zero, pw::where(pw::eq(z, pw::c<T>(1)), p, pw::c<T>(0)),
+                                   pw::where(pw::eq(z, pw::c<T>(0)), pw::div(p, xv), pw::c<T>(0)));
+      backprop(x, pw::mul(ge, local));
+    } else if constexpr (std::is_same_v<Kind, prim::amax_kind> || std::is_same_v<Kind, prim::amin_kind>) {
+      // the gradient is split evenly among the elements equal to the extreme
+      const auto xv = value(x);
+      const auto yk = as_sizes<r>(value(e), ks);
+      const auto hit = value(pw::cast<T>(pw::eq(xv, yk)));
+      const auto count = value(make_node(prim::reduce_<prim::sum_kind, true, Dims...>{}, hit));
+      backprop(x, pw::mul(ge, pw::div(hit, count)));
+    } else {
+      static_assert(compile_error::always_false<Kind>, "tenet: autograd: no VJP for this reduction kind");
+    }
+  }
+};
+
+template <>
+struct vjp_rule<prim::matmul_> {
+  static constexpr bool has_rule = true;
+  template <class T, class S>
+  static auto as_matrix_lhs(const Tensor<T, S>& t) {  // a vector operand as a 1 x k row
+    if constexpr (S::rank == 1)
+      return as_sizes<2>(t, sizes_t<2>{1, t.sizes()[0]});
+    else
+      return t;
+  }
+  template <class T, class S>
+  static auto as_matrix_rhs(const Tensor<T, S>& t) {  // a vector operand as a k x 1 column
+    if constexpr (S::rank == 1)
+      return as_sizes<2>(t, sizes_t<2>{t.sizes()[0], 1});
+    else
+      return t;
+  }
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    const auto& a = std::get<0>(e.children);
+    const auto& b = std::get<1>(e.children);
+    constexpr std::size_t ra = rank_of<decltype(a)>, rb = rank_of<decltype(b)>;
+    const auto gv = exact(g, e.sizes());
+    const bool ga = needs_grad(a), gb = needs_grad(b);
+    const auto av = value(a);
+    const auto bv = value(b);
+    const auto a2 = as_matrix_lhs(av);
+    const auto b2 = as_matrix_rhs(bv);
+    // the gradient with the vector operands' unit dims put back
+    constexpr std::size_t rg = std::max(rank_of<decltype(a2)>, rank_of<decltype(b2)>);
+    sizes_t<rg> g2s{};
+    {
+      const auto as = a2.sizes();
+      const auto bs = b2.sizes();
+      const auto os = gv.sizes();
+      std::size_t j = 0;
+      for (; j + 2 < rg; ++j) g2s[j] = os[j];
+      g2s[rg - 2] = as[rank_of<decltype(a2)> - 2];
+      g2s[rg - 1] = bs[rank_of<decltype(b2)> - 1];
+    }
+    const auto g2 = as_sizes<rg>(gv, g2s);
+    if (ga) {
+      auto da = reduce_to<value_type_of<E>, rank_of<decltype(a2)>>(value(make_node(prim::matmul_{}, g2, b2.mT())),
+                                                                    a2.sizes());
+      backprop(a, as_sizes<ra>(da, a.sizes()));
+    }
+    if (gb) {
+      auto db = reduce_to<value_type_of<E>, rank_of<decltype(b2)>>(value(make_node(prim::matmul_{}, a2.mT(), g2)),
+                                                                    b2.sizes());
+      backprop(b, as_sizes<rb>(db, b.sizes()));
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// indexing
+
+template <std::int64_t D>
+struct vjp_rule<prim::gather_<D>> {
+  static constexpr bool has_rule = true;
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    const auto& x = std::get<0>(e.children);
+    using T = value_type_of<E>;
+    constexpr std::size_t r = rank_of<decltype(x)>;
+    const auto idx = value(std::get<1>(e.children));
+    backprop(x, make_node(prim::scatter_<D, prim::scatter_op::sum>{}, zeros_of<T, r>(x.sizes()), idx,
+                          exact(g, e.sizes())));
+  }
+};
+
+template <std::int64_t D, prim::scatter_op Op>
+struct vjp_rule<prim::scatter_<D, Op>> {
+  static constexpr bool has_rule = true;
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    const auto& x = std::get<0>(e.children);
+    const auto& src = std::get<2>(e.children);
+    using T = value_type_of<E>;
+    using Src = std::remove_cvref_t<decltype(src)>;
+    constexpr std::size_t r = rank_of<decltype(x)>;
+    if constexpr (Op != prim::scatter_op::replace && Op != prim::scatter_op::sum) {
+      throw value_error(std::string("tenet: autograd: no gradient for ") + std::string(prim::scatter_<D, Op>::name) +
+                        " yet (scatter and scatter_add have one)");
+    } else {
+      const auto idx = value(std::get<1>(e.children));
+      const auto gv = exact(g, e.sizes());
+      if (needs_grad(x)) {
+        if (Op == prim::scatter_op::replace || !e.op.include_self)
+          backprop(x, make_node(prim::scatter_<D, prim::scatter_op::replace>{}, gv, idx, pw::c<T>(0)));
+        else
+          backprop(x, gv);
+      }
+      if (needs_grad(src)) {
+        auto taken = make_node(prim::gather_<D>{}, gv, idx);
+        if constexpr (rank_of<Src> == 0) {
+          backprop(src, taken);
+        } else {
+          // src may be larger than the index: its other elements are not read
+          prim::pad_<r> fit;
+          const auto ss = src.sizes();
+          const auto is = idx.sizes();
+          for (std::size_t d = 0; d < r; ++d) fit.low[d] = 0, fit.high[d] = ss[d] - is[d], fit.interior[d] = 0;
+          backprop(src, make_node(fit, taken));
+        }
+      }
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// scans and sort
+
+template <class Kind, std::int64_t Dim>
+struct vjp_rule<prim::scan_<Kind, Dim>> {
+  static constexpr bool has_rule = true;
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    const auto& x = std::get<0>(e.children);
+    using X = std::remove_cvref_t<decltype(x)>;
+    using T = value_type_of<E>;
+    constexpr std::size_t r = rank_of<X>;
+    constexpr std::size_t d = prim::scan_<Kind, Dim>::template dim<X>;
+    const auto xs = x.sizes();
+    const auto gv = exact(g, xs);
+    // the sum over j >= i along d: reverse, cumsum, reverse
+    auto reverse_cumsum = [&](const auto& v) {
+      const auto flip = flip_dim<r>(xs, d);
+      return value(make_node(flip, value(make_node(prim::scan_<prim::sum_kind, Dim>{}, make_node(flip, v)))));
+    };
+    if constexpr (std::is_same_v<Kind, prim::sum_kind>) {
+      backprop(x, reverse_cumsum(gv));
+    } else if constexpr (std::is_same_v<Kind, prim::prod_kind>) {
+      const auto xv = value(x);
+      bool zero = false;
+      for_each_offset(xv.sizes(), xv.strides(), xv.offset(),
+                      [&](std::int64_t, std::int64_t off) { zero = zero || to_double(static_cast<const T*>(xv.storage()->data)[off]) == 0.0; });
+      if (zero)
+        throw value_error("tenet: autograd: the gradient of cumprod at an input equal to 0 is not implemented yet");
+      backprop(x, pw::div(reverse_cumsum(pw::mul(gv, value(e))), xv));
+    } else if constexpr (std::is_same_v<Kind, prim::logaddexp_kind>) {
+      // d y_j / d x_i = exp(x_i - y_j) for i <= j
+      const auto y = value(e);
+      backprop(x, pw::mul(reverse_cumsum(pw::mul(gv, pw::un<prim::exp_>(pw::neg(y)))), pw::un<prim::exp_>(x)));
+    } else if constexpr (std::is_same_v<Kind, prim::amax_kind> || std::is_same_v<Kind, prim::amin_kind>) {
+      // each output's gradient goes to the position of its running extreme (as torch.cummax)
+      using arg = prim::running_arg<std::is_same_v<Kind, prim::amax_kind>>;
+      const auto at = value(make_node(prim::scan_<arg, Dim>{}, x));
+      backprop(x, make_node(prim::scatter_<Dim, prim::scatter_op::sum>{}, zeros_of<T, r>(xs), at, gv));
+    } else {
+      static_assert(compile_error::always_false<Kind>, "tenet: autograd: no VJP for this scan kind");
+    }
+  }
+};
+
+template <std::int64_t Dim, prim::sort_output Output>
+struct vjp_rule<prim::sort_<Dim, Output>> {
+  static constexpr bool has_rule = true;
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    const auto& x = std::get<0>(e.children);
+    using T = value_type_of<E>;
+    constexpr std::size_t r = rank_of<decltype(x)>;
+    prim::sort_<Dim, prim::sort_output::indices> order;
+    order.descending = e.op.descending;
+    const auto at = value(make_node(order, x));
+    backprop(x, make_node(prim::scatter_<Dim, prim::scatter_op::sum>{}, zeros_of<T, r>(x.sizes()), at,
+                          exact(g, e.sizes())));
+  }
+};
+
+}  // namespace tenet::detail::ag
