@@ -1,7 +1,7 @@
 #pragma once
 #define TENET_PUBLIC_HEADER_INCLUDED 1
-// tenet::nn::init: torch.nn.init. Each function fills a tensor in place (through its storage) and
-// returns it; the random ones draw from tenet's default Philox generator (manual_seed), so the
+// tenet::nn::init: torch.nn.init. Each function fills a tensor in place (through its storage, under
+// no_grad as torch's) and returns it; the random ones draw from tenet's default Philox generator (manual_seed), so the
 // values differ from torch's but the distributions, bounds and fan computations are torch's:
 //   fan_in = size(1) * prod(size(2..)), fan_out = size(0) * prod(size(2..))  (rank >= 2)
 //   kaiming_uniform_: U(-b, b), b = gain * sqrt(3 / fan);  kaiming_normal_: N(0, gain / sqrt(fan))
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <tenet/error.hpp>
+#include <tenet/autograd.hpp>  // no_grad: initialization is not recorded
 #include <tenet/tensor.hpp>
 
 #include <tenet/runtime/philox.hpp>
@@ -103,6 +104,7 @@ inline double erfinv(double y) {
 /// U(a, b)
 template <class T, class S>
 const Tensor<T, S>& uniform_(const Tensor<T, S>& t, double a = 0.0, double b = 1.0) {
+  tenet::no_grad guard;
   detail::require_float(t, "uniform_");
   if (!(a <= b))
     throw value_error("tenet: nn::init::uniform_: expects a <= b, got a=" + std::to_string(a) + ", b=" + std::to_string(b));
@@ -115,6 +117,7 @@ const Tensor<T, S>& uniform_(const Tensor<T, S>& t, double a = 0.0, double b = 1
 /// N(mean, std)
 template <class T, class S>
 const Tensor<T, S>& normal_(const Tensor<T, S>& t, double mean = 0.0, double std = 1.0) {
+  tenet::no_grad guard;
   detail::require_float(t, "normal_");
   if (!(std >= 0.0)) throw value_error("tenet: nn::init::normal_: expects std >= 0, got " + std::to_string(std));
   detail::fill_with(t, [&](T* p, std::int64_t n) {
@@ -128,6 +131,7 @@ const Tensor<T, S>& normal_(const Tensor<T, S>& t, double mean = 0.0, double std
 template <class T, class S>
 const Tensor<T, S>& trunc_normal_(const Tensor<T, S>& t, double mean = 0.0, double std = 1.0, double a = -2.0,
                                   double b = 2.0) {
+  tenet::no_grad guard;
   detail::require_float(t, "trunc_normal_");
   if (!(std >= 0.0) || !(a < b))
     throw value_error("tenet: nn::init::trunc_normal_: expects std >= 0 and a < b, got std=" + std::to_string(std) +
@@ -147,6 +151,7 @@ const Tensor<T, S>& trunc_normal_(const Tensor<T, S>& t, double mean = 0.0, doub
 }
 template <class T, class S>
 const Tensor<T, S>& constant_(const Tensor<T, S>& t, double value) {
+  tenet::no_grad guard;
   if (!t.defined()) throw value_error("tenet: nn::init::constant_ on an undefined tensor");
   t.fill_(value);
   return t;
@@ -159,6 +164,7 @@ const Tensor<T, S>& ones_(const Tensor<T, S>& t) { return constant_(t, 1.0); }
 /// The identity in a 2-D tensor (torch.nn.init.eye_).
 template <class T, class S>
 const Tensor<T, S>& eye_(const Tensor<T, S>& t) {
+  tenet::no_grad guard;
   static_assert(S::rank == 2, "tenet: nn::init::eye_ needs a 2-D tensor");
   t.fill_(0);
   for (std::int64_t i = 0; i < std::min(t.sizes()[0], t.sizes()[1]); ++i) t(i, i) = T(1);

@@ -96,6 +96,7 @@ class Embedding : public Module {
   }
   void reset_parameters() {
     init::normal_(weight);
+    tenet::no_grad guard;
     if (padding_idx) weight.template select<0>(*padding_idx).fill_(0);
   }
   template <Expression I>
