@@ -21,8 +21,19 @@
 namespace tenet::detail::ag {
 
 /// The backend whose decomposition autograd differentiates: every composite is decomposed into
-/// prims (the reference decomposition), so one rule per prim covers every op.
-using autograd_backend = reference_backend;
+/// prims (the reference decomposition), so one rule per prim covers every op, except the
+/// composites with a VJP rule of their own (softmax, log_softmax: vjp.hpp), kept whole.
+struct autograd_backend {
+  static constexpr const char* name() { return "autograd"; }
+};
+}  // namespace tenet::detail::ag
+namespace tenet::detail {
+template <std::int64_t D, class C>
+inline constexpr bool runs_natively<ag::autograd_backend, aten::softmax<D>, C> = true;
+template <std::int64_t D, class C>
+inline constexpr bool runs_natively<ag::autograd_backend, aten::log_softmax<D>, C> = true;
+}  // namespace tenet::detail
+namespace tenet::detail::ag {
 
 /// True when some tensor leaf of E has a floating dtype (only those can require grad).
 template <class E>

@@ -27,6 +27,7 @@
 #include <tenet/expr/node.hpp>
 #include <tenet/expr/shared.hpp>
 #include <tenet/prims/prim_list.hpp>
+#include <tenet/ops.hpp>  // aten::softmax, aten::log_softmax
 #include <tenet/tensor.hpp>
 
 namespace tenet::detail::ag {
@@ -135,7 +136,8 @@ grad_tensor<T, R> reduce_to(const Tensor<T, S>& g, const sizes_t<R>& target) {
                         " does not broadcast onto sizes " + sizes_text(target));
     same = same && gs[d + lead] == target[d];
   }
-  if (same) return grad_tensor<T, R>(g.template with_layout<dyn_shape<R>>(target, sizes_t<R>(g.strides()), g.offset()));
+  if constexpr (Rg == R)
+    if (same) return grad_tensor<T, R>(g.template with_layout<dyn_shape<R>>(target, g.strides(), g.offset()));
   grad_tensor<T, R> out(target);
   const auto cs = contiguous_strides(target);
   sizes_t<Rg> ostr{};
@@ -685,6 +687,35 @@ struct vjp_rule<prim::sort_<Dim, Output>> {
     const auto at = value(make_node(order, x));
     backprop(x, make_node(prim::scatter_<Dim, prim::scatter_op::sum>{}, zeros_of<T, r>(x.sizes()), at,
                           exact(g, e.sizes())));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// composites with a rule of their own (kept whole by autograd_backend, record.hpp): the VJP from
+// the output, one fused expression, instead of the VJP of the decomposition (max-shift, exp, sum,
+// div). tests/test_autograd_ops.cpp checks both agree.
+
+template <std::int64_t D>
+struct vjp_rule<aten::softmax<D>> {
+  static constexpr bool has_rule = true;
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    const auto gv = exact(g, e.sizes());
+    const auto y = value(e);
+    const auto dot = value(make_node(prim::reduce_<prim::sum_kind, true, D>{}, pw::mul(gv, y)));
+    backprop(std::get<0>(e.children), pw::mul(y, pw::sub(gv, dot)));
+  }
+};
+
+template <std::int64_t D>
+struct vjp_rule<aten::log_softmax<D>> {
+  static constexpr bool has_rule = true;
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    const auto gv = exact(g, e.sizes());
+    const auto y = value(e);
+    const auto total = value(make_node(prim::reduce_<prim::sum_kind, true, D>{}, gv));
+    backprop(std::get<0>(e.children), pw::sub(gv, pw::mul(pw::un<prim::exp_>(y), total)));
   }
 };
 

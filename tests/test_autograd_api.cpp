@@ -1,0 +1,216 @@
+// Eager autograd behaviour: accumulation, retain_graph, no_grad / enable_grad, detach, identity of
+// copies, views and casts on the way, in-place rules, and the errors.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <thread>
+
+#include <tenet/tenet.hpp>
+
+using namespace tenet;
+using V = Tensor<double, dyn_shape<1>>;
+using M = Tensor<double, dyn_shape<2>>;
+using S0 = Tensor<double, shape<>>;
+
+namespace {
+V vec(std::initializer_list<double> v) {
+  V t({static_cast<std::int64_t>(v.size())});
+  std::int64_t i = 0;
+  for (double x : v) t(i++) = x;
+  return t;
+}
+M mat(std::int64_t r, std::int64_t c) {
+  M t({r, c});
+  for (std::int64_t i = 0; i < r * c; ++i) t.data()[i] = 0.5 + 0.25 * static_cast<double>(i);
+  return t;
+}
+}  // namespace
+
+TEST_CASE("autograd: leaves, flags and identity of copies", "[autograd]") {
+  V x = vec({1, 2, 3});
+  CHECK_FALSE(x.requires_grad());
+  CHECK(x.is_leaf());
+  CHECK_FALSE(x.grad().defined());
+  auto alias = x;  // made before requires_grad_: a handle without an autograd identity yet
+  x.requires_grad_();
+  auto copy = x;  // same identity
+  CHECK(copy.requires_grad());
+  S0 l = sum(copy * copy);
+  CHECK_FALSE(l.is_leaf());
+  CHECK(l.requires_grad());
+  l.backward();
+  CHECK(x.grad()(2) == 6.0);
+  CHECK(copy.grad()(2) == 6.0);
+  CHECK_FALSE(alias.requires_grad());
+  // requires_grad_ on an integer tensor, and on a non-leaf
+  Tensor<std::int64_t, dyn_shape<1>> i({3});
+  CHECK_THROWS_AS(i.requires_grad_(), dtype_error);
+  CHECK_THROWS_AS(l.requires_grad_(false), value_error);
+  // set_grad replaces and checks sizes, an undefined tensor clears
+  x.set_grad(vec({7, 8, 9}));
+  CHECK(x.grad()(0) == 7.0);
+  CHECK_THROWS_AS(x.set_grad(vec({1, 2})), shape_error);
+  x.set_grad(V());
+  CHECK_FALSE(x.grad().defined());
+}
+
+TEST_CASE("autograd: accumulation, retain_graph and the second-backward error", "[autograd]") {
+  V x = vec({1, 2, 3});
+  x.requires_grad_();
+  S0 l = sum(x * x * x);
+  l.backward(true);
+  CHECK(x.grad()(1) == 12.0);
+  l.backward();  // retained: runs again, accumulates
+  CHECK(x.grad()(1) == 24.0);
+  try {
+    l.backward();
+    FAIL("a third backward through a freed graph must throw");
+  } catch (const value_error& e) {
+    CHECK(std::string(e.what()).find("retain_graph") != std::string::npos);
+  }
+  // a fresh forward accumulates into the same .grad
+  S0 l2 = sum(x);
+  l2.backward();
+  CHECK(x.grad()(1) == 25.0);
+}
+
+TEST_CASE("autograd: non-scalar backward needs a seed", "[autograd]") {
+  V x = vec({1, 2, 3});
+  x.requires_grad_();
+  V y = x * 2.0;
+  try {
+    y.backward();
+    FAIL("non-scalar backward without a seed must throw");
+  } catch (const value_error& e) {
+    CHECK(std::string(e.what()).find("seed") != std::string::npos);
+  }
+  CHECK_THROWS_AS(y.backward(vec({1, 2})), shape_error);
+  y.backward(vec({1, 10, 100}));
+  CHECK(x.grad()(2) == 200.0);
+  // backward of a tensor that does not require grad
+  V z = vec({1});
+  CHECK_THROWS_AS(z.backward(), value_error);
+}
+
+TEST_CASE("autograd: chains of recorded expressions, a diamond, a leaf used twice", "[autograd]") {
+  V x = vec({0.5, 1.0, 1.5});
+  x.requires_grad_();
+  V a = exp(x);       // node 1
+  V b = a * x;        // node 2 (reads a and x)
+  V c = sin(a) + b;   // node 3 (reads a twice through two paths)
+  S0 l = sum(c * c);  // node 4
+  l.backward();
+  for (std::int64_t i = 0; i < 3; ++i) {
+    const double xi = x(i), ai = std::exp(xi), ci = std::sin(ai) + ai * xi;
+    const double dc = 2 * ci;
+    const double da = dc * (std::cos(ai) + xi);
+    const double dx = da * ai + dc * ai;
+    CHECK(x.grad()(i) == Approx(dx).epsilon(1e-12));
+  }
+  CHECK_FALSE(a.grad().defined());  // non-leaf: no .grad (as PyTorch without retain_grad)
+}
+
+TEST_CASE("autograd: no_grad, enable_grad, thread-local mode, detach", "[autograd]") {
+  V x = vec({1, 2});
+  x.requires_grad_();
+  CHECK(is_grad_enabled());
+  {
+    no_grad off;
+    CHECK_FALSE(is_grad_enabled());
+    V y = x * 3.0;
+    CHECK_FALSE(y.requires_grad());
+    CHECK(y.is_leaf());
+    {
+      enable_grad on;
+      V z = x * 3.0;
+      CHECK(z.requires_grad());
+    }
+    CHECK_FALSE(is_grad_enabled());
+    bool other_thread = false;
+    std::thread t([&] { other_thread = is_grad_enabled(); });
+    t.join();
+    CHECK(other_thread);  // grad mode is per thread
+  }
+  CHECK(is_grad_enabled());
+  V d = x.detach();
+  CHECK_FALSE(d.requires_grad());
+  CHECK(d.shares_storage(x));
+  S0 l = sum(d * x);  // d is a constant
+  l.backward();
+  CHECK(x.grad()(1) == 2.0);
+}
+
+TEST_CASE("autograd: in-place writes", "[autograd]") {
+  V x = vec({1, 2});
+  x.requires_grad_();
+  CHECK_THROWS_AS(x.copy_(vec({3, 4})), value_error);
+  CHECK_THROWS_AS(x += 1.0, value_error);
+  {
+    no_grad off;  // an optimizer step
+    x -= vec({0.5, 0.5});
+    x.copy_(x * 2.0);
+  }
+  CHECK(x(1) == 3.0);
+  CHECK(x.requires_grad());
+  // an untracked destination may take a value computed from tracked tensors (nothing recorded)
+  V buf = vec({0, 0});
+  buf.copy_(x * 2.0);
+  CHECK_FALSE(buf.requires_grad());
+  // the gradient tensor itself can be changed in place (zero_grad)
+  S0 l = sum(x * x);
+  l.backward();
+  x.grad().zero_();
+  CHECK(x.grad()(0) == 0.0);
+}
+
+TEST_CASE("autograd: views, broadcasts and dtype casts on the way", "[autograd]") {
+  M w = mat(2, 3);
+  w.requires_grad_();
+  auto wt = w.transpose<0, 1>();  // a view: records a view node
+  CHECK(wt.requires_grad());
+  CHECK_FALSE(wt.is_leaf());
+  auto col = wt.slice<0>(1, 3);               // rows 1..2 of wt: columns 1..2 of w, a view of a view
+  M y = col * vec({1.0, 10.0});               // broadcast of a vector over the rows
+  auto flat = y.reshape<dyn>(4);              // contiguous: a view
+  Tensor<float, dyn_shape<1>> f = flat.to<float>();  // a cast, recorded
+  Tensor<float, shape<>> l = sum(f * f);
+  l.backward();
+  // d l / d w[i][j] for j in {1, 2}: 2 y * 10^i (y = w[i][j] * 10^i)
+  for (std::int64_t i = 0; i < 2; ++i) {
+    CHECK(w.grad()(i, 0) == 0.0);
+    for (std::int64_t j = 1; j < 3; ++j) {
+      const double s = i == 0 ? 1.0 : 10.0;
+      CHECK(w.grad()(i, j) == Approx(2 * w(i, j) * s * s).epsilon(1e-6));
+    }
+  }
+  // reshape of a non-contiguous view copies (clone records), expand broadcasts back with a sum
+  M v = mat(2, 3);
+  v.requires_grad_();
+  auto r = v.transpose<0, 1>().reshape<dyn>(6);
+  auto e = v.slice<0>(0, 1).expand<4, -1>();
+  S0 l2 = sum(r * r) + sum(e);
+  l2.backward();
+  CHECK(v.grad()(0, 2) == Approx(2 * v(0, 2) + 4).epsilon(1e-12));
+  CHECK(v.grad()(1, 1) == Approx(2 * v(1, 1)).epsilon(1e-12));
+  // a scalar leaf broadcast against a matrix gets the sum
+  S0 s(sizes_t<0>{});
+  s() = 2.0;
+  s.requires_grad_();
+  M z = mat(2, 2) * s;
+  S0 l3 = sum(z);
+  l3.backward();
+  CHECK(s.grad()() == Approx(0.5 + 0.75 + 1.0 + 1.25));
+}
+
+TEST_CASE("autograd: the untracked path records nothing", "[autograd]") {
+  V x = vec({1, 2});
+  V y = x * 2.0 + 1.0;
+  CHECK_FALSE(static_cast<bool>(y.autograd_meta()));
+  auto v = y.slice<0>(0, 1);
+  CHECK_FALSE(static_cast<bool>(v.autograd_meta()));
+  Tensor<std::int64_t, shape<>> am = argmax(y);  // an integer result of a tracked input is not recorded
+  x.requires_grad_();
+  Tensor<std::int64_t, shape<>> am2 = argmax(x * 1.0);
+  CHECK_FALSE(am2.requires_grad());
+  CHECK(am() == am2());
+}
