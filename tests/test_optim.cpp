@@ -240,3 +240,28 @@ TEST_CASE("optim: clip_grad_norm_ against torch") {
   CHECK_THROWS_AS(nn::utils::clip_grad_norm_(m.parameters(), 1.0, 2.0, true), value_error);
   CHECK_THROWS_AS(nn::utils::clip_grad_norm_(m.parameters(), 1.0, -1.0), value_error);
 }
+
+TEST_CASE("optim: a training loop (module, cross_entropy, backward, AdamW) against torch") {
+  const auto& c = get_case(kFile, "train_mlp_adamw");
+  nn::Sequential<nn::Linear<4, 6>, nn::ReLU, nn::Linear<6, 3>> mlp;
+  tensor_dict init;
+  for (const auto& [k, v] : c)
+    if (k.rfind("p:", 0) == 0) init.insert(k.substr(2), v.sizes.size() == 2 ? any_tensor(make<float, dyn_shape<2>>(v))
+                                                                               : any_tensor(make<float, dyn_shape<1>>(v)));
+  mlp.load_state_dict(init);
+  const auto x = make<float, dyn_shape<2>>(c.at("x"));
+  const auto y = make<std::int64_t, dyn_shape<1>>(c.at("y"));
+  optim::AdamW opt(mlp.parameters(), {.lr = 0.05});
+  for (int s = 0; s < 4; ++s) {
+    INFO("step " << s);
+    Tensor<float, shape<>> loss = cross_entropy(mlp(x), y);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    CHECK(loss.item() == Approx(c.at("loss" + std::to_string(s)).values[0]).epsilon(1e-5));
+    for (const auto& [k, v] : mlp.state_dict()) {
+      INFO(k);
+      check_any<float>(v, c.at("after" + std::to_string(s) + ":" + k), 1e-4, 1e-5);
+    }
+  }
+}

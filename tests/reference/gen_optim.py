@@ -108,4 +108,21 @@ for nm, norm_type, max_norm in (("clip_l2", 2.0, 1.0), ("clip_l1", 1.0, 2.5), ("
     ref.case(nm, g0=before[0], g1=before[1], after0=ps[0].grad, after1=ps[1].grad,
              total=total.to(torch.float64).reshape(1))
 
+# a training loop: an MLP, cross_entropy, loss.backward(), AdamW steps (autograd + module + optimizer)
+torch.manual_seed(3)
+mlp = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+init = {f"p:{k}": v.detach().clone() for k, v in mlp.state_dict().items()}
+x = torch.randn(8, 4)
+y = torch.tensor([0, 2, 1, 1, 0, 2, 2, 1])
+opt = optim.AdamW(mlp.parameters(), lr=0.05, foreach=False)
+train = {}
+for s in range(4):
+    loss = nn.functional.cross_entropy(mlp(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    train[f"loss{s}"] = loss.detach().reshape(1)
+    train.update({f"after{s}:{k}": v.detach().clone() for k, v in mlp.state_dict().items()})
+ref.case("train_mlp_adamw", **init, x=x, y=y, **train)
+
 ref.write("optim.txt")
