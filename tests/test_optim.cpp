@@ -129,6 +129,12 @@ TEST_CASE("optim: argument checks") {
     ints() { register_parameter("t", t); }
   } im;
   CHECK_THROWS_AS(optim::SGD(im.parameters(), {}), dtype_error);
+  struct strided : nn::Module {
+    Tensor<double, dyn_shape<2>> base = zeros<double, dyn_shape<2>>(3, 4);
+    Tensor<double, dyn_shape<2>> t = base.transpose<0, 1>();
+    strided() { register_parameter("t", t); }
+  } sm;
+  CHECK_THROWS_AS(optim::SGD(sm.parameters(), {}), value_error);  // updates would be lost
   optim::SGD opt(m.parameters(), {});
   CHECK_THROWS_AS(opt.step(std::vector<any_tensor>{any_tensor()}), value_error);  // one gradient for two
   CHECK_THROWS_AS(opt.step({any_tensor::zeros(dtype::float64, {4, 3}), any_tensor()}), value_error);  // sizes
@@ -239,6 +245,14 @@ TEST_CASE("optim: clip_grad_norm_ against torch") {
   m.a.set_grad(full<double, shape<3, 4>>(NAN));
   CHECK_THROWS_AS(nn::utils::clip_grad_norm_(m.parameters(), 1.0, 2.0, true), value_error);
   CHECK_THROWS_AS(nn::utils::clip_grad_norm_(m.parameters(), 1.0, -1.0), value_error);
+  m.a.set_grad(make<double, shape<3, 4>>(get_case(kFile, "clip_l2").at("g0")));
+  nn::utils::clip_grad_value_(m.parameters(), 0.5);
+  const auto ga = m.a.grad();
+  double lo = 0, hi = 0;
+  for (std::int64_t i = 0; i < 3; ++i)
+    for (std::int64_t j = 0; j < 4; ++j) lo = std::min(lo, ga(i, j)), hi = std::max(hi, ga(i, j));
+  CHECK(lo == -0.5);
+  CHECK(hi == 0.5);
 }
 
 TEST_CASE("optim: a training loop (module, cross_entropy, backward, AdamW) against torch") {

@@ -65,6 +65,10 @@ class Optimizer {
       if (d != dtype::float32 && d != dtype::float64)
         throw dtype_error(std::string("tenet: optim::") + name + ": parameter " + std::to_string(i) + " is " +
                           tenet::name(d) + "; tenet's optimizers update float32 and float64 parameters");
+      if (!params_[i].is_contiguous())
+        throw value_error(std::string("tenet: optim::") + name + ": parameter " + std::to_string(i) +
+                          " is undefined or not contiguous; an optimizer updates a parameter's storage in place, "
+                          "register a contiguous tensor (e.g. its contiguous() copy)");
       for (std::size_t j = 0; j < i; ++j)
         if (params_[j].same(params_[i]))
           throw value_error(std::string("tenet: optim::") + name + ": parameter " + std::to_string(i) +

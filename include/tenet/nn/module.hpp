@@ -56,6 +56,7 @@ class tensor_slot {
   virtual bool requires_grad() const = 0;
   virtual tenet::device device() const = 0;
   virtual const void* address() const = 0;
+  virtual bool is_contiguous() const = 0;
 };
 
 template <class T, class S>
@@ -106,6 +107,7 @@ class typed_slot final : public tensor_slot {
   }
   tenet::device device() const override { return t_->device(); }
   const void* address() const override { return t_; }
+  bool is_contiguous() const override { return t_->defined() && t_->is_contiguous(); }
   Tensor<T, S>& tensor() const { return *t_; }
 
  private:
@@ -133,6 +135,8 @@ class tensor_ref {
   void requires_grad_(bool on = true) const { slot_->requires_grad_(on); }
   bool requires_grad() const { return slot_->requires_grad(); }
   tenet::device device() const { return slot_->device(); }
+  /// True when the tensor is defined and contiguous (value() then shares its storage).
+  bool is_contiguous() const { return slot_->is_contiguous(); }
   /// The typed tensor; dtype_error when T, S are not its type.
   template <class T, class S>
   Tensor<T, S>& get() const {

@@ -12,14 +12,17 @@
 namespace tenet::nn::utils {
 
 namespace detail {
+/// f(data, n) on each defined gradient (contiguous); write_back: the (possibly copied) gradient is
+/// set back as the parameter's grad, so that writes into a strided gradient are kept.
 template <class F>
-void for_each_grad(const std::vector<tensor_ref>& params, F&& f) {
+void for_each_grad(const std::vector<tensor_ref>& params, F&& f, bool write_back = false) {
   for (const auto& p : params) {
     auto g = p.grad();
     if (!g.defined()) continue;
     if (g.scalar_type() == dtype::float32) f(g.flat<float>().data(), g.numel());
     else if (g.scalar_type() == dtype::float64) f(g.flat<double>().data(), g.numel());
     else throw dtype_error(std::string("tenet: nn::utils: gradients of ") + name(g.scalar_type()) + " are not supported");
+    if (write_back) p.set_grad(g);
   }
 }
 }  // namespace detail
@@ -58,7 +61,7 @@ inline double clip_grad_norm_(const std::vector<tensor_ref>& params, double max_
     using T = std::remove_pointer_t<decltype(g)>;
     const T c = static_cast<T>(coef);
     for (std::int64_t i = 0; i < n; ++i) g[i] = g[i] * c;
-  });
+  }, true);
   return total;
 }
 
@@ -68,7 +71,7 @@ inline void clip_grad_value_(const std::vector<tensor_ref>& params, double clip_
     using T = std::remove_pointer_t<decltype(g)>;
     const T hi = static_cast<T>(clip_value), lo = static_cast<T>(-clip_value);
     for (std::int64_t i = 0; i < n; ++i) g[i] = std::min(std::max(g[i], lo), hi);
-  });
+  }, true);
 }
 
 }  // namespace tenet::nn::utils
