@@ -279,3 +279,59 @@ TEST_CASE("optim: a training loop (module, cross_entropy, backward, AdamW) again
     }
   }
 }
+
+namespace {
+template <class T>
+struct one_param : nn::Module {
+  Tensor<T, shape<dyn>> w;
+  explicit one_param(std::int64_t n) : w({n}) { register_parameter("w", w); }
+};
+/// The vectorized, threaded update of a large parameter equals, element by element, the scalar
+/// update of one-element parameters holding the same values (sampled positions, 3 steps).
+template <class T>
+void check_wide_equals_scalar(const factory& f, const std::string& what) {
+  INFO(what << " " << name(dtype_of<T>));
+  const std::int64_t n = optim::parallel_threshold + 37;  // threads, batches and a scalar tail
+  manual_seed(5);
+  one_param<T> big(n);
+  Tensor<T, shape<dyn>> init = randn<T, shape<dyn>>(n);
+  {
+    no_grad guard;
+    big.w.copy_(init);
+  }
+  std::vector<Tensor<T, shape<dyn>>> grads;
+  for (int s = 0; s < 3; ++s) grads.push_back(randn<T, shape<dyn>>(n));
+  auto opt = f(big.parameters());
+  for (int s = 0; s < 3; ++s) opt->step({any_tensor(grads[static_cast<std::size_t>(s)])});
+  for (std::int64_t k : {std::int64_t{0}, std::int64_t{1}, std::int64_t{17}, n / 3, n / 2 + 5, n - 40, n - 3, n - 1}) {
+    INFO("element " << k);
+    one_param<T> small(1);
+    {
+      no_grad guard;
+      small.w.fill_(init(k));
+    }
+    auto o = f(small.parameters());
+    for (int s = 0; s < 3; ++s) {
+      Tensor<T, shape<dyn>> g({1});
+      g(0) = grads[static_cast<std::size_t>(s)](k);
+      o->step({any_tensor(g)});
+    }
+    const double want = static_cast<double>(small.w(0)), got = static_cast<double>(big.w(k));
+    CHECK(got == Approx(want).epsilon(std::is_same_v<T, float> ? 1e-5 : 1e-12).margin(1e-7));
+  }
+}
+}  // namespace
+
+TEST_CASE("optim: the vectorized, threaded update equals the scalar one") {
+  const std::vector<std::pair<std::string, factory>> all{
+      {"SGD", make<optim::SGD>(optim::sgd_options{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true})},
+      {"Adam", make<optim::Adam>(optim::adam_options{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true, .maximize = true})},
+      {"AdamW", make<optim::AdamW>(optim::adamw_options{.lr = 0.01})},
+      {"RMSprop", make<optim::RMSprop>(optim::rmsprop_options{.lr = 0.01, .weight_decay = 0.05, .momentum = 0.7,
+                                                                  .centered = true})},
+      {"Adagrad", make<optim::Adagrad>(optim::adagrad_options{.lr = 0.1, .lr_decay = 0.05, .weight_decay = 0.1})}};
+  for (const auto& [what, f] : all) {
+    check_wide_equals_scalar<float>(f, what);
+    check_wide_equals_scalar<double>(f, what);
+  }
+}

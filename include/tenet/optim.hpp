@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -24,29 +25,78 @@
 #include <tenet/nn/module.hpp>
 #include <tenet/tensor_dict.hpp>
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+#include <xsimd/xsimd.hpp>  // the update loops run on xsimd batches
+
 namespace tenet::optim {
 
 /// Parameters with at least this many elements are updated by several threads (OpenMP).
 inline constexpr std::int64_t parallel_threshold = 1 << 16;
 
 namespace detail {
-/// torch's lerp: a + w (b - a) for w < 0.5, else b - (b - a)(1 - w).
-template <class T>
-inline T lerp(T a, T b, T w) {
-  return w < T(0.5) ? a + w * (b - a) : b - (b - a) * (T(1) - w);
+/// The lane type of a kernel body: T (one element) or xsimd::batch<T> (a vector of elements).
+template <class V>
+struct lane {
+  using type = V;
+};
+template <class V, class T>
+inline V load(const T* p) {
+  if constexpr (std::is_same_v<V, T>) return *p;
+  else return V::load_unaligned(p);
 }
-/// Runs body(i) for i in [0, n): one vectorizable loop, over threads when n is large.
-template <class F>
+template <class T, class V>
+inline void store(T* p, const V& v) {
+  if constexpr (std::is_same_v<V, T>) *p = v;
+  else v.store_unaligned(p);
+}
+template <class T>
+inline T vsqrt(T x) {
+  return std::sqrt(x);
+}
+template <class T, class A>
+inline xsimd::batch<T, A> vsqrt(const xsimd::batch<T, A>& x) {
+  return xsimd::sqrt(x);  // correctly rounded, as std::sqrt
+}
+template <class T>
+inline T vmax(T a, T b) {
+  return std::max(a, b);
+}
+template <class T, class A>
+inline xsimd::batch<T, A> vmax(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) {
+  return xsimd::max(a, b);
+}
+/// torch's lerp: a + w (b - a) for w < 0.5, else b - (b - a)(1 - w) (w a scalar).
+template <class V, class T>
+inline V lerp(const V& a, const V& b, T w) {
+  return w < T(0.5) ? V(a + w * (b - a)) : V(b - (b - a) * (T(1) - w));
+}
+/// Runs body(lane<V>{}, k) over [0, n): xsimd batches of T (k a multiple of the batch width from
+/// the start of each thread's range) and single elements for the tail; the range is split over
+/// OpenMP threads when n is at least parallel_threshold. The body reads and writes element(s) k.
+template <class T, class F>
 inline void for_each_element(std::int64_t n, F&& body) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
+  auto run = [&](std::int64_t begin, std::int64_t end) {
+    std::int64_t k = begin;
+    for (; k + W <= end; k += W) body(lane<B>{}, k);
+    for (; k < end; ++k) body(lane<T>{}, k);
+  };
 #if defined(_OPENMP)
   if (n >= parallel_threshold) {
-#pragma omp parallel for simd schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) body(i);
+#pragma omp parallel
+    {
+      const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+      const std::int64_t blocks = (n + W - 1) / W, per = (blocks + threads - 1) / threads;
+      const std::int64_t begin = std::min(n, t * per * W), end = std::min(n, (t + 1) * per * W);
+      run(begin, end);
+    }
     return;
   }
 #endif
-#pragma omp simd
-  for (std::int64_t i = 0; i < n; ++i) body(i);
+  run(0, n);
 }
 inline void check_non_negative(const char* opt, const char* what, double v) {
   if (!(v >= 0.0)) throw value_error(std::string("tenet: optim::") + opt + ": invalid " + what + " value: " + std::to_string(v));
@@ -333,22 +383,28 @@ class SGD final : public Optimizer {
             keep = static_cast<T>(1.0 - options.dampening), neg_lr = static_cast<T>(-lr_);
     const bool maximize = options.maximize, nesterov = options.nesterov, use_wd = options.weight_decay != 0;
     if (options.momentum == 0) {
-      detail::for_each_element(n, [&](std::int64_t k) {
-        T d = maximize ? -g[k] : g[k];
-        if (use_wd) d = d + wd * p[k];
-        p[k] = p[k] + neg_lr * d;
+      detail::for_each_element<T>(n, [&](auto lane, std::int64_t k) {
+        using V = typename decltype(lane)::type;
+        V d = detail::load<V>(g + k);
+        if (maximize) d = -d;
+        const V pk = detail::load<V>(p + k);
+        if (use_wd) d = d + wd * pk;
+        detail::store(p + k, V(pk + neg_lr * d));
       });
       return;
     }
     const bool fresh = first || !find(s, "momentum_buffer");
     T* buf = buffer<T>(i, "momentum_buffer");
-    detail::for_each_element(n, [&](std::int64_t k) {
-      T d = maximize ? -g[k] : g[k];
-      if (use_wd) d = d + wd * p[k];
-      const T b = fresh ? d : buf[k] * mu + keep * d;
-      buf[k] = b;
-      d = nesterov ? d + mu * b : b;
-      p[k] = p[k] + neg_lr * d;
+    detail::for_each_element<T>(n, [&](auto lane, std::int64_t k) {
+      using V = typename decltype(lane)::type;
+      V d = detail::load<V>(g + k);
+      if (maximize) d = -d;
+      const V pk = detail::load<V>(p + k);
+      if (use_wd) d = d + wd * pk;
+      const V b = fresh ? d : V(detail::load<V>(buf + k) * mu + keep * d);
+      detail::store(buf + k, b);
+      d = nesterov ? V(d + mu * b) : b;
+      detail::store(p + k, V(pk + neg_lr * d));
     });
   }
   void update(std::size_t i, float* p, const float* g, std::int64_t n) override { run(i, p, g, n); }
@@ -378,7 +434,7 @@ struct adam_options {
 namespace detail {
 /// Adam's update of one parameter (decoupled: AdamW's weight decay p *= 1 - lr wd).
 template <class T>
-void adam_update(T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, const adam_options& o, double lr,
+void adam_update(T* p, const T* g, T* m, T* v, T* vmax_buf, std::int64_t n, const adam_options& o, double lr,
                  double step, bool decoupled) {
   const double bc1 = 1.0 - std::pow(o.beta1, step), bc2 = 1.0 - std::pow(o.beta2, step);
   const T neg_step_size = static_cast<T>(-(lr / bc1)), bc2_sqrt = static_cast<T>(std::sqrt(bc2));
@@ -386,26 +442,28 @@ void adam_update(T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, const ad
           eps = static_cast<T>(o.eps), wd = static_cast<T>(o.weight_decay),
           decay = static_cast<T>(1.0 - lr * o.weight_decay);
   const bool maximize = o.maximize, use_wd = o.weight_decay != 0, ams = o.amsgrad;
-  for_each_element(n, [&](std::int64_t k) {
-    T d = maximize ? -g[k] : g[k];
-    T pk = p[k];
+  for_each_element<T>(n, [&](auto lane, std::int64_t k) {
+    using V = typename decltype(lane)::type;
+    V d = detail::load<V>(g + k);
+    if (maximize) d = -d;
+    V pk = detail::load<V>(p + k);
     if (use_wd) {
       if (decoupled) pk = pk * decay;
       else d = d + wd * pk;
     }
-    const T mk = lerp(m[k], d, w1);
-    const T vk = v[k] * b2 + w2 * d * d;
-    m[k] = mk;
-    v[k] = vk;
-    T denom;
+    const V mk = detail::lerp(detail::load<V>(m + k), d, w1);
+    const V vk = detail::load<V>(v + k) * b2 + w2 * d * d;
+    detail::store(m + k, mk);
+    detail::store(v + k, vk);
+    V denom;
     if (ams) {
-      const T mx = std::max(vmax[k], vk);
-      vmax[k] = mx;
-      denom = std::sqrt(mx) / bc2_sqrt + eps;
+      const V mx = detail::vmax(detail::load<V>(vmax_buf + k), vk);
+      detail::store(vmax_buf + k, mx);
+      denom = detail::vsqrt(mx) / bc2_sqrt + eps;
     } else {
-      denom = std::sqrt(vk) / bc2_sqrt + eps;
+      denom = detail::vsqrt(vk) / bc2_sqrt + eps;
     }
-    p[k] = pk + neg_step_size * mk / denom;
+    detail::store(p + k, V(pk + neg_step_size * mk / denom));
   });
 }
 }  // namespace detail
@@ -510,26 +568,29 @@ class RMSprop final : public Optimizer {
             mu = static_cast<T>(options.momentum), neg_lr = static_cast<T>(-lr_);
     const bool maximize = options.maximize, use_wd = options.weight_decay != 0, centered = options.centered,
                use_mom = options.momentum > 0;
-    detail::for_each_element(n, [&](std::int64_t k) {
-      T d = maximize ? -g[k] : g[k];
-      if (use_wd) d = d + wd * p[k];
-      const T s2 = sq[k] * alpha + w * d * d;
-      sq[k] = s2;
-      T avg;
+    detail::for_each_element<T>(n, [&](auto lane, std::int64_t k) {
+      using V = typename decltype(lane)::type;
+      V d = detail::load<V>(g + k);
+      if (maximize) d = -d;
+      const V pk = detail::load<V>(p + k);
+      if (use_wd) d = d + wd * pk;
+      const V s2 = detail::load<V>(sq + k) * alpha + w * d * d;
+      detail::store(sq + k, s2);
+      V avg;
       if (centered) {
-        const T a = detail::lerp(ga[k], d, w);
-        ga[k] = a;
-        avg = std::sqrt(s2 + T(-1) * a * a);
+        const V a = detail::lerp(detail::load<V>(ga + k), d, w);
+        detail::store(ga + k, a);
+        avg = detail::vsqrt(V(s2 + T(-1) * a * a));
       } else {
-        avg = std::sqrt(s2);
+        avg = detail::vsqrt(s2);
       }
       avg = avg + eps;
       if (use_mom) {
-        const T b = buf[k] * mu + T(1) * d / avg;
-        buf[k] = b;
-        p[k] = p[k] + neg_lr * b;
+        const V b = detail::load<V>(buf + k) * mu + T(1) * d / avg;
+        detail::store(buf + k, b);
+        detail::store(p + k, V(pk + neg_lr * b));
       } else {
-        p[k] = p[k] + neg_lr * d / avg;
+        detail::store(p + k, V(pk + neg_lr * d / avg));
       }
     });
   }
@@ -580,12 +641,15 @@ class Adagrad final : public Optimizer {
     const T neg_clr = static_cast<T>(-(lr_ / (1.0 + (s.step - 1.0) * options.lr_decay))),
             eps = static_cast<T>(options.eps), wd = static_cast<T>(options.weight_decay);
     const bool maximize = options.maximize, use_wd = options.weight_decay != 0;
-    detail::for_each_element(n, [&](std::int64_t k) {
-      T d = maximize ? -g[k] : g[k];
-      if (use_wd) d = d + wd * p[k];
-      const T s2 = sum[k] + T(1) * d * d;
-      sum[k] = s2;
-      p[k] = p[k] + neg_clr * d / (std::sqrt(s2) + eps);
+    detail::for_each_element<T>(n, [&](auto lane, std::int64_t k) {
+      using V = typename decltype(lane)::type;
+      V d = detail::load<V>(g + k);
+      if (maximize) d = -d;
+      const V pk = detail::load<V>(p + k);
+      if (use_wd) d = d + wd * pk;
+      const V s2 = detail::load<V>(sum + k) + T(1) * d * d;
+      detail::store(sum + k, s2);
+      detail::store(p + k, V(pk + neg_clr * d / (detail::vsqrt(s2) + eps)));
     });
   }
   void update(std::size_t i, float* p, const float* g, std::int64_t n) override { run(i, p, g, n); }
