@@ -1,11 +1,13 @@
 #pragma once
 #define TENET_PUBLIC_HEADER_INCLUDED 1
 // tenet::nn::init: torch.nn.init. Each function fills a tensor in place (through its storage, under
-// no_grad as torch's) and returns it; the random ones draw from tenet's default Philox generator (manual_seed), so the
-// values differ from torch's but the distributions, bounds and fan computations are torch's:
+// no_grad as torch's) and returns it; the random ones draw from tenet's default Philox generator
+// (manual_seed), so the values differ from torch's but the distributions, bounds and fan
+// computations are torch's:
 //   fan_in = size(1) * prod(size(2..)), fan_out = size(0) * prod(size(2..))  (rank >= 2)
 //   kaiming_uniform_: U(-b, b), b = gain * sqrt(3 / fan);  kaiming_normal_: N(0, gain / sqrt(fan))
-//   xavier_uniform_:  U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out));  xavier_normal_: N(0, gain * sqrt(2 / (fan_in + fan_out)))
+//   xavier_uniform_: U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out))
+//   xavier_normal_: N(0, gain * sqrt(2 / (fan_in + fan_out)))
 //   trunc_normal_: N(mean, std) restricted to [a, b] (inverse-CDF sampling, as torch)
 #include <cmath>
 #include <cstdint>
