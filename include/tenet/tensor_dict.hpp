@@ -35,11 +35,12 @@ class any_tensor {
  public:
   /// Undefined (no dtype, no storage).
   any_tensor() = default;
-  /// The values of t: shares t's storage when t is contiguous, else a contiguous copy.
+  /// The values of t: shares t's storage when t is contiguous, else a contiguous copy. Detached:
+  /// an any_tensor takes no part in autograd.
   template <class T, class S>
   explicit any_tensor(const Tensor<T, S>& t) {
     if (!t.defined()) return;
-    auto c = t.contiguous();
+    auto c = t.detach().contiguous();
     sizes_.assign(c.sizes().begin(), c.sizes().end());
     flat_ = c.template with_layout<shape<dyn>>({c.numel()}, {1}, c.offset());
   }
@@ -164,7 +165,7 @@ class tensor_dict {
       if (n == name) return &v;
     return nullptr;
   }
-  /// key_error-like index_error when absent.
+  /// The tensor named `name`; index_error when absent.
   const any_tensor& at(const std::string& name) const {
     if (auto* p = find(name)) return *p;
     throw index_error("tenet: tensor_dict: no tensor named \"" + name + "\"");
