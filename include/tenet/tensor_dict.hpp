@@ -7,7 +7,9 @@
 //   tenet::any_tensor a(weight);                       // shares weight's storage (copies when strided)
 //   auto w = a.as<float, tenet::shape<128, 784>>();    // typed view; dtype_error / shape_error on mismatch
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -35,14 +37,18 @@ class any_tensor {
  public:
   /// Undefined (no dtype, no storage).
   any_tensor() = default;
-  /// The values of t: shares t's storage when t is contiguous, else a contiguous copy. Detached:
-  /// an any_tensor takes no part in autograd.
+  /// The values of t: shares t's storage when t is contiguous (bool values are copied), else a
+  /// contiguous copy. Detached: an any_tensor takes no part in autograd.
   template <class T, class S>
   explicit any_tensor(const Tensor<T, S>& t) {
     if (!t.defined()) return;
     auto c = t.detach().contiguous();
     sizes_.assign(c.sizes().begin(), c.sizes().end());
-    flat_ = c.template with_layout<shape<dyn>>({c.numel()}, {1}, c.offset());
+    if constexpr (std::is_same_v<T, bool>) {
+      flat_ = bool_copy<shape<dyn>>(c.data(), {c.numel()});
+    } else {
+      flat_ = c.template with_layout<shape<dyn>>({c.numel()}, {1}, c.offset());
+    }
   }
   /// Fresh zero-filled storage of the given dtype and sizes.
   static any_tensor zeros(dtype d, std::vector<std::int64_t> sizes) {
@@ -92,7 +98,8 @@ class any_tensor {
       throw dtype_error(std::string("tenet: any_tensor holds ") + name(scalar_type()) + ", not " + name(dtype_of<T>));
     return std::get<flat_t<T>>(flat_);
   }
-  /// The values as a Tensor<T, S> (shares storage); dtype_error / shape_error on a mismatch.
+  /// The values as a Tensor<T, S> (shares storage; bool values are copied); dtype_error /
+  /// shape_error on a mismatch.
   template <class T, class S>
   Tensor<T, S> as() const {
     auto f = flat<T>();
@@ -102,7 +109,8 @@ class any_tensor {
     sizes_t<S::rank> s{};
     for (std::size_t i = 0; i < S::rank; ++i) s[i] = sizes_[i];
     detail::check_sizes_match<S>(s, "any_tensor::as");
-    return f.template with_layout<S>(s, detail::contiguous_strides(s), f.offset());
+    if constexpr (std::is_same_v<T, bool>) return bool_copy<S>(f.data(), s);
+    else return f.template with_layout<S>(s, detail::contiguous_strides(s), f.offset());
   }
   /// A deep copy.
   any_tensor clone() const {
@@ -134,6 +142,15 @@ class any_tensor {
   }
 
  private:
+  /// A fresh bool tensor holding n values from p. (bool values are copied rather than viewed: no
+  /// view of a bool tensor is instantiated here, so that nothing depends on the view machinery's
+  /// support of bool.)
+  template <class S>
+  static Tensor<bool, S> bool_copy(const bool* p, const sizes_t<S::rank>& sizes) {
+    Tensor<bool, S> r(sizes);
+    if (r.numel()) std::memcpy(static_cast<void*>(r.data()), p, static_cast<std::size_t>(r.numel()));
+    return r;
+  }
   void require_defined(const char* what) const {
     if (!defined()) throw value_error(std::string("tenet: any_tensor::") + what + " on an undefined any_tensor");
   }
