@@ -88,4 +88,31 @@ tenet::Tensor<double, tenet::dyn_shape<R>> filled(const tenet::sizes_t<R>& sizes
   return t;
 }
 
+inline int jvp_calls = 0;
+/// jvp(f, x, t) against (f(x + h t) - f(x - h t)) / 2h, for one or two inputs.
+template <class F, class... X>
+void jvpcheck(F f, X... xs) {
+  INFO("jvpcheck call " << jvp_calls++);
+  auto ts = std::make_tuple(filled<X::rank>(xs.sizes(), -1, 1, 0.37)...);
+  auto [y, dy] = tenet::jvp(f, std::make_tuple(xs...), ts);
+  const double h = 1e-6;
+  auto shifted = [&](double s) {
+    tenet::no_grad off;
+    auto moved = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::make_tuple(X(std::get<I>(std::make_tuple(xs...)) + std::get<I>(ts) * s)...);
+    }(std::index_sequence_for<X...>{});
+    return std::apply([&](const auto&... a) { return tenet::eval(f(a...)); }, moved);
+  };
+  const auto yp = shifted(h).contiguous(), ym = shifted(-h).contiguous();
+  const auto dc = dy.contiguous();
+  REQUIRE(dc.sizes() == yp.sizes());
+  std::int64_t bad = 0;
+  for (std::int64_t i = 0; i < yp.numel(); ++i) {
+    const double numeric = (yp.data()[i] - ym.data()[i]) / (2 * h);
+    if (!(std::abs(numeric - dc.data()[i]) <= 1e-5 + 1e-4 * std::abs(numeric)) && bad++ < 5)
+      UNSCOPED_INFO("element " << i << ": JVP " << dc.data()[i] << ", finite differences " << numeric);
+  }
+  CHECK(bad == 0);
+}
+
 }  // namespace tenet_test

@@ -6,3 +6,4 @@
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/autograd/graph.hpp>
 #include <tenet/autograd/tensor_members.hpp>
+#include <tenet/autograd/functions.hpp>

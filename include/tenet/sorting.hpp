@@ -69,6 +69,9 @@ auto sort_both(const X& x, bool descending) {
   Tensor<T, S> values(t.sizes());
   Tensor<std::int64_t, S> indices(t.sizes());
   prim::sort_<D, prim::sort_output::values>::run_on_cpu_both(t, values, indices, descending);
+  // autograd: the values are the sort prim's (its VJP scatters the gradient back by the indices)
+  if constexpr (ag::is_autograd_dtype<T>)
+    if (ag::grad_mode() && ag::needs_grad(t)) ag::attach(make_node(prim::sort_<D, prim::sort_output::values>{descending}, t), values);
   return values_indices<Tensor<T, S>, Tensor<std::int64_t, S>>{values, indices};
 }
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -51,6 +52,8 @@ class grad_mode_guard {
   bool previous_;
 };
 
+struct jvp_context;  // forward mode over a recorded graph (jvp.hpp)
+
 struct grad_node {
   virtual ~grad_node() = default;
   /// Pushes the gradients of the inputs, given the gradient of the output (pending).
@@ -58,10 +61,19 @@ struct grad_node {
   /// Frees what the node saved for backward (the forward expression and its tensors).
   virtual void release() = 0;
   virtual std::string name() const = 0;
+  /// The tangent of the output (an any of grad_tensor) given the tangents reaching the inputs
+  /// (forward mode, jvp.hpp).
+  virtual std::any tangent(jvp_context& ctx) const = 0;
   /// The identities this node pushes gradients to (unique; only those that take part in autograd).
   std::vector<std::shared_ptr<meta>> inputs;
   std::any pending;
   bool released = false;
+};
+
+/// Tangents of the seeded identities and of the nodes computed so far.
+struct jvp_context {
+  std::unordered_map<const meta*, std::any> seeds;
+  std::unordered_map<const grad_node*, std::any> memo;
 };
 
 struct meta {
@@ -72,6 +84,11 @@ struct meta {
 
 template <class T, std::size_t R>
 using grad_tensor = Tensor<T, dyn_shape<R>>;
+
+/// The dtypes autograd records: float32 and float64 (float16/bfloat16 not yet: each recorded
+/// dtype multiplies the backward kernels every translation unit compiles).
+template <class T>
+inline constexpr bool is_autograd_dtype = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
 /// True when gradients flow to this tensor (it requires grad, as a leaf or through its grad_fn).
 template <class T, class S>
@@ -224,11 +241,12 @@ struct view_node final : grad_node {
   }
   void release() override {}
   std::string name() const override { return "view"; }
+  std::any tangent(jvp_context& ctx) const override;
 };
 
 template <class T, class S, class S2>
 void on_view(const Tensor<T, S>& base, Tensor<T, S2>& view) {
-  if constexpr (!is_floating_v<T>) return;
+  if constexpr (!is_autograd_dtype<T>) return;
   if (!grad_mode() || !is_tracked(base)) return;
   auto n = std::make_shared<view_node<T, S::rank, S2::rank>>();
   n->bsizes = base.sizes();

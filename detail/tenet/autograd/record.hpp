@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <tenet/autograd/graph.hpp>
+#include <tenet/autograd/jvp.hpp>
 #include <tenet/autograd/vjp.hpp>
 #include <tenet/decomp/decompose.hpp>
 
@@ -35,11 +36,11 @@ inline constexpr bool runs_natively<ag::autograd_backend, aten::log_softmax<D>, 
 }  // namespace tenet::detail
 namespace tenet::detail::ag {
 
-/// True when some tensor leaf of E has a floating dtype (only those can require grad).
+/// True when some tensor leaf of E has a dtype autograd records (float32, float64).
 template <class E>
 constexpr bool has_float_tensor_leaf() {
   if constexpr (TensorType<E>) {
-    return is_floating_v<value_type_of<E>>;
+    return is_autograd_dtype<value_type_of<E>>;
   } else if constexpr (SharedNode<E>) {
     return has_float_tensor_leaf<decltype(std::declval<E>().expr)>();
   } else if constexpr (Node<E>) {
@@ -56,10 +57,17 @@ struct expr_node final : grad_node {
   std::optional<D> expr;
   explicit expr_node(D d) : expr(std::move(d)) {}
   void apply(const std::any& g) override {
+    const value_memo_scope values;
     backprop(*expr, std::any_cast<const grad_tensor<T, R>&>(g));
   }
   void release() override { expr.reset(); }
   std::string name() const override { return "expression"; }
+  std::any tangent(jvp_context& ctx) const override {
+    if (!expr)
+      throw value_error("tenet: jvp: the graph was freed by a backward without retain_graph");
+    const value_memo_scope values;
+    return std::any(grad_tensor<T, R>(exact(ag::tangent(*expr, ctx), expr->sizes())));
+  }
 };
 
 /// Makes `result` (the value of e) the output of a new node whose backward is e's VJP.
@@ -83,7 +91,7 @@ void attach(const E& e, Tensor<T, S>& result) {
 /// and its result gets the node.
 template <class E, class F>
 auto tracked(const E& e, F&& compute) {
-  if constexpr (!has_float_tensor_leaf<E>() || !is_floating_v<value_type_of<E>>) {
+  if constexpr (!has_float_tensor_leaf<E>() || !is_autograd_dtype<value_type_of<E>>) {
     return compute();
   } else {
     if (!grad_mode() || !needs_grad(e)) return compute();

@@ -5,16 +5,21 @@
 // leaves of e, through one rule per prim (vjp_rule<Op>, indexed by the prim type; the pointwise
 // derivatives are shared with forward mode, chain_rule<Op> below, and used by jvp.hpp).
 //
-// The gradient g is an expression, not a value: the rules of the elementwise prims only build
-// bigger expressions (g * cos(x) ...), so a chain of pointwise ops backpropagates into one fused
-// loop. g may have a shape that broadcasts *onto* e's (an operand of a broadcasting op gets the
-// gradient of the whole result): the sum over the broadcast dims happens where a value is needed
-// (exact(): at a tensor leaf and at the non-pointwise prims, whose rules take an exact gradient).
+// At each prim node the incoming gradient is evaluated to a tensor of the node's sizes (exact():
+// summed over the dims it was broadcast along, since an operand of a broadcasting op receives the
+// gradient of the whole result), and the node's children are read as values (forward_value:
+// recomputed once per backward from their children's values). A rule's output is therefore an
+// expression over tensors and scalars only, and the kernels the backward compiles are one per
+// rule, dtype and rank, shared by every expression of a program (a gradient passed down as an
+// unevaluated expression would fuse pointwise chains but compile kernels per subexpression).
 //
 // Rules follow PyTorch's derivatives.yaml where it picks a value at a kink or tie: abs'(0) = 0,
 // maximum/minimum/amax/amin split a tie evenly, pow's exponent gets 0 where the base is 0, sqrt'(0)
 // is inf, floor/round/sign ... have zero gradient, comparisons and integer outputs none.
+#include <any>
 #include <cmath>
+#include <map>
+#include <typeinfo>
 #include <cstdint>
 #include <numbers>
 #include <string>
@@ -89,6 +94,52 @@ auto value(const E& e) {
     return evaluate_untracked(e);
 }
 
+/// The forward values of one node's expression during its backward (or tangent): each prim node
+/// of the stored tree is computed at most once, from its children's values, so every kernel the
+/// backward instantiates has tensor (or scalar) operands of run-time shape: their number is
+/// bounded by the prims, dtypes and ranks, not by the expressions of a program.
+using value_memo = std::map<std::pair<const void*, const std::type_info*>, std::any>;
+inline value_memo*& current_value_memo() {
+  thread_local value_memo* memo = nullptr;
+  return memo;
+}
+class value_memo_scope {
+ public:
+  value_memo_scope() : previous_(current_value_memo()) { current_value_memo() = &memo_; }
+  ~value_memo_scope() { current_value_memo() = previous_; }
+  value_memo_scope(const value_memo_scope&) = delete;
+  value_memo_scope& operator=(const value_memo_scope&) = delete;
+
+ private:
+  value_memo memo_;
+  value_memo* previous_;
+};
+
+/// The value of a subexpression of the stored forward tree: a tensor leaf as a run-time-shaped
+/// tensor, a scalar as itself, a node from its children's values (memoized by address).
+template <class E>
+auto forward_value(const E& e) {
+  if constexpr (ScalarLeaf<E>) {
+    return e;
+  } else if constexpr (TensorType<E>) {
+    return Tensor<value_type_of<E>, dyn_shape<rank_of<E>>>(e);
+  } else if constexpr (SharedNode<E>) {
+    return forward_value(e.expr);
+  } else {
+    using R = Tensor<value_type_of<E>, dyn_shape<rank_of<E>>>;
+    value_memo* memo = current_value_memo();
+    const auto key = std::make_pair(static_cast<const void*>(&e), &typeid(E));
+    if (memo) {
+      auto it = memo->find(key);
+      if (it != memo->end()) return std::any_cast<R>(it->second);
+    }
+    R r = std::apply([&](const auto&... c) { return R(evaluate_untracked(make_node(e.op, forward_value(c)...))); },
+                     e.children);
+    if (memo) memo->emplace(key, r);
+    return r;
+  }
+}
+
 /// Calls f on every Tensor leaf of e.
 template <class E, class F>
 void for_each_tensor_leaf(const E& e, F&& f) {
@@ -104,7 +155,7 @@ void for_each_tensor_leaf(const E& e, F&& f) {
 /// True when a gradient must flow into e (some tensor leaf of e is tracked).
 template <class E>
 bool needs_grad(const E& e) {
-  if constexpr (!is_floating_v<value_type_of<E>>) {
+  if constexpr (!is_autograd_dtype<value_type_of<E>>) {
     return false;
   } else {
     bool r = false;
@@ -215,7 +266,8 @@ void backprop_node(const tenet::node<Op, C...>& e, const G& g) {
   if constexpr (requires { chain_rule<Op>::is_unary; }) {
     using T = value_type_of<tenet::node<Op, C...>>;
     const auto& x = std::get<0>(e.children);
-    backprop(x, chain_rule<Op>::template apply<T>(x, e, g));
+    const auto xv = forward_value(x);
+    backprop(x, chain_rule<Op>::template apply<T>(xv, make_node(e.op, xv), g));
   } else if constexpr (requires { vjp_rule<Op>::has_rule; }) {
     vjp_rule<Op>::apply(e, g);
   } else {
@@ -226,14 +278,14 @@ void backprop_node(const tenet::node<Op, C...>& e, const G& g) {
 /// Sends gradient g (an expression whose shape broadcasts onto e's) to the tensor leaves of e.
 template <class E, class G>
 void backprop(const E& e, const G& g) {
-  if constexpr (!is_floating_v<value_type_of<E>>) {
+  if constexpr (!is_autograd_dtype<value_type_of<E>>) {
     return;
   } else if constexpr (TensorType<E>) {
     if (is_tracked(e)) push(e.autograd_meta(), exact(g, e.sizes()));
   } else if constexpr (SharedNode<E>) {
     backprop(e.expr, g);
   } else if constexpr (Node<E>) {
-    if (needs_grad(e)) backprop_node(e, g);
+    if (needs_grad(e)) backprop_node(e, exact(g, e.sizes()));
   }
 }
 
@@ -306,13 +358,22 @@ TENET_BINARY_RULE(pow,
                             pw::mul(pw::mul(g, b), pw::pow(a, pw::sub(b, pw::c<T>(1))))),
                   pw::where(pw::both(pw::eq(a, pw::c<T>(0)), pw::ge(b, pw::c<T>(0))), pw::c<T>(0),
                             pw::mul(pw::mul(g, y), pw::un<prim::log_>(a))))
-// a tie splits the gradient evenly
-TENET_BINARY_RULE(maximum,
-                  pw::where(pw::eq(a, b), pw::mul(g, pw::c<T>(0.5)), pw::where(pw::lt(a, b), pw::c<T>(0), g)),
-                  pw::where(pw::eq(a, b), pw::mul(g, pw::c<T>(0.5)), pw::where(pw::gt(a, b), pw::c<T>(0), g)))
-TENET_BINARY_RULE(minimum,
-                  pw::where(pw::eq(a, b), pw::mul(g, pw::c<T>(0.5)), pw::where(pw::gt(a, b), pw::c<T>(0), g)),
-                  pw::where(pw::eq(a, b), pw::mul(g, pw::c<T>(0.5)), pw::where(pw::lt(a, b), pw::c<T>(0), g)))
+// maximum/minimum of two tensors: a tie splits the gradient evenly (torch.maximum). Against a
+// constant (a scalar leaf: relu = maximum(x, 0), hardtanh, relu6) the tensor gets nothing at the
+// tie, as PyTorch's relu'(0) = 0 and hardtanh's bounds (torch.clamp, which gives 1 at its bounds,
+// is the one op this does not match there).
+template <class A, class B, class G, class Win, class Lose>
+auto extreme_grad(const A& a, const B& b, const G& g, const Win& wins, const Lose& loses) {
+  using T = value_type_of<G>;
+  if constexpr (ScalarLeaf<B>)
+    return pw::where(wins, g, pw::c<T>(0));
+  else
+    return pw::where(pw::eq(a, b), pw::mul(g, pw::c<T>(0.5)), pw::where(loses, pw::c<T>(0), g));
+}
+TENET_BINARY_RULE(maximum, extreme_grad(a, b, g, pw::gt(a, b), pw::lt(a, b)),
+                  extreme_grad(b, a, g, pw::gt(b, a), pw::lt(b, a)))
+TENET_BINARY_RULE(minimum, extreme_grad(a, b, g, pw::lt(a, b), pw::gt(a, b)),
+                  extreme_grad(b, a, g, pw::lt(b, a), pw::gt(b, a)))
 TENET_BINARY_RULE(atan2, pw::mul(g, pw::div(b, pw::add(pw::mul(a, a), pw::mul(b, b)))),
                   pw::mul(g, pw::div(pw::neg(a), pw::add(pw::mul(a, a), pw::mul(b, b)))))
 #undef TENET_BINARY_RULE
@@ -326,8 +387,11 @@ struct vjp_rule<Op> {
     using T = value_type_of<E>;
     const auto& a = std::get<0>(e.children);
     const auto& b = std::get<1>(e.children);
-    if (needs_grad(a)) backprop(a, binary_rule<Op>::template da<T>(a, b, e, g));
-    if (needs_grad(b)) backprop(b, binary_rule<Op>::template db<T>(a, b, e, g));
+    const auto av = forward_value(a);
+    const auto bv = forward_value(b);
+    const auto y = make_node(e.op, av, bv);
+    if (needs_grad(a)) backprop(a, binary_rule<Op>::template da<T>(av, bv, y, g));
+    if (needs_grad(b)) backprop(b, binary_rule<Op>::template db<T>(av, bv, y, g));
   }
 };
 
@@ -337,7 +401,7 @@ struct vjp_rule<prim::where_> {
   template <class E, class G>
   static void apply(const E& e, const G& g) {
     using T = value_type_of<E>;
-    const auto& c = std::get<0>(e.children);
+    const auto c = forward_value(std::get<0>(e.children));
     backprop(std::get<1>(e.children), pw::where(c, g, pw::c<T>(0)));
     backprop(std::get<2>(e.children), pw::where(c, pw::c<T>(0), g));
   }
@@ -350,7 +414,7 @@ struct vjp_rule<prim::convert_element_type_<To>> {
   static void apply(const E& e, const G& g) {
     const auto& x = std::get<0>(e.children);
     using From = value_type_of<decltype(x)>;
-    if constexpr (is_floating_v<From>) backprop(x, pw::cast<From>(g));
+    if constexpr (is_autograd_dtype<From>) backprop(x, pw::cast<From>(g));
   }
 };
 
@@ -499,7 +563,7 @@ struct vjp_rule<prim::reduce_<Kind, K, Dims...>> {
       backprop(x, ge);
     } else if constexpr (std::is_same_v<Kind, prim::prod_kind>) {
       // with z zeros in the group: z == 0: prod / x; z == 1: the product of the others at the zero
-      const auto xv = value(x);
+      const auto xv = forward_value(x);
       const auto zero = pw::eq(xv, pw::c<T>(0));
       const auto z = value(make_node(prim::reduce_<prim::sum_kind, true, Dims...>{}, pw::cast<T>(zero)));
       const auto p = value(make_node(prim::reduce_<prim::prod_kind, true, Dims...>{}, pw::where(zero, pw::c<T>(1), xv)));
@@ -508,8 +572,8 @@ struct vjp_rule<prim::reduce_<Kind, K, Dims...>> {
       backprop(x, pw::mul(ge, local));
     } else if constexpr (std::is_same_v<Kind, prim::amax_kind> || std::is_same_v<Kind, prim::amin_kind>) {
       // the gradient is split evenly among the elements equal to the extreme
-      const auto xv = value(x);
-      const auto yk = as_sizes<r>(value(e), ks);
+      const auto xv = forward_value(x);
+      const auto yk = as_sizes<r>(forward_value(e), ks);
       const auto hit = value(pw::cast<T>(pw::eq(xv, yk)));
       const auto count = value(make_node(prim::reduce_<prim::sum_kind, true, Dims...>{}, hit));
       backprop(x, pw::mul(ge, pw::div(hit, count)));
@@ -543,8 +607,8 @@ struct vjp_rule<prim::matmul_> {
     constexpr std::size_t ra = rank_of<decltype(a)>, rb = rank_of<decltype(b)>;
     const auto gv = exact(g, e.sizes());
     const bool ga = needs_grad(a), gb = needs_grad(b);
-    const auto av = value(a);
-    const auto bv = value(b);
+    const auto av = forward_value(a);
+    const auto bv = forward_value(b);
     const auto a2 = as_matrix_lhs(av);
     const auto b2 = as_matrix_rhs(bv);
     // the gradient with the vector operands' unit dims put back
@@ -584,7 +648,7 @@ struct vjp_rule<prim::gather_<D>> {
     const auto& x = std::get<0>(e.children);
     using T = value_type_of<E>;
     constexpr std::size_t r = rank_of<decltype(x)>;
-    const auto idx = value(std::get<1>(e.children));
+    const auto idx = forward_value(std::get<1>(e.children));
     backprop(x, make_node(prim::scatter_<D, prim::scatter_op::sum>{}, zeros_of<T, r>(x.sizes()), idx,
                           exact(g, e.sizes())));
   }
@@ -604,7 +668,7 @@ struct vjp_rule<prim::scatter_<D, Op>> {
       throw value_error(std::string("tenet: autograd: no gradient for ") + std::string(prim::scatter_<D, Op>::name) +
                         " yet (scatter and scatter_add have one)");
     } else {
-      const auto idx = value(std::get<1>(e.children));
+      const auto idx = forward_value(std::get<1>(e.children));
       const auto gv = exact(g, e.sizes());
       if (needs_grad(x)) {
         if (Op == prim::scatter_op::replace || !e.op.include_self)
@@ -652,21 +716,21 @@ struct vjp_rule<prim::scan_<Kind, Dim>> {
     if constexpr (std::is_same_v<Kind, prim::sum_kind>) {
       backprop(x, reverse_cumsum(gv));
     } else if constexpr (std::is_same_v<Kind, prim::prod_kind>) {
-      const auto xv = value(x);
+      const auto xv = forward_value(x);
       bool zero = false;
       for_each_offset(xv.sizes(), xv.strides(), xv.offset(),
                       [&](std::int64_t, std::int64_t off) { zero = zero || to_double(static_cast<const T*>(xv.storage()->data)[off]) == 0.0; });
       if (zero)
         throw value_error("tenet: autograd: the gradient of cumprod at an input equal to 0 is not implemented yet");
-      backprop(x, pw::div(reverse_cumsum(pw::mul(gv, value(e))), xv));
+      backprop(x, pw::div(reverse_cumsum(pw::mul(gv, forward_value(e))), xv));
     } else if constexpr (std::is_same_v<Kind, prim::logaddexp_kind>) {
       // d y_j / d x_i = exp(x_i - y_j) for i <= j
-      const auto y = value(e);
-      backprop(x, pw::mul(reverse_cumsum(pw::mul(gv, pw::un<prim::exp_>(pw::neg(y)))), pw::un<prim::exp_>(x)));
+      const auto y = forward_value(e);
+      backprop(x, pw::mul(reverse_cumsum(pw::mul(gv, pw::un<prim::exp_>(pw::neg(y)))), pw::un<prim::exp_>(forward_value(x))));
     } else if constexpr (std::is_same_v<Kind, prim::amax_kind> || std::is_same_v<Kind, prim::amin_kind>) {
       // each output's gradient goes to the position of its running extreme (as torch.cummax)
       using arg = prim::running_arg<std::is_same_v<Kind, prim::amax_kind>>;
-      const auto at = value(make_node(prim::scan_<arg, Dim>{}, x));
+      const auto at = value(make_node(prim::scan_<arg, Dim>{}, forward_value(x)));
       backprop(x, make_node(prim::scatter_<Dim, prim::scatter_op::sum>{}, zeros_of<T, r>(xs), at, gv));
     } else {
       static_assert(compile_error::always_false<Kind>, "tenet: autograd: no VJP for this scan kind");
@@ -684,7 +748,7 @@ struct vjp_rule<prim::sort_<Dim, Output>> {
     constexpr std::size_t r = rank_of<decltype(x)>;
     prim::sort_<Dim, prim::sort_output::indices> order;
     order.descending = e.op.descending;
-    const auto at = value(make_node(order, x));
+    const auto at = value(make_node(order, forward_value(x)));
     backprop(x, make_node(prim::scatter_<Dim, prim::scatter_op::sum>{}, zeros_of<T, r>(x.sizes()), at,
                           exact(g, e.sizes())));
   }
@@ -701,7 +765,7 @@ struct vjp_rule<aten::softmax<D>> {
   template <class E, class G>
   static void apply(const E& e, const G& g) {
     const auto gv = exact(g, e.sizes());
-    const auto y = value(e);
+    const auto y = forward_value(e);
     const auto dot = value(make_node(prim::reduce_<prim::sum_kind, true, D>{}, pw::mul(gv, y)));
     backprop(std::get<0>(e.children), pw::mul(y, pw::sub(gv, dot)));
   }
@@ -713,7 +777,7 @@ struct vjp_rule<aten::log_softmax<D>> {
   template <class E, class G>
   static void apply(const E& e, const G& g) {
     const auto gv = exact(g, e.sizes());
-    const auto y = value(e);
+    const auto y = forward_value(e);
     const auto total = value(make_node(prim::reduce_<prim::sum_kind, true, D>{}, gv));
     backprop(std::get<0>(e.children), pw::sub(gv, pw::mul(pw::un<prim::exp_>(y), total)));
   }

@@ -35,7 +35,8 @@ Tensor<T, S> Tensor<T, S>::clone() const {
   require_defined("clone");
   Tensor out(sizes_, device());
   detail::cpu::run_pointwise(out, *this);
-  if (ag_ && detail::ag::grad_mode() && detail::ag::is_tracked(*this)) detail::ag::attach(*this, out);  // clone is differentiable
+  if constexpr (detail::ag::is_autograd_dtype<T>)  // clone is differentiable
+    if (ag_ && detail::ag::grad_mode() && detail::ag::is_tracked(*this)) detail::ag::attach(*this, out);
   return out;
 }
 

@@ -1,0 +1,68 @@
+// Forward mode through norms, indexing and windows, and tenet::custom_function (a user's forward
+// with its own VJP and JVP), against central finite differences in float64.
+#include "gradcheck.hpp"
+
+using namespace tenet;
+using tenet_test::filled;
+using tenet_test::jvpcheck;
+using V = Tensor<double, dyn_shape<1>>;
+using M = Tensor<double, dyn_shape<2>>;
+using M3 = Tensor<double, dyn_shape<3>>;
+namespace P = tenet::prim;
+
+
+TEST_CASE("autograd jvp: norms, indexing, windows", "[autograd]") {
+  const M a = filled<2>({3, 4}, 0.3, 1.5);
+  const V v = filled<1>({4}, 0.5, 1.5, 0.4);
+  const M3 x3 = filled<3>({2, 3, 4}, -1, 1, 0.1);
+  jvpcheck([](const auto& x, const auto& w, const auto& c) { return layer_norm(x, w, c); }, x3, v, v);
+  Tensor<std::int64_t, dyn_shape<2>> idx({3, 2});
+  const std::int64_t iv[] = {0, 3, 2, 2, 1, 0};
+  for (int i = 0; i < 6; ++i) idx.data()[i] = iv[i];
+  jvpcheck([&](const auto& x) { return gather<1>(x, idx) * 1.0; }, a);
+  const M s = filled<2>({3, 2}, -1, 1, 0.5);
+  jvpcheck([&](const auto& x, const auto& y) { return scatter_add<1>(x, idx, y); }, a, s);
+  P::unfold_<1> uf;
+  uf.size = 2;
+  uf.step = 1;
+  jvpcheck([&](const auto& x) { return make_node(uf, x * 1.0); }, a);
+}
+
+namespace {
+/// y = x^3 with hand-written rules (deliberately via 3 x^2, checked against finite differences).
+struct cube {
+  static auto forward(const M& x) { return x * x * x; }
+  static auto backward(const M& g, const M& x) { return std::make_tuple(M(g * 3.0 * x * x)); }
+  static auto jvp(const M& x, const M& t) { return t * 3.0 * x * x; }
+};
+/// a * b, with a gradient only for a (b is treated as a constant, as a Function may choose).
+struct scale_by {
+  static auto forward(const M& a, const M& b) { return a * b; }
+  static auto backward(const M& g, const M& a, const M& b) {
+    (void)a;
+    return std::make_tuple(M(g * b), M());
+  }
+};
+}  // namespace
+
+TEST_CASE("autograd: custom_function with its own VJP and JVP", "[autograd]") {
+  const M x = filled<2>({2, 3}, 0.5, 1.5);
+  tenet_test::gradcheck([](const auto& a) { return custom_function<cube>::apply(a) * 1.0; }, x);
+  jvpcheck([](const auto& a) { return sin(custom_function<cube>::apply(a)); }, x);
+  M a = x.detach().clone(), b = x.detach().clone();
+  a.requires_grad_();
+  b.requires_grad_();
+  M y = custom_function<scale_by>::apply(a, b);
+  CHECK(y.requires_grad());
+  Tensor<double, shape<>> l = sum(y);
+  l.backward();
+  CHECK(a.grad()(1, 2) == Approx(b(1, 2)));
+  CHECK_FALSE(b.grad().defined());
+  // no input requires grad: nothing recorded
+  M z = custom_function<cube>::apply(x);
+  CHECK_FALSE(z.requires_grad());
+  // JVP through a custom_function without a jvp is a clear error
+  CHECK_THROWS_AS(tenet::jvp([](const auto& p, const auto& q) { return custom_function<scale_by>::apply(p, q); },
+                             std::make_tuple(x, x), std::make_tuple(x, x)),
+                  value_error);
+}

@@ -1,0 +1,62 @@
+// Gradients of losses, linear/conv/pooling, indexing and views (ATen level, through their
+// decompositions) against central finite differences in float64.
+#include "gradcheck.hpp"
+
+using namespace tenet;
+using tenet_test::filled;
+using tenet_test::gradcheck;
+using V = Tensor<double, dyn_shape<1>>;
+using M = Tensor<double, dyn_shape<2>>;
+using M3 = Tensor<double, dyn_shape<3>>;
+using M4 = Tensor<double, dyn_shape<4>>;
+
+TEST_CASE("autograd ops: losses", "[autograd]") {
+  const M logits = filled<2>({4, 5}, -2, 2);
+  Tensor<std::int64_t, dyn_shape<1>> target({4});
+  const std::int64_t tv[] = {1, 0, 4, 2};
+  for (int i = 0; i < 4; ++i) target.data()[i] = tv[i];
+  gradcheck([&](const auto& a) { return cross_entropy(a, target); }, logits);
+  gradcheck([&](const auto& a) { return cross_entropy<reduction::sum>(a, target, -100, 0.1); }, logits);
+  gradcheck([&](const auto& a) { return nll_loss(log_softmax<1>(a), target); }, logits);
+  const M y = filled<2>({4, 5}, -1, 1, 0.4);
+  gradcheck([](const auto& a, const auto& t) { return mse_loss(a, t); }, logits, y);
+  const M p = filled<2>({4, 5}, 0.1, 0.9, 0.2);
+  const M q = filled<2>({4, 5}, 0.0, 1.0, 0.6);
+  gradcheck([&](const auto& a) { return binary_cross_entropy(a, q); }, p);
+  gradcheck([&](const auto& a) { return binary_cross_entropy_with_logits(a, q); }, logits);
+}
+
+TEST_CASE("autograd ops: linear, matmul, conv2d, pooling", "[autograd]") {
+  const M x = filled<2>({3, 4}, -1, 1);
+  const M w = filled<2>({5, 4}, -1, 1, 0.2);
+  const V b = filled<1>({5}, -1, 1, 0.4);
+  gradcheck([](const auto& a, const auto& ww, const auto& bb) { return linear(a, ww, bb); }, x, w, b);
+  const M3 bx = filled<3>({2, 3, 4}, -1, 1, 0.1);
+  gradcheck([](const auto& a, const auto& c) { return matmul(a, c.transpose(0, 1)); }, bx, w);
+  const M4 img = filled<4>({2, 2, 5, 5}, -1, 1);
+  const M4 k = filled<4>({3, 2, 3, 3}, -1, 1, 0.3);
+  const V kb = filled<1>({3}, -1, 1, 0.8);
+  gradcheck([](const auto& a, const auto& kk, const auto& bb) { return conv2d(a, kk, bb, {.stride = {2, 1}, .padding = {1, 1}}); },
+            img, k, kb);
+  gradcheck([](const auto& a) { return max_pool2d(a, {2, 2}); }, img);
+  gradcheck([](const auto& a) { return avg_pool2d(a, {3, 3}, {.stride = {2, 2}, .padding = {1, 1}}); }, img);
+}
+
+TEST_CASE("autograd ops: indexing and views", "[autograd]") {
+  const M w = filled<2>({6, 3}, -1, 1);
+  Tensor<std::int64_t, dyn_shape<2>> idx({2, 3});
+  const std::int64_t iv[] = {0, 5, 2, 2, 2, 1};  // repeated rows accumulate
+  for (int i = 0; i < 6; ++i) idx.data()[i] = iv[i];
+  gradcheck([&](const auto& a) { return embedding(idx, a); }, w);
+  gradcheck([&](const auto& a) { return index_select<0>(a, idx.reshape<dyn>(6)); }, w);
+  gradcheck([&](const auto& a) { return gather<0>(a, idx); }, w);
+  const M3 x = filled<3>({2, 3, 4}, -1, 1);
+  gradcheck([](const auto& a) { return a.template transpose<0, 2>() * 2.0; }, x);
+  gradcheck([](const auto& a) { return a.template slice<2>(1, 4, 2) + 0.0; }, x);
+  gradcheck([](const auto& a) { return a.template select<1>(1) * a.template select<1>(2); }, x);
+  gradcheck([](const auto& a) { return a.template permute<1, 2, 0>().template reshape<dyn, dyn>(3, 8) * 1.0; }, x);
+  gradcheck([](const auto& a) { return flip<2>(a) * a; }, x);
+  gradcheck([](const auto& a) { return cumsum<1>(a); }, x);
+  const M3 one = filled<3>({2, 1, 4}, -1, 1, 0.9);
+  gradcheck([](const auto& a, const auto& c) { return a * c + c; }, x, one);  // broadcasting
+}
