@@ -71,6 +71,37 @@ def resnet_stage1(x, params):
     return y
 
 
+def make_mlp():
+    nn = torch.nn
+    return nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10))
+
+
+def adamw_step_inputs():
+    """bench/train_mlp.cpp's optimizer step: AdamW over the MLP's parameters, gradients set once."""
+    model = make_mlp()
+    for p in model.parameters():
+        p.grad = torch.randn_like(p) * 1e-3
+    return (torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01),)
+
+
+def mlp_train_inputs():
+    model = make_mlp()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    return model, opt, torch.randn(256, 784), torch.randint(0, 10, (256,))
+
+
+def mlp_train_step(model, opt, x, y):
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+
+# workloads that need autograd (run outside inference_mode)
+TRAINING = {"adamw_step_mlp784", "mlp_train_b256_adamw"}
+
+
 def workloads():
     """(name, metric, make_inputs() -> args, fn, amount) where metric = amount / t."""
     n = 16 * 1024 * 1024
@@ -98,6 +129,8 @@ def workloads():
     yield ("linear_bias_gelu_2048", "GFLOP/s",
            lambda: (torch.randn(n, n), torch.randn(n, n) * 0.02, torch.randn(n)),
            lambda x, w, b: F.gelu(F.linear(x, w, b)), 2.0 * n ** 3 / 1e9)
+    yield ("adamw_step_mlp784", "steps/s", adamw_step_inputs, lambda opt: opt.step(), 1.0)
+    yield ("mlp_train_b256_adamw", "steps/s", mlp_train_inputs, mlp_train_step, 1.0)
     params = resnet_stage1_params()
     yield ("resnet18_stage1_b8", "img/s", lambda: (resnet_param(0, 1.0, 0.0, 8, 3, 224, 224),),
            lambda x: resnet_stage1(x, params), 8.0)
@@ -118,7 +151,8 @@ def main():
         if not pattern.search(name):
             continue
         inputs = make_inputs()
-        with torch.inference_mode():
+        mode = torch.enable_grad if name in TRAINING else torch.inference_mode
+        with mode():
             t = measure(lambda: fn(*inputs))
         report(name, "torch-eager", metric, amount / t)
         if args.no_compile:
@@ -126,7 +160,7 @@ def main():
         try:
             torch._dynamo.reset()
             compiled = torch.compile(fn)
-            with torch.inference_mode():
+            with mode():
                 t = measure(lambda: compiled(*inputs))
             report(name, "torch-compile", metric, amount / t)
         except Exception as e:  # noqa: BLE001 - any compile failure is "missing", not fatal

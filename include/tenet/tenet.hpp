@@ -15,11 +15,23 @@
 #include <tenet/io.hpp>
 #include <tenet/losses.hpp>
 #include <tenet/math.hpp>
+#include <tenet/nn/activation.hpp>
+#include <tenet/nn/container.hpp>
+#include <tenet/nn/conv.hpp>
+#include <tenet/nn/init.hpp>
+#include <tenet/nn/linear.hpp>
+#include <tenet/nn/module.hpp>
+#include <tenet/nn/normalization.hpp>
+#include <tenet/nn/utils.hpp>
 #include <tenet/nn_functional.hpp>
 #include <tenet/ops.hpp>
+#include <tenet/optim.hpp>
+#include <tenet/optim/lr_scheduler.hpp>
+#include <tenet/safetensors.hpp>
 #include <tenet/shape.hpp>
 #include <tenet/shape_ops.hpp>
 #include <tenet/sorting.hpp>
+#include <tenet/tensor_dict.hpp>
 #include <tenet/tensor.hpp>
 
 #include <tenet/backend/evaluate.hpp>

@@ -1,0 +1,87 @@
+#pragma once
+#define TENET_PUBLIC_HEADER_INCLUDED 1
+// nn::Sequential<M...> (a fixed chain, its modules named "0", "1", ... as torch's) and
+// nn::ModuleList<M> (a growable list of modules of one type, named "0", "1", ...).
+#include <cstddef>
+#include <deque>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include <tenet/error.hpp>
+#include <tenet/nn/module.hpp>
+
+namespace tenet::nn {
+
+template <class... M>
+class Sequential : public Module {
+  static_assert(sizeof...(M) > 0, "tenet: nn::Sequential needs at least one module");
+  static_assert((std::is_base_of_v<Module, M> && ...), "tenet: nn::Sequential holds nn::Module types");
+
+ public:
+  /// Each module default-constructed (set their public options afterwards: `seq.get<1>().p = 0.2`).
+  Sequential() { register_all(std::index_sequence_for<M...>{}); }
+  static constexpr std::size_t size() { return sizeof...(M); }
+  template <std::size_t I>
+  auto& get() {
+    return std::get<I>(mods_);
+  }
+  template <std::size_t I>
+  const auto& get() const {
+    return std::get<I>(mods_);
+  }
+  template <Expression X>
+  auto operator()(const X& x) const {
+    return apply<0>(x);
+  }
+
+ private:
+  template <std::size_t... I>
+  void register_all(std::index_sequence<I...>) {
+    (register_module(std::to_string(I), std::get<I>(mods_)), ...);
+  }
+  template <std::size_t I, class X>
+  auto apply(const X& x) const {
+    if constexpr (I + 1 == sizeof...(M)) return std::get<I>(mods_)(x);
+    else return apply<I + 1>(std::get<I>(mods_)(x));
+  }
+  std::tuple<M...> mods_;
+};
+
+template <class M>
+class ModuleList : public Module {
+  static_assert(std::is_base_of_v<Module, M>, "tenet: nn::ModuleList holds nn::Module types");
+
+ public:
+  ModuleList() = default;
+  /// n default-constructed modules.
+  explicit ModuleList(std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) append();
+  }
+  /// Appends a module constructed from args and returns it.
+  template <class... A>
+  M& append(A&&... args) {
+    M& m = mods_.emplace_back(std::forward<A>(args)...);
+    register_module(std::to_string(mods_.size() - 1), m);
+    return m;
+  }
+  std::size_t size() const { return mods_.size(); }
+  M& operator[](std::int64_t i) { return mods_[index(i)]; }
+  const M& operator[](std::int64_t i) const { return mods_[index(i)]; }
+  auto begin() { return mods_.begin(); }
+  auto end() { return mods_.end(); }
+  auto begin() const { return mods_.begin(); }
+  auto end() const { return mods_.end(); }
+
+ private:
+  std::size_t index(std::int64_t i) const {
+    const auto n = static_cast<std::int64_t>(mods_.size());
+    if (i < -n || i >= n)
+      throw index_error("tenet: nn::ModuleList: index " + std::to_string(i) + " is out of range for a list of " +
+                        std::to_string(n) + " modules");
+    return static_cast<std::size_t>(i < 0 ? i + n : i);
+  }
+  std::deque<M> mods_;
+};
+
+}  // namespace tenet::nn

@@ -1,0 +1,362 @@
+#pragma once
+#define TENET_PUBLIC_HEADER_INCLUDED 1
+// nn::Module: the base of every layer and model, as torch.nn.Module.
+//
+// A module owns its parameters and buffers as ordinary typed members (`Tensor<float, shape<128, 784>>
+// weight;`) and registers them by name in its constructor; submodules are members registered the same
+// way. Names are dotted as in PyTorch ("fc1.weight", "0.bias", "bn.running_mean"), so a state_dict
+// saved by PyTorch loads by name.
+//
+//   struct Net : nn::Module {
+//     nn::Linear<784, 128> fc1;
+//     nn::Linear<128, 10> fc2;
+//     Net() { register_module("fc1", fc1); register_module("fc2", fc2); }
+//     template <Expression X> auto operator()(const X& x) const { return fc2(relu(fc1(x))); }
+//   };
+//
+// Modules register the addresses of their members, so a Module can be neither copied nor moved
+// (return one from a function by value: C++17 elides that copy). A module must outlive the
+// optimizers and the references (nn::tensor_ref) taken from it.
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <tenet/device.hpp>
+#include <tenet/error.hpp>
+#include <tenet/tensor.hpp>
+#include <tenet/tensor_dict.hpp>
+
+namespace tenet::nn {
+
+namespace detail {
+template <class T, class S>
+concept has_autograd = requires(Tensor<T, S>& t, const Tensor<T, S>& g) {
+  t.grad();
+  t.set_grad(g);
+  t.requires_grad_(true);
+  t.requires_grad();
+};
+
+/// One registered tensor member, type-erased.
+class tensor_slot {
+ public:
+  virtual ~tensor_slot() = default;
+  virtual dtype scalar_type() const = 0;
+  virtual std::vector<std::int64_t> sizes() const = 0;
+  virtual std::string shape_text() const = 0;
+  virtual any_tensor value() const = 0;
+  /// Copies the values of `v` in; `name` only labels the error.
+  virtual void load(const any_tensor& v, const std::string& name) = 0;
+  virtual any_tensor grad() const = 0;
+  virtual void set_grad(const any_tensor& g) = 0;
+  virtual void requires_grad_(bool on) = 0;
+  virtual bool requires_grad() const = 0;
+  virtual tenet::device device() const = 0;
+  virtual const void* address() const = 0;
+  virtual bool is_contiguous() const = 0;
+};
+
+template <class T, class S>
+class typed_slot final : public tensor_slot {
+ public:
+  explicit typed_slot(Tensor<T, S>& t) : t_(&t) {}
+  dtype scalar_type() const override { return dtype_of<T>; }
+  std::vector<std::int64_t> sizes() const override { return {t_->sizes().begin(), t_->sizes().end()}; }
+  std::string shape_text() const override { return S::text(); }
+  any_tensor value() const override { return any_tensor(*t_); }
+  void load(const any_tensor& v, const std::string& name) override {
+    if (!v.defined()) throw value_error("tenet: load_state_dict: the tensor for \"" + name + "\" is undefined");
+    if (v.scalar_type() != dtype_of<T>)
+      throw dtype_error("tenet: load_state_dict: \"" + name + "\" has dtype " + tenet::name(v.scalar_type()) +
+                        " in the state_dict, but the module's tensor is " + tenet::name(dtype_of<T>));
+    const auto want = sizes();
+    if (v.sizes() != want)
+      throw shape_error("tenet: load_state_dict: size mismatch for \"" + name + "\": copying a tensor of sizes " +
+                        tenet::detail::sizes_text(v.sizes()) + " from the state_dict, the module's tensor has sizes " +
+                        tenet::detail::sizes_text(want));
+    if (!t_->defined() || !t_->is_contiguous()) {
+      const bool rg = requires_grad();
+      *t_ = v.clone().template as<T, S>();
+      if (rg) requires_grad_(true);
+      return;
+    }
+    if (v.numel()) std::memcpy(static_cast<void*>(t_->data()), v.raw_data(), v.nbytes());
+  }
+  any_tensor grad() const override {
+    if constexpr (has_autograd<T, S>) return any_tensor(t_->grad());
+    else return {};
+  }
+  void set_grad(const any_tensor& g) override {
+    if constexpr (has_autograd<T, S>) {
+      if (!g.defined()) t_->set_grad(Tensor<T, S>());
+      else t_->set_grad(g.template as<T, S>());
+    } else {
+      throw value_error("tenet: set_grad needs autograd (tenet's Tensor has no grad in this build)");
+    }
+  }
+  void requires_grad_(bool on) override {
+    if constexpr (has_autograd<T, S>) t_->requires_grad_(on);
+    else (void)on;
+  }
+  bool requires_grad() const override {
+    if constexpr (has_autograd<T, S>) return t_->requires_grad();
+    else return false;
+  }
+  tenet::device device() const override { return t_->device(); }
+  const void* address() const override { return t_; }
+  bool is_contiguous() const override { return t_->defined() && t_->is_contiguous(); }
+  Tensor<T, S>& tensor() const { return *t_; }
+
+ private:
+  Tensor<T, S>* t_;
+};
+}  // namespace detail
+
+/// A reference to a registered parameter or buffer (valid while its module lives).
+class tensor_ref {
+ public:
+  tensor_ref() = default;
+  explicit tensor_ref(std::shared_ptr<detail::tensor_slot> s) : slot_(std::move(s)) {}
+  dtype scalar_type() const { return slot_->scalar_type(); }
+  std::vector<std::int64_t> sizes() const { return slot_->sizes(); }
+  std::int64_t numel() const {
+    std::int64_t n = 1;
+    for (auto s : sizes()) n *= s;
+    return n;
+  }
+  /// The current values (shares the tensor's storage).
+  any_tensor value() const { return slot_->value(); }
+  /// The gradient (undefined when none).
+  any_tensor grad() const { return slot_->grad(); }
+  void set_grad(const any_tensor& g) const { slot_->set_grad(g); }
+  void requires_grad_(bool on = true) const { slot_->requires_grad_(on); }
+  bool requires_grad() const { return slot_->requires_grad(); }
+  tenet::device device() const { return slot_->device(); }
+  /// True when the tensor is defined and contiguous (value() then shares its storage).
+  bool is_contiguous() const { return slot_->is_contiguous(); }
+  /// The typed tensor; dtype_error when T, S are not its type.
+  template <class T, class S>
+  Tensor<T, S>& get() const {
+    auto* p = dynamic_cast<detail::typed_slot<T, S>*>(slot_.get());
+    if (!p)
+      throw dtype_error(std::string("tenet: tensor_ref::get: the tensor is ") + name(scalar_type()) + " " +
+                        slot_->shape_text() + ", not " + name(dtype_of<T>) + " " + S::text());
+    return p->tensor();
+  }
+  /// True when both refer to the same tensor object.
+  bool same(const tensor_ref& o) const { return slot_->address() == o.slot_->address(); }
+  detail::tensor_slot& slot() const { return *slot_; }
+
+ private:
+  std::shared_ptr<detail::tensor_slot> slot_;
+};
+
+class Module {
+ public:
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  Module(Module&&) = delete;
+  Module& operator=(Module&&) = delete;
+  virtual ~Module() = default;
+
+  // --- parameters, buffers, submodules --------------------------------------------------------
+  /// Every parameter with its dotted name, this module's first, then each submodule's in
+  /// registration order (as torch's named_parameters; a tensor shared by two modules once).
+  std::vector<std::pair<std::string, tensor_ref>> named_parameters(bool recurse = true) const {
+    std::vector<std::pair<std::string, tensor_ref>> out;
+    collect(out, "", recurse, &Module::params_, false);
+    return out;
+  }
+  std::vector<tensor_ref> parameters(bool recurse = true) const {
+    std::vector<tensor_ref> out;
+    for (auto& [n, r] : named_parameters(recurse)) out.push_back(r);
+    return out;
+  }
+  /// Every buffer (persistent or not) with its dotted name.
+  std::vector<std::pair<std::string, tensor_ref>> named_buffers(bool recurse = true) const {
+    std::vector<std::pair<std::string, tensor_ref>> out;
+    collect(out, "", recurse, &Module::buffers_, false);
+    return out;
+  }
+  std::vector<tensor_ref> buffers(bool recurse = true) const {
+    std::vector<tensor_ref> out;
+    for (auto& [n, r] : named_buffers(recurse)) out.push_back(r);
+    return out;
+  }
+  std::vector<std::pair<std::string, Module*>> named_children() const { return children_; }
+  /// This module (named "") and every descendant with its dotted name.
+  std::vector<std::pair<std::string, const Module*>> named_modules() const {
+    std::vector<std::pair<std::string, const Module*>> out{{"", this}};
+    for (const auto& [n, m] : children_)
+      for (auto& [sub, mm] : m->named_modules()) out.emplace_back(sub.empty() ? n : n + "." + sub, mm);
+    return out;
+  }
+  /// The number of parameter elements.
+  std::int64_t num_parameters() const {
+    std::int64_t n = 0;
+    for (auto& p : parameters()) n += p.numel();
+    return n;
+  }
+
+  // --- modes ----------------------------------------------------------------------------------
+  Module& train(bool on = true) {
+    training_ = on;
+    for (auto& [n, m] : children_) m->train(on);
+    return *this;
+  }
+  Module& eval() { return train(false); }
+  bool training() const { return training_; }
+  /// Sets requires_grad on every parameter.
+  Module& requires_grad_(bool on = true) {
+    for (auto& p : parameters()) p.requires_grad_(on);
+    return *this;
+  }
+  /// Clears (set_to_none, the default as in torch 2) or zeroes every parameter's gradient.
+  void zero_grad(bool set_to_none = true) {
+    for (auto& p : parameters()) {
+      auto g = p.grad();
+      if (!g.defined()) continue;
+      if (set_to_none) {
+        p.set_grad(any_tensor());
+      } else {
+        auto z = any_tensor::zeros(g.scalar_type(), g.sizes());
+        p.set_grad(z);
+      }
+    }
+  }
+  /// Moves every parameter and buffer to `d`. tenet's CPU build holds CPU tensors only: `to(cpu)`
+  /// keeps them, another device throws device_error (no backend for it compiled in).
+  Module& to(tenet::device d) {
+    tenet::detail::require_backend(d, "Module::to");
+    for (auto& [n, r] : named_parameters())
+      if (r.device() != d)
+        throw device_error("tenet: Module::to(" + d.str() + "): parameter \"" + n + "\" is on " + r.device().str() +
+                           " and no copy between these devices is compiled in");
+    return *this;
+  }
+
+  // --- state ----------------------------------------------------------------------------------
+  /// Parameters and persistent buffers by dotted name (the values share the module's storage).
+  tensor_dict state_dict() const {
+    tensor_dict d;
+    std::vector<std::pair<std::string, tensor_ref>> all;
+    collect(all, "", true, nullptr, true);
+    for (auto& [n, r] : all) d.insert(n, r.value());
+    return d;
+  }
+  /// Copies the tensors of `d` into the parameters and persistent buffers of the same names.
+  /// strict: every key of the module must be in d and d must hold no other key (value_error listing
+  /// the missing and unexpected keys). Every matched tensor must have the module tensor's dtype and
+  /// sizes (dtype_error / shape_error naming the key); nothing is copied when any check fails.
+  /// Returns the missing and unexpected keys (both empty when strict).
+  std::pair<std::vector<std::string>, std::vector<std::string>> load_state_dict(const tensor_dict& d,
+                                                                                bool strict = true) {
+    std::vector<std::pair<std::string, tensor_ref>> all;
+    collect(all, "", true, nullptr, true);
+    std::vector<std::string> missing, unexpected;
+    for (auto& [n, r] : all)
+      if (!d.contains(n)) missing.push_back(n);
+    for (auto& [n, v] : d) {
+      bool found = false;
+      for (auto& [m, r] : all) found = found || m == n;
+      if (!found) unexpected.push_back(n);
+    }
+    if (strict && (!missing.empty() || !unexpected.empty())) {
+      std::string msg = "tenet: error(s) in loading state_dict:";
+      if (!missing.empty()) msg += " missing key(s): " + join(missing) + ".";
+      if (!unexpected.empty()) msg += " unexpected key(s): " + join(unexpected) + ".";
+      throw value_error(msg);
+    }
+    // check everything first: a failed load leaves the module as it was
+    for (auto& [n, r] : all) {
+      const any_tensor* v = d.find(n);
+      if (!v) continue;
+      if (!v->defined()) throw value_error("tenet: load_state_dict: the tensor for \"" + n + "\" is undefined");
+      if (v->scalar_type() != r.scalar_type())
+        throw dtype_error("tenet: load_state_dict: \"" + n + "\" has dtype " + name(v->scalar_type()) +
+                          " in the state_dict, but the module's tensor is " + name(r.scalar_type()));
+      if (v->sizes() != r.sizes())
+        throw shape_error("tenet: load_state_dict: size mismatch for \"" + n + "\": copying a tensor of sizes " +
+                          tenet::detail::sizes_text(v->sizes()) + " from the state_dict, the module's tensor has "
+                          "sizes " + tenet::detail::sizes_text(r.sizes()));
+    }
+    for (auto& [n, r] : all)
+      if (const any_tensor* v = d.find(n)) r.slot().load(*v, n);
+    return {missing, unexpected};
+  }
+
+ protected:
+  /// Registers a parameter; a floating one is marked requires_grad (torch's nn.Parameter).
+  template <class T, class S>
+  void register_parameter(const std::string& name, Tensor<T, S>& t) {
+    check_name(name);
+    params_.push_back({name, tensor_ref(std::make_shared<detail::typed_slot<T, S>>(t))});
+    if constexpr (detail::has_autograd<T, S>)
+      if constexpr (is_floating_v<T>) t.requires_grad_(true);  // a parameter requires grad, as torch's nn.Parameter
+  }
+  /// A buffer (running statistics, counters): in the state_dict when persistent, never a parameter.
+  template <class T, class S>
+  void register_buffer(const std::string& name, Tensor<T, S>& t, bool persistent = true) {
+    check_name(name);
+    buffers_.push_back({name, tensor_ref(std::make_shared<detail::typed_slot<T, S>>(t)), persistent});
+  }
+  void register_module(const std::string& name, Module& m) {
+    check_name(name);
+    if (&m == this) throw value_error("tenet: register_module: a module cannot be its own child");
+    children_.emplace_back(name, &m);
+  }
+
+ private:
+  struct entry {
+    std::string name;
+    tensor_ref ref;
+    bool persistent = true;
+  };
+  void check_name(const std::string& name) const {
+    if (name.empty() || name.find('.') != std::string::npos)
+      throw value_error("tenet: a parameter, buffer or module name must be non-empty and hold no '.', got \"" +
+                        name + "\"");
+    for (const auto& e : params_)
+      if (e.name == name) throw value_error("tenet: the name \"" + name + "\" is already registered");
+    for (const auto& e : buffers_)
+      if (e.name == name) throw value_error("tenet: the name \"" + name + "\" is already registered");
+    for (const auto& [n, m] : children_)
+      if (n == name) throw value_error("tenet: the name \"" + name + "\" is already registered");
+  }
+  static std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "\"" : ", \"") + x + "\"";
+    return s;
+  }
+  /// which == nullptr: parameters, then persistent buffers (the state_dict's order per module).
+  void collect(std::vector<std::pair<std::string, tensor_ref>>& out, const std::string& prefix, bool recurse,
+               std::vector<entry> Module::*which, bool state_only) const {
+    auto seen = [&](const tensor_ref& r) {
+      for (auto& [n, o] : out)
+        if (o.same(r)) return true;
+      return false;
+    };
+    auto add = [&](const std::vector<entry>& list, bool persistent_only) {
+      for (const auto& e : list)
+        if ((!persistent_only || e.persistent) && (state_only || !seen(e.ref))) out.emplace_back(prefix + e.name, e.ref);
+    };
+    if (which) {
+      add(this->*which, false);
+    } else {
+      add(params_, false);
+      add(buffers_, true);
+    }
+    if (recurse)
+      for (const auto& [n, m] : children_) m->collect(out, prefix + n + ".", true, which, state_only);
+  }
+
+  std::vector<entry> params_, buffers_;
+  std::vector<std::pair<std::string, Module*>> children_;
+  bool training_ = true;
+};
+
+}  // namespace tenet::nn

@@ -1,0 +1,204 @@
+#pragma once
+#define TENET_PUBLIC_HEADER_INCLUDED 1
+// any_tensor: a contiguous tensor whose dtype and rank are known at run time only (the values of a
+// state_dict, of a safetensors file). tensor_dict: an ordered name -> any_tensor map (PyTorch's
+// OrderedDict of a state_dict).
+//
+//   tenet::any_tensor a(weight);                       // shares weight's storage (copies when strided)
+//   auto w = a.as<float, tenet::shape<128, 784>>();    // typed view; dtype_error / shape_error on mismatch
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <tenet/dtype.hpp>
+#include <tenet/error.hpp>
+#include <tenet/shape.hpp>
+#include <tenet/tensor.hpp>
+
+#include <tenet/runtime/tensor_impl.hpp>  // contiguous()
+
+namespace tenet {
+
+namespace detail {
+inline std::string sizes_text(const std::vector<std::int64_t>& s) { return sizes_text(s.data(), s.size()); }
+}  // namespace detail
+
+class any_tensor {
+  template <class T>
+  using flat_t = Tensor<T, shape<dyn>>;
+  using holder = std::variant<std::monostate, flat_t<bool>, flat_t<std::uint8_t>, flat_t<std::int8_t>,
+                              flat_t<std::int16_t>, flat_t<std::int32_t>, flat_t<std::int64_t>, flat_t<float16>,
+                              flat_t<bfloat16>, flat_t<float>, flat_t<double>>;
+
+ public:
+  /// Undefined (no dtype, no storage).
+  any_tensor() = default;
+  /// The values of t: shares t's storage when t is contiguous (bool values are copied), else a
+  /// contiguous copy. Detached: an any_tensor takes no part in autograd.
+  template <class T, class S>
+  explicit any_tensor(const Tensor<T, S>& t) {
+    if (!t.defined()) return;
+    auto c = t.detach().contiguous();
+    sizes_.assign(c.sizes().begin(), c.sizes().end());
+    if constexpr (std::is_same_v<T, bool>) {
+      flat_ = bool_copy<shape<dyn>>(c.data(), {c.numel()});
+    } else {
+      flat_ = c.template with_layout<shape<dyn>>({c.numel()}, {1}, c.offset());
+    }
+  }
+  /// Fresh zero-filled storage of the given dtype and sizes.
+  static any_tensor zeros(dtype d, std::vector<std::int64_t> sizes) {
+    std::int64_t n = 1;
+    for (auto s : sizes) {
+      if (s < 0) throw shape_error("tenet: any_tensor: negative size in " + detail::sizes_text(sizes));
+      n *= s;
+    }
+    any_tensor r;
+    r.sizes_ = std::move(sizes);
+    visit_dtype(d, [&]<class T>() {
+      flat_t<T> f({n});
+      f.zero_();
+      r.flat_ = f;
+    });
+    return r;
+  }
+
+  bool defined() const { return flat_.index() != 0; }
+  dtype scalar_type() const {
+    require_defined("scalar_type()");
+    return all_dtypes[flat_.index() - 1];
+  }
+  const std::vector<std::int64_t>& sizes() const { return sizes_; }
+  std::int64_t dim() const { return static_cast<std::int64_t>(sizes_.size()); }
+  std::int64_t numel() const {
+    std::int64_t n = 1;
+    for (auto s : sizes_) n *= s;
+    return n;
+  }
+  std::size_t nbytes() const { return defined() ? static_cast<std::size_t>(numel()) * itemsize(scalar_type()) : 0; }
+  /// The first byte of the (contiguous, little-endian host order) values.
+  const void* raw_data() const {
+    require_defined("raw_data()");
+    return std::visit([](const auto& f) -> const void* {
+      if constexpr (std::is_same_v<std::decay_t<decltype(f)>, std::monostate>) return nullptr;
+      else return f.numel() ? static_cast<const void*>(f.data()) : nullptr;
+    }, flat_);
+  }
+  void* raw_data_mut() const { return const_cast<void*>(raw_data()); }
+
+  /// The values as a 1-D tensor of T (shares storage); dtype_error when the dtype is not T's.
+  template <class T>
+  flat_t<T> flat() const {
+    require_defined("flat()");
+    if (scalar_type() != dtype_of<T>)
+      throw dtype_error(std::string("tenet: any_tensor holds ") + name(scalar_type()) + ", not " + name(dtype_of<T>));
+    return std::get<flat_t<T>>(flat_);
+  }
+  /// The values as a Tensor<T, S> (shares storage; bool values are copied); dtype_error /
+  /// shape_error on a mismatch.
+  template <class T, class S>
+  Tensor<T, S> as() const {
+    auto f = flat<T>();
+    if (sizes_.size() != S::rank)
+      throw shape_error("tenet: any_tensor of sizes " + detail::sizes_text(sizes_) + " cannot be viewed as " +
+                        S::text() + " (rank " + std::to_string(S::rank) + ")");
+    sizes_t<S::rank> s{};
+    for (std::size_t i = 0; i < S::rank; ++i) s[i] = sizes_[i];
+    detail::check_sizes_match<S>(s, "any_tensor::as");
+    if constexpr (std::is_same_v<T, bool>) return bool_copy<S>(f.data(), s);
+    else return f.template with_layout<S>(s, detail::contiguous_strides(s), f.offset());
+  }
+  /// A deep copy.
+  any_tensor clone() const {
+    if (!defined()) return {};
+    any_tensor r;
+    r.sizes_ = sizes_;
+    std::visit([&](const auto& f) {
+      if constexpr (!std::is_same_v<std::decay_t<decltype(f)>, std::monostate>) r.flat_ = f.clone();
+    }, flat_);
+    return r;
+  }
+
+  /// Calls f.template operator()<T>() with the C++ type of dtype d.
+  template <class F>
+  static void visit_dtype(dtype d, F&& f) {
+    switch (d) {
+      case dtype::bool_: return f.template operator()<bool>();
+      case dtype::uint8: return f.template operator()<std::uint8_t>();
+      case dtype::int8: return f.template operator()<std::int8_t>();
+      case dtype::int16: return f.template operator()<std::int16_t>();
+      case dtype::int32: return f.template operator()<std::int32_t>();
+      case dtype::int64: return f.template operator()<std::int64_t>();
+      case dtype::float16: return f.template operator()<float16>();
+      case dtype::bfloat16: return f.template operator()<bfloat16>();
+      case dtype::float32: return f.template operator()<float>();
+      case dtype::float64: return f.template operator()<double>();
+    }
+    throw dtype_error("tenet: invalid dtype value " + std::to_string(static_cast<int>(d)));
+  }
+
+ private:
+  /// A fresh bool tensor holding n values from p. (bool values are copied rather than viewed: no
+  /// view of a bool tensor is instantiated here, so that nothing depends on the view machinery's
+  /// support of bool.)
+  template <class S>
+  static Tensor<bool, S> bool_copy(const bool* p, const sizes_t<S::rank>& sizes) {
+    Tensor<bool, S> r(sizes);
+    if (r.numel()) std::memcpy(static_cast<void*>(r.data()), p, static_cast<std::size_t>(r.numel()));
+    return r;
+  }
+  void require_defined(const char* what) const {
+    if (!defined()) throw value_error(std::string("tenet: any_tensor::") + what + " on an undefined any_tensor");
+  }
+  holder flat_;
+  std::vector<std::int64_t> sizes_;
+};
+
+/// Names to tensors, in insertion order (a state_dict). Names are unique.
+class tensor_dict {
+ public:
+  using item = std::pair<std::string, any_tensor>;
+  /// Adds name -> t; value_error when the name is already there.
+  void insert(std::string name, any_tensor t) {
+    if (contains(name)) throw value_error("tenet: tensor_dict: the name \"" + name + "\" is already present");
+    items_.emplace_back(std::move(name), std::move(t));
+  }
+  /// Adds or replaces.
+  void set(const std::string& name, any_tensor t) {
+    for (auto& [n, v] : items_)
+      if (n == name) {
+        v = std::move(t);
+        return;
+      }
+    items_.emplace_back(name, std::move(t));
+  }
+  bool contains(const std::string& name) const { return find(name) != nullptr; }
+  const any_tensor* find(const std::string& name) const {
+    for (const auto& [n, v] : items_)
+      if (n == name) return &v;
+    return nullptr;
+  }
+  /// The tensor named `name`; index_error when absent.
+  const any_tensor& at(const std::string& name) const {
+    if (auto* p = find(name)) return *p;
+    throw index_error("tenet: tensor_dict: no tensor named \"" + name + "\"");
+  }
+  std::vector<std::string> keys() const {
+    std::vector<std::string> k;
+    for (const auto& [n, v] : items_) k.push_back(n);
+    return k;
+  }
+  std::size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  std::vector<item> items_;
+};
+
+}  // namespace tenet
