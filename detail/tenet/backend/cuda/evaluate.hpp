@@ -2,10 +2,10 @@
 #include <tenet/detail_check.hpp>
 #include <tenet/config.hpp>
 // The CUDA side of evaluation (nvcc only; included by backend/evaluate.hpp in CUDA translation
-// units). The plan is the CPU's (decompose<cpu_simd> -> materialize -> fused pointwise): every
-// pointwise tree becomes one kernel (pointwise.hpp); the non-pointwise nodes run here:
-// reductions (reduce.hpp), matmul (cuBLASLt, gemm.hpp), and the last-dim softmax/log_softmax the
-// CPU plan keeps whole for fp32/fp64 (one block per row). Any other non-pointwise op throws
+// units). The plan is the CPU's, decomposed for cuda_gpu (native.hpp): decompose -> materialize
+// -> fused pointwise; every pointwise tree becomes one kernel (pointwise.hpp); the non-pointwise
+// nodes run here: reductions (reduce.hpp), matmul (cuBLASLt, gemm.hpp), softmax / log_softmax /
+// layer_norm / rms_norm (one-pass row kernels, rows.hpp). Any other non-pointwise op throws
 // device_error naming it.
 #include <cmath>
 #include <cstdint>
@@ -15,6 +15,7 @@
 #include <tenet/backend/cuda/gemm.hpp>
 #include <tenet/backend/cuda/pointwise.hpp>
 #include <tenet/backend/cuda/reduce.hpp>
+#include <tenet/backend/cuda/rows.hpp>
 #include <tenet/backend/cuda/runtime.hpp>
 
 namespace tenet::detail::cuda {
@@ -34,48 +35,42 @@ struct softmax_kind<aten::log_softmax<D>> : std::true_type {
   static constexpr bool log = true;
 };
 
-// --- softmax over the last dim, one block per row -------------------------------------------
-template <bool Log, class T>
-__global__ void softmax_rows_kernel(T* __restrict__ out, const T* __restrict__ in, std::int64_t rows,
-                                    std::int64_t cols) {
-  using A = compute_t<T>;
-  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* x = in + r * cols;
-    T* y = out + r * cols;
-    A m = -INFINITY;
-    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = prim::amax_kind::combine(m, static_cast<A>(x[c]));
-    m = block_reduce<prim::amax_kind>(m, A(-INFINITY));
-    __shared__ A bc[2];
-    if (threadIdx.x == 0) bc[0] = m;
-    __syncthreads();
-    m = bc[0];
-    A sum = 0;
-    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += ::exp(static_cast<A>(x[c]) - m);
-    sum = block_reduce<prim::sum_kind>(sum, A(0));
-    if (threadIdx.x == 0) bc[1] = sum;
-    __syncthreads();
-    sum = bc[1];
-    const A ls = ::log(sum);
-    const A inv = A(1) / sum;
-    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      const A v = static_cast<A>(x[c]) - m;
-      y[c] = static_cast<T>(Log ? v - ls : ::exp(v) * inv);
-    }
-    __syncthreads();  // bc is rewritten by the next row
-  }
-}
+template <class Op>
+struct norm_kind : std::false_type {};
+template <std::size_t K, bool Rms>
+struct norm_kind<aten::norm_last<K, Rms>> : std::true_type {
+  static constexpr bool rms = Rms;
+};
 
-template <bool Log, class T, class S, class X>
-void run_softmax_last(const Tensor<T, S>& out, const X& x) {
+/// A row composite of node e into out (fresh, contiguous): the row kernels of rows.hpp over a
+/// contiguous copy of the input (a pointwise producer is evaluated into one first).
+template <row_kind K, class E, class Out>
+void run_row_node(const E& e, const Out& out) {
+  using T = value_type_of<E>;
   const std::int64_t n = out.numel();
   if (n == 0) return;
+  auto x = to_tensor(std::get<0>(e.children));
+  const auto xc = x.is_contiguous() ? x : x.contiguous();
   device_context ctx(out.device());
-  const std::int64_t cols = S::rank == 0 ? 1 : out.sizes()[S::rank - 1];
-  const std::int64_t rows = cols == 0 ? 0 : n / cols;
-  if (rows == 0) return;
-  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(rows, 65535LL * 32));
-  softmax_rows_kernel<Log, T><<<blocks, cols >= 1024 ? 512 : 128, 0, current_stream()>>>(out.data(), x.data(), rows, cols);
-  check_launch("the softmax kernel launch");
+  row_args<T> a{out.data(), xc.data(), nullptr, nullptr, 0, 0, 0.0};
+  if constexpr (K == row_kind::softmax || K == row_kind::log_softmax) {
+    a.cols = rank_of<E> == 0 ? 1 : out.sizes()[rank_of<E> == 0 ? 0 : rank_of<E> - 1];
+    a.rows = a.cols == 0 ? 0 : n / a.cols;
+    launch_rows<K, T>(a);
+  } else {
+    const auto w = to_tensor(std::get<1>(e.children)).contiguous();
+    a.w = w.data();
+    a.cols = w.numel();
+    a.rows = a.cols == 0 ? 0 : n / a.cols;
+    a.eps = e.op.eps;
+    if constexpr (K == row_kind::layer_norm) {
+      const auto b = to_tensor(std::get<2>(e.children)).contiguous();
+      a.b = b.data();
+      launch_rows<K, T>(a);
+    } else {
+      launch_rows<K, T>(a);
+    }
+  }
 }
 
 // --- matmul ------------------------------------------------------------------------------------
@@ -163,7 +158,9 @@ void run_into(const E& e, const Out& out) {
   } else if constexpr (std::is_same_v<Op, prim::matmul_>) {
     run_matmul_node(e, out);
   } else if constexpr (softmax_kind<Op>::value) {
-    run_softmax_last<softmax_kind<Op>::log>(out, to_tensor(std::get<0>(e.children)).contiguous());
+    run_row_node<softmax_kind<Op>::log ? row_kind::log_softmax : row_kind::softmax>(e, out);
+  } else if constexpr (norm_kind<Op>::value) {
+    run_row_node<norm_kind<Op>::rms ? row_kind::rms_norm : row_kind::layer_norm>(e, out);
   } else if constexpr (!Op::is_prim) {
     // a composite the CPU runs natively (layer_norm, rms_norm, ...) and CUDA does not yet: its
     // decomposition, which holds prims only
