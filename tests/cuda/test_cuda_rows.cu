@@ -109,12 +109,13 @@ TEST_CASE("cuda rows: layer_norm and rms_norm, fp32 / bf16 / fp16, one and two n
     B2 xb = x.to<bfloat16>();
     B1 wb = w.to<bfloat16>(), bb = b.to<bfloat16>();
     auto dxb = xb.to(tenet::cuda(0));
+    auto dwb = wb.to(tenet::cuda(0)), dbb = bb.to(tenet::cuda(0));
     const std::int64_t k0 = kernels();
-    B2 lb = layer_norm(dxb, wb.to(tenet::cuda(0)), bb.to(tenet::cuda(0)), 1e-5);
+    B2 lb = layer_norm(dxb, dwb, dbb, 1e-5);
     CHECK(kernels() - k0 == 1);
     check_close(lb, F2(layer_norm(xb.to<float>(), wb.to<float>(), bb.to<float>(), 1e-5)), 1e-2, 2e-2);
     // bf16's default eps (its epsilon) in both
-    check_close(B2(rms_norm(dxb, wb.to(tenet::cuda(0)))),
+    check_close(B2(rms_norm(dxb, dwb)),
                 F2(rms_norm(xb.to<float>(), wb.to<float>(), static_cast<double>(std::numeric_limits<bfloat16>::epsilon()))),
                 1e-2, 2e-2);
     H2 xh = x.to<float16>();

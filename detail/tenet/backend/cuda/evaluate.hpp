@@ -42,21 +42,52 @@ struct norm_kind<aten::norm_last<K, Rms>> : std::true_type {
   static constexpr bool rms = Rms;
 };
 
-/// A row composite of node e into out (fresh, contiguous): the row kernels of rows.hpp over a
-/// contiguous copy of the input (a pointwise producer is evaluated into one first).
+/// Calls f(src, aligned) with the row kernels' input for the producer m of a row node over out's
+/// index space: a contiguous tensor, or a pointwise tree whose leaves are contiguous in out's
+/// layout or broadcast scalars (fused into the row kernel); anything else is evaluated into a
+/// contiguous tensor first.
+template <class T, class S, class M, class F>
+void with_row_source(const Tensor<T, S>& out, const M& m, F&& f) {
+  constexpr std::size_t R = S::rank == 0 ? 1 : S::rank;
+  if constexpr (!TensorType<M> && S::rank >= 1) {
+    using tree_t = dpw<M, R>;
+    const tree_t tree(m, out.sizes());
+    const auto cs = out.strides();  // out is fresh and contiguous
+    bool flat = true, aligned = true;
+    tree.for_each_leaf([&](const void* p, std::size_t, const std::int64_t* st) {
+      bool all_zero = true, contiguous = true;
+      for (std::size_t d = 0; d < R; ++d) {
+        all_zero = all_zero && st[d] == 0;
+        contiguous = contiguous && st[d] == cs[d];  // (then st[0] != 0: dpw's flat loads read base + i)
+      }
+      if (!all_zero && !contiguous) flat = false;
+      if (!all_zero && !aligned16(p)) aligned = false;
+    });
+    if (flat) {
+      f(tree, aligned);
+      return;
+    }
+  }
+  auto x = to_tensor(m);
+  const auto xc = x.is_contiguous() ? x : x.contiguous();
+  f(ptr_src<T>{xc.data()}, aligned16(xc.data()));
+}
+
+/// A row composite of node e into out (fresh, contiguous): the row kernels of rows.hpp, with the
+/// pointwise producer of the input fused in when its layout allows.
 template <row_kind K, class E, class Out>
 void run_row_node(const E& e, const Out& out) {
   using T = value_type_of<E>;
   const std::int64_t n = out.numel();
   if (n == 0) return;
-  auto x = to_tensor(std::get<0>(e.children));
-  const auto xc = x.is_contiguous() ? x : x.contiguous();
   device_context ctx(out.device());
-  row_args<T> a{out.data(), xc.data(), nullptr, nullptr, 0, 0, 0.0};
+  row_args<T> a{out.data(), nullptr, nullptr, 0, 0, 0.0};
+  auto go = [&](const auto& src, bool aligned) { launch_rows<K, T>(a, src, aligned); };
+  const auto m = materialize(std::get<0>(e.children));
   if constexpr (K == row_kind::softmax || K == row_kind::log_softmax) {
     a.cols = rank_of<E> == 0 ? 1 : out.sizes()[rank_of<E> == 0 ? 0 : rank_of<E> - 1];
     a.rows = a.cols == 0 ? 0 : n / a.cols;
-    launch_rows<K, T>(a);
+    with_row_source(out, m, go);
   } else {
     const auto w = to_tensor(std::get<1>(e.children)).contiguous();
     a.w = w.data();
@@ -66,9 +97,9 @@ void run_row_node(const E& e, const Out& out) {
     if constexpr (K == row_kind::layer_norm) {
       const auto b = to_tensor(std::get<2>(e.children)).contiguous();
       a.b = b.data();
-      launch_rows<K, T>(a);
+      with_row_source(out, m, go);
     } else {
-      launch_rows<K, T>(a);
+      with_row_source(out, m, go);
     }
   }
 }

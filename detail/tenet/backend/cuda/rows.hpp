@@ -12,6 +12,8 @@
 //   - long rows (<= 4096 vectors, e.g. 4096 bf16 = 512 vectors): a block per row, 64..1024 threads;
 //   - longer rows, or rows whose length or pointers do not allow 16-byte vectors: a block per row
 //     that reads the row from global memory once per pass (scalar loads).
+// The input is a contiguous tensor or a pointwise producer tree evaluated while loading
+// (softmax(x * s), layer_norm(x + residual)): its inputs are read once, no intermediate is made.
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -26,13 +28,32 @@ enum class row_kind { softmax, log_softmax, layer_norm, rms_norm };
 template <class T>
 struct row_args {
   T* out;
-  const T* in;
   const T* w;  // layer_norm / rms_norm: the weight (L elements)
   const T* b;  // layer_norm: the bias (L elements)
   std::int64_t rows;
   std::int64_t cols;
   double eps;
 };
+
+/// The input of a row kernel: a contiguous tensor (ptr_src) or a pointwise producer tree
+/// (pointwise.hpp's dpw, every leaf contiguous over the output's index space or a broadcast
+/// scalar), read at flat indices: load<N>(i) (N elements from i, 16-byte aligned), flat(i).
+template <class T>
+struct ptr_src {
+  const T* p;
+  template <int N>
+  __device__ TENET_INLINE lanes<T, N> load(std::int64_t i) const {
+    return *reinterpret_cast<const lanes<T, N>*>(p + i);
+  }
+  __device__ TENET_INLINE T flat(std::int64_t i) const { return p[i]; }
+};
+template <class G>
+__device__ TENET_INLINE auto lane_at(const G& g, int k) {
+  if constexpr (requires { g.v[0]; } && !requires { g[0]; })
+    return g.v[k];
+  else
+    return g[k];
+}
 
 template <class A>
 __device__ TENET_INLINE A row_max(A a, A b) {
@@ -61,8 +82,8 @@ __device__ TENET_INLINE A group_allreduce(A v, A* smem) {
 
 /// The row kernel with the row in registers: a group (warp or block) per row, each thread holding
 /// up to V vectors of W elements (vector j of thread t: t + j * group size).
-template <row_kind K, bool Warp, int V, class T>
-__global__ void row_vec_kernel(row_args<T> a) {
+template <row_kind K, bool Warp, int V, class T, class Src>
+__global__ void row_vec_kernel(row_args<T> a, Src src) {
   using A = compute_t<T>;
   constexpr int W = 16 / sizeof(T);
   __shared__ A smem[32];
@@ -72,16 +93,16 @@ __global__ void row_vec_kernel(row_args<T> a) {
                               : static_cast<std::int64_t>(blockIdx.x);
   if (r >= a.rows) return;  // a whole warp leaves together (rows are warp-uniform)
   const std::int64_t nv = a.cols / W;
-  const T* x = a.in + r * a.cols;
+  const std::int64_t x = r * a.cols;  // the row's first flat index
   T* y = a.out + r * a.cols;
   A v[V][W];
 #pragma unroll
   for (int j = 0; j < V; ++j) {
     const std::int64_t q = t + static_cast<std::int64_t>(j) * G;
     if (q < nv) {
-      const lanes<T, W> l = *reinterpret_cast<const lanes<T, W>*>(x + q * W);
+      const auto l = src.template load<W>(x + q * W);
 #pragma unroll
-      for (int k = 0; k < W; ++k) v[j][k] = static_cast<A>(l.v[k]);
+      for (int k = 0; k < W; ++k) v[j][k] = static_cast<A>(lane_at(l, k));
     }
   }
   const A n = static_cast<A>(a.cols);
@@ -159,32 +180,33 @@ __global__ void row_vec_kernel(row_args<T> a) {
 }
 
 /// Any length and alignment: a block per row, the row read from global memory once per pass.
-template <row_kind K, class T>
-__global__ void row_scalar_kernel(row_args<T> a) {
+template <row_kind K, class T, class Src>
+__global__ void row_scalar_kernel(row_args<T> a, Src src) {
   using A = compute_t<T>;
   __shared__ A smem[32];
   const std::int64_t r = blockIdx.x;
-  const T* x = a.in + r * a.cols;
+  const std::int64_t x0 = r * a.cols;
+  auto x = [&](std::int64_t c) { return static_cast<T>(src.flat(x0 + c)); };
   T* y = a.out + r * a.cols;
   const std::int64_t L = a.cols;
   const A n = static_cast<A>(L);
   A s0, s1;
   if constexpr (K == row_kind::softmax || K == row_kind::log_softmax) {
     A m = -INFINITY;
-    for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) m = row_max(m, static_cast<A>(x[c]));
+    for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) m = row_max(m, static_cast<A>(x(c)));
     m = group_allreduce<true, false>(m, smem);
     A s = 0;
-    for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) s += ::exp(static_cast<A>(x[c]) - m);
+    for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) s += ::exp(static_cast<A>(x(c)) - m);
     s = group_allreduce<false, false>(s, smem);
     s0 = m;
     s1 = K == row_kind::softmax ? A(1) / s : ::log(s);
   } else if constexpr (K == row_kind::layer_norm) {
     A s = 0;
-    for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) s += static_cast<A>(x[c]);
+    for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) s += static_cast<A>(x(c));
     const A mean = group_allreduce<false, false>(s, smem) / n;
     A q = 0;
     for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) {
-      const A d = static_cast<A>(x[c]) - mean;
+      const A d = static_cast<A>(x(c)) - mean;
       q += d * d;
     }
     s0 = mean;
@@ -192,14 +214,14 @@ __global__ void row_scalar_kernel(row_args<T> a) {
   } else {
     A q = 0;
     for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) {
-      const A d = static_cast<A>(x[c]);
+      const A d = static_cast<A>(x(c));
       q += d * d;
     }
     s0 = 0;
     s1 = A(1) / ::sqrt(group_allreduce<false, false>(q, smem) / n + static_cast<A>(a.eps));
   }
   for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) {
-    const A u = static_cast<A>(x[c]);
+    const A u = static_cast<A>(x(c));
     if constexpr (K == row_kind::softmax)
       y[c] = static_cast<T>(::exp(u - s0) * s1);
     else if constexpr (K == row_kind::log_softmax)
@@ -215,27 +237,27 @@ inline bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<s
 
 /// Runs row kernel K over a (device pointers; in and out contiguous, rows x cols) on the current
 /// stream of the current device.
-template <row_kind K, class T>
-void launch_rows(const row_args<T>& a) {
+template <row_kind K, class T, class Src>
+void launch_rows(const row_args<T>& a, const Src& src, bool src_aligned) {
   if (a.rows == 0 || a.cols == 0) return;
   constexpr int W = 16 / sizeof(T);
   constexpr int V = 4;
   const cudaStream_t s = current_stream();
   const std::int64_t nv = a.cols / W;
-  const bool vec = a.cols % W == 0 && aligned16(a.in) && aligned16(a.out) && aligned16(a.w) && aligned16(a.b);
+  const bool vec = a.cols % W == 0 && src_aligned && aligned16(a.out) && aligned16(a.w) && aligned16(a.b);
   if (a.rows > 0x7fffffffLL)
     throw device_error("tenet: a row kernel over " + std::to_string(a.rows) + " rows is not supported on CUDA "
                        "(at most 2^31 - 1 rows)");
   if (vec && nv <= 32 * V) {
     constexpr int per_block = 4;
     const auto blocks = static_cast<unsigned>((a.rows + per_block - 1) / per_block);
-    row_vec_kernel<K, true, V, T><<<blocks, 32 * per_block, 0, s>>>(a);
+    row_vec_kernel<K, true, V, T, Src><<<blocks, 32 * per_block, 0, s>>>(a, src);
   } else if (vec && nv <= 1024 * V) {
     int threads = 64;
     while (threads * V < nv) threads *= 2;
-    row_vec_kernel<K, false, V, T><<<static_cast<unsigned>(a.rows), threads, 0, s>>>(a);
+    row_vec_kernel<K, false, V, T, Src><<<static_cast<unsigned>(a.rows), threads, 0, s>>>(a, src);
   } else {
-    row_scalar_kernel<K, T><<<static_cast<unsigned>(a.rows), a.cols >= 1024 ? 512 : 128, 0, s>>>(a);
+    row_scalar_kernel<K, T, Src><<<static_cast<unsigned>(a.rows), a.cols >= 1024 ? 512 : 128, 0, s>>>(a, src);
   }
   check_launch("the row kernel launch");
 }
