@@ -183,7 +183,8 @@ TEST_CASE("cuda gemm epilogue: linear + bias (+ relu / tanh-gelu) from the sched
   {
     auto [r, k] = one_call([&] { return F2(gelu(matmul(dx, dw.transpose<0, 1>()) + db, approximate_tanh)); });
     CHECK(k == 1);
-    check_close(r, F2(gelu(matmul(x, w.transpose<0, 1>()) + bias, approximate_tanh)), 1e-4, 1e-4);
+    // (cuBLASLt's GELU may use its own tanh: as test_cuda.cu's linear test, 1e-3)
+    check_close(r, F2(gelu(matmul(x, w.transpose<0, 1>()) + bias, approximate_tanh)), 1e-3, 1e-3);
   }
   {
     // the exact gelu is not cuBLASLt's: GEMM, then one pointwise kernel

@@ -178,6 +178,46 @@ void run_matmul_node(const E& e, const Out& out) {
   }
 }
 
+template <class E, class Out>
+bool try_bias_act_gemm(const E& e, Out& out) {
+  using P = bias_act<E>;
+  static_assert(P::kind != bias_act_kind::none);
+  using T = value_type_of<E>;
+  const auto& add = P::add(e);
+  using Add = std::remove_cvref_t<decltype(add)>;
+  constexpr std::size_t im = bias_add<Add>::mm;
+  const auto& mm = std::get<im>(add.children);
+  const auto& bias = std::get<1 - im>(add.children);
+  if constexpr (P::kind == bias_act_kind::relu) {
+    if (!(static_cast<double>(std::get<1>(e.children).value) == 0.0)) return false;  // maximum(x + b, c), c != 0
+  }
+  const auto es = e.sizes();
+  const auto ms = mm.sizes();
+  const std::int64_t K = std::get<0>(mm.children).sizes()[1];
+  // neither the product nor the bias is broadcast; no empty product
+  if (ms != es || bias.sizes()[0] != es[1] || K == 0 || es[0] == 0 || es[1] == 0) return false;
+  const device dev = expr_device(e);
+  if (dev.type != device_type::cuda) return false;
+  auto a = to_tensor(std::get<0>(mm.children));
+  auto b = to_tensor(std::get<1>(mm.children));
+  const auto bc = bias.contiguous();
+  const std::int64_t M = es[0], N = es[1];
+  device_context ctx(dev);
+  auto av = column_major_view(M, K, a.strides()[0], a.strides()[1]);
+  if (!av.ok) a = a.contiguous(), av = column_major_view(M, K, a.strides()[0], a.strides()[1]);
+  auto bv = column_major_view(K, N, b.strides()[0], b.strides()[1]);
+  if (!bv.ok) b = b.contiguous(), bv = column_major_view(K, N, b.strides()[0], b.strides()[1]);
+  out = Out(es, dev);
+  const epilogue ep = P::kind == bias_act_kind::relu        ? epilogue::bias_relu
+                      : P::kind == bias_act_kind::gelu_tanh ? epilogue::bias_gelu_tanh
+                                                            : epilogue::bias;
+  // C' (N x M) = op(b') (N x K) * op(a') (K x M), the bias along C's rows (N)
+  lt_matmul<T>(dev.index, N, M, K, lt_operand{b.data(), bv.trans, bv.ld, 0}, lt_operand{a.data(), av.trans, av.ld, 0},
+               out.data(), N, M * N, 1, bc.data(), ep);
+  ++kernels_launched();
+  return true;
+}
+
 /// The non-pointwise node e written into out (fresh, contiguous, on a CUDA device).
 template <class E, class Out>
 void run_into(const E& e, const Out& out) {
