@@ -25,6 +25,9 @@
 #include <tenet/ops.hpp>
 #include <tenet/schedule/cse.hpp>
 #include <tenet/schedule/fusion.hpp>
+#if defined(__CUDACC__)
+#include <tenet/backend/cuda/native.hpp>  // the cuda_gpu backend tag and what it runs whole
+#endif
 
 namespace tenet::detail {
 
@@ -61,6 +64,25 @@ inline constexpr bool runs_natively<cpu_simd, Op, C> = true;
 
 template <class E>
 using result_tensor_t = Tensor<value_type_of<E>, shape_of<E>>;
+
+/// decompose<Backend>(e), checked closed.
+template <class Backend, class E>
+auto decompose_checked(const E& e) {
+  auto d = decompose<Backend>(e);
+  static_assert(is_closed<decltype(d), Backend>(), "tenet: internal: the decomposition left an op that is neither "
+                                                   "a prim nor a composite the backend runs");
+  return d;
+}
+/// f(decomposition of e for the backend of device dev): cpu_simd, or in CUDA translation units
+/// cuda_gpu for a CUDA device (backend/cuda/native.hpp says what it runs whole).
+template <class E, class F>
+decltype(auto) with_decomposition(const E& e, device dev, F&& f) {
+#if defined(__CUDACC__)
+  if (dev.type == device_type::cuda) return f(decompose_checked<cuda_gpu>(e));
+#endif
+  (void)dev;
+  return f(decompose_checked<cpu_simd>(e));
+}
 
 /// An op whose CPU value is a Tensor it makes itself, typically a strided view of its materialized
 /// child (the view-like movement prims): `static Tensor<...> materialize_on_cpu(const E& e)`.
@@ -102,12 +124,21 @@ void run_pointwise_on(const Out& out, const E& e) {
   require_backend(d, "evaluating an expression");  // throws: this translation unit has no such backend
 }
 /// The non-elementwise node e written into out (fresh, contiguous), on out's device.
+template <class E>
+inline constexpr bool cpu_runs_node = false;
+template <class Op, class... C>
+inline constexpr bool cpu_runs_node<node<Op, C...>> = Op::is_prim || runs_natively<cpu_simd, Op, C...>;
 template <class E, class Out>
 void run_into_on(const E& e, const Out& out) {
   const device d = out.device();
   if (d.is_cpu()) {
-    E::op_type::run_on_cpu_into(e, out);
-    return;
+    if constexpr (cpu_runs_node<E>) {  // (a node decomposed for another backend never comes here)
+      E::op_type::run_on_cpu_into(e, out);
+      return;
+    } else {
+      throw device_error(std::string("tenet: internal: '") + std::string(E::op_type::name) +
+                         "' was decomposed for another backend than the CPU's");
+    }
   }
 #if defined(__CUDACC__)
   if (d.type == device_type::cuda) {
@@ -223,6 +254,12 @@ auto to_tensor(const E& e) {
           if constexpr (gemm_epilogue_candidate<E>()) {
             if (gemm_epilogue_applies(e)) return run_gemm_with_epilogue(e);
           }
+#if defined(__CUDACC__)
+          if constexpr (cuda::bias_act<E>::kind != cuda::bias_act_kind::none) {
+            result_tensor_t<E> out;  // linear + bias (+ act) as one cuBLASLt call (backend/cuda/native.hpp)
+            if (cuda::try_bias_act_gemm(e, out)) return out;
+          }
+#endif
           auto m = materialize(e);
           result_tensor_t<E> out(e.sizes(), expr_device(m));
           run_pointwise_on(out, m);
@@ -300,13 +337,11 @@ device expr_device(const E& e) {
 template <Expression E>
 auto evaluate_untracked(const E& e) {
   ++evaluations();
-  (void)expr_device(e);  // one device for the whole expression, or a device_error naming both
-  auto d = decompose<cpu_simd>(e);
+  // one device for the whole expression (or a device_error naming both); its backend decomposes
+  return with_decomposition(e, expr_device(e), [&](auto d) -> result_tensor_t<E> {
   const shared_scope scope(d);
   const cse_scope cse;
   using D = decltype(d);
-  static_assert(is_closed<D, cpu_simd>(), "tenet: internal: the decomposition left an op that is neither a prim nor "
-                                          "a composite the CPU backend runs");
   if constexpr (Node<D>) {
     if constexpr (materializes_on_cpu<typename D::op_type, D>) {
       // a view at the root: the result must be fresh contiguous storage, never a view of an input
@@ -321,6 +356,7 @@ auto evaluate_untracked(const E& e) {
     }
   }
   return result_tensor_t<E>(to_tensor(d));
+  });
 }
 
 /// The value of e; recorded for autograd when a leaf requires grad (autograd/record.hpp).
@@ -366,7 +402,7 @@ void assign(const Tensor<T, S>& dst, const E& e) {
   if (bs != dst.sizes())
     throw shape_error("tenet: cannot write a value of sizes " + sizes_text(es) + " into a tensor of sizes " +
                       sizes_text(dst.sizes()));
-  auto d = decompose<cpu_simd>(cast_to<T>(e));
+  with_decomposition(cast_to<T>(e), dst.device(), [&](auto d) {
   const shared_scope scope(d);
   const cse_scope cse;
   using D = decltype(d);
@@ -390,6 +426,7 @@ void assign(const Tensor<T, S>& dst, const E& e) {
     run_pointwise_on(dst, materialize(d));
   }
   ++kernels_launched();
+  });
 }
 
 }  // namespace tenet::detail

@@ -163,6 +163,13 @@ TENET_HOST_DEVICE constexpr std::uint16_t narrow_integer(Integer value) noexcept
 
 // Float16 to float, exactly.
 TENET_HOST_DEVICE constexpr float widen_float16(std::uint16_t bits) noexcept {
+#if defined(__CUDA_ARCH__)
+  if (!std::is_constant_evaluated()) {  // on the GPU: one conversion instruction (exact)
+    float r;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(bits));
+    return r;
+  }
+#endif
   std::uint32_t const sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
   std::uint32_t const magnitude = bits & 0x7fffu;
   if (magnitude >= 0x7c00u)  // infinity or NaN; the payload (and a signaling NaN) is kept
@@ -176,6 +183,13 @@ TENET_HOST_DEVICE constexpr float widen_float16(std::uint16_t bits) noexcept {
 // Float to float16; equal to narrow_floating<float16_format>(value), with the float layout
 // hard-wired.
 TENET_HOST_DEVICE constexpr std::uint16_t narrow_float_to_float16(float value) noexcept {
+#if defined(__CUDA_ARCH__)
+  if (!std::is_constant_evaluated()) {  // on the GPU: the hardware rounding (to nearest even)
+    std::uint16_t r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(value));
+    return r;
+  }
+#endif
   std::uint32_t const bits = bit_cast<std::uint32_t>(value);
   auto const sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
   std::uint32_t magnitude = bits & 0x7fffffffu;
@@ -201,6 +215,13 @@ TENET_HOST_DEVICE constexpr std::uint16_t narrow_float_to_float16(float value) n
 // Float to bfloat16, the usual way: add just under half an ulp (plus one when the kept part is odd)
 // and truncate. Equal to narrow_floating<bfloat16_format>(value).
 TENET_HOST_DEVICE constexpr std::uint16_t narrow_float_to_bfloat16(float value) noexcept {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if (!std::is_constant_evaluated()) {  // on the GPU: one instruction (to nearest even; NaN: 0x7fff)
+    std::uint16_t r;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(value));
+    return r;
+  }
+#endif
   std::uint32_t bits = bit_cast<std::uint32_t>(value);
   if ((bits & 0x7fffffffu) > 0x7f800000u)  // NaN: keep sign and top payload, set the quiet bit
     return static_cast<std::uint16_t>((bits >> 16) | bfloat16_format::quiet_bit);

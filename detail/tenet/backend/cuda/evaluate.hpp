@@ -2,10 +2,10 @@
 #include <tenet/detail_check.hpp>
 #include <tenet/config.hpp>
 // The CUDA side of evaluation (nvcc only; included by backend/evaluate.hpp in CUDA translation
-// units). The plan is the CPU's (decompose<cpu_simd> -> materialize -> fused pointwise): every
-// pointwise tree becomes one kernel (pointwise.hpp); the non-pointwise nodes run here:
-// reductions (reduce.hpp), matmul (cuBLASLt, gemm.hpp), and the last-dim softmax/log_softmax the
-// CPU plan keeps whole for fp32/fp64 (one block per row). Any other non-pointwise op throws
+// units). The plan is the CPU's, decomposed for cuda_gpu (native.hpp): decompose -> materialize
+// -> fused pointwise; every pointwise tree becomes one kernel (pointwise.hpp); the non-pointwise
+// nodes run here: reductions (reduce.hpp), matmul (cuBLASLt, gemm.hpp), softmax / log_softmax /
+// layer_norm / rms_norm (one-pass row kernels, rows.hpp). Any other non-pointwise op throws
 // device_error naming it.
 #include <cmath>
 #include <cstdint>
@@ -15,6 +15,7 @@
 #include <tenet/backend/cuda/gemm.hpp>
 #include <tenet/backend/cuda/pointwise.hpp>
 #include <tenet/backend/cuda/reduce.hpp>
+#include <tenet/backend/cuda/rows.hpp>
 #include <tenet/backend/cuda/runtime.hpp>
 
 namespace tenet::detail::cuda {
@@ -34,48 +35,73 @@ struct softmax_kind<aten::log_softmax<D>> : std::true_type {
   static constexpr bool log = true;
 };
 
-// --- softmax over the last dim, one block per row -------------------------------------------
-template <bool Log, class T>
-__global__ void softmax_rows_kernel(T* __restrict__ out, const T* __restrict__ in, std::int64_t rows,
-                                    std::int64_t cols) {
-  using A = compute_t<T>;
-  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* x = in + r * cols;
-    T* y = out + r * cols;
-    A m = -INFINITY;
-    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = prim::amax_kind::combine(m, static_cast<A>(x[c]));
-    m = block_reduce<prim::amax_kind>(m, A(-INFINITY));
-    __shared__ A bc[2];
-    if (threadIdx.x == 0) bc[0] = m;
-    __syncthreads();
-    m = bc[0];
-    A sum = 0;
-    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += ::exp(static_cast<A>(x[c]) - m);
-    sum = block_reduce<prim::sum_kind>(sum, A(0));
-    if (threadIdx.x == 0) bc[1] = sum;
-    __syncthreads();
-    sum = bc[1];
-    const A ls = ::log(sum);
-    const A inv = A(1) / sum;
-    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      const A v = static_cast<A>(x[c]) - m;
-      y[c] = static_cast<T>(Log ? v - ls : ::exp(v) * inv);
+template <class Op>
+struct norm_kind : std::false_type {};
+template <std::size_t K, bool Rms>
+struct norm_kind<aten::norm_last<K, Rms>> : std::true_type {
+  static constexpr bool rms = Rms;
+};
+
+/// Calls f(src, aligned) with the row kernels' input for the producer m of a row node over out's
+/// index space: a contiguous tensor, or a pointwise tree whose leaves are contiguous in out's
+/// layout or broadcast scalars (fused into the row kernel); anything else is evaluated into a
+/// contiguous tensor first.
+template <class T, class S, class M, class F>
+void with_row_source(const Tensor<T, S>& out, const M& m, F&& f) {
+  constexpr std::size_t R = S::rank == 0 ? 1 : S::rank;
+  if constexpr (!TensorType<M> && S::rank >= 1) {
+    using tree_t = dpw<M, R>;
+    const tree_t tree(m, out.sizes());
+    const auto cs = out.strides();  // out is fresh and contiguous
+    bool flat = true, aligned = true;
+    tree.for_each_leaf([&](const void* p, std::size_t, const std::int64_t* st) {
+      bool all_zero = true, contiguous = true;
+      for (std::size_t d = 0; d < R; ++d) {
+        all_zero = all_zero && st[d] == 0;
+        contiguous = contiguous && st[d] == cs[d];  // (then st[0] != 0: dpw's flat loads read base + i)
+      }
+      if (!all_zero && !contiguous) flat = false;
+      if (!all_zero && !aligned16(p)) aligned = false;
+    });
+    if (flat) {
+      f(tree, aligned);
+      return;
     }
-    __syncthreads();  // bc is rewritten by the next row
   }
+  auto x = to_tensor(m);
+  const auto xc = x.is_contiguous() ? x : x.contiguous();
+  f(ptr_src<T>{xc.data()}, aligned16(xc.data()));
 }
 
-template <bool Log, class T, class S, class X>
-void run_softmax_last(const Tensor<T, S>& out, const X& x) {
+/// A row composite of node e into out (fresh, contiguous): the row kernels of rows.hpp, with the
+/// pointwise producer of the input fused in when its layout allows.
+template <row_kind K, class E, class Out>
+void run_row_node(const E& e, const Out& out) {
+  using T = value_type_of<E>;
   const std::int64_t n = out.numel();
   if (n == 0) return;
   device_context ctx(out.device());
-  const std::int64_t cols = S::rank == 0 ? 1 : out.sizes()[S::rank - 1];
-  const std::int64_t rows = cols == 0 ? 0 : n / cols;
-  if (rows == 0) return;
-  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(rows, 65535LL * 32));
-  softmax_rows_kernel<Log, T><<<blocks, cols >= 1024 ? 512 : 128, 0, current_stream()>>>(out.data(), x.data(), rows, cols);
-  check_launch("the softmax kernel launch");
+  row_args<T> a{out.data(), nullptr, nullptr, 0, 0, 0.0};
+  auto go = [&](const auto& src, bool aligned) { launch_rows<K, T>(a, src, aligned); };
+  const auto m = materialize(std::get<0>(e.children));
+  if constexpr (K == row_kind::softmax || K == row_kind::log_softmax) {
+    a.cols = rank_of<E> == 0 ? 1 : out.sizes()[rank_of<E> == 0 ? 0 : rank_of<E> - 1];
+    a.rows = a.cols == 0 ? 0 : n / a.cols;
+    with_row_source(out, m, go);
+  } else {
+    const auto w = to_tensor(std::get<1>(e.children)).contiguous();
+    a.w = w.data();
+    a.cols = w.numel();
+    a.rows = a.cols == 0 ? 0 : n / a.cols;
+    a.eps = e.op.eps;
+    if constexpr (K == row_kind::layer_norm) {
+      const auto b = to_tensor(std::get<2>(e.children)).contiguous();
+      a.b = b.data();
+      with_row_source(out, m, go);
+    } else {
+      with_row_source(out, m, go);
+    }
+  }
 }
 
 // --- matmul ------------------------------------------------------------------------------------
@@ -152,6 +178,46 @@ void run_matmul_node(const E& e, const Out& out) {
   }
 }
 
+template <class E, class Out>
+bool try_bias_act_gemm(const E& e, Out& out) {
+  using P = bias_act<E>;
+  static_assert(P::kind != bias_act_kind::none);
+  using T = value_type_of<E>;
+  const auto& add = P::add(e);
+  using Add = std::remove_cvref_t<decltype(add)>;
+  constexpr std::size_t im = bias_add<Add>::mm;
+  const auto& mm = std::get<im>(add.children);
+  const auto& bias = std::get<1 - im>(add.children);
+  if constexpr (P::kind == bias_act_kind::relu) {
+    if (!(static_cast<double>(std::get<1>(e.children).value) == 0.0)) return false;  // maximum(x + b, c), c != 0
+  }
+  const auto es = e.sizes();
+  const auto ms = mm.sizes();
+  const std::int64_t K = std::get<0>(mm.children).sizes()[1];
+  // neither the product nor the bias is broadcast; no empty product
+  if (ms != es || bias.sizes()[0] != es[1] || K == 0 || es[0] == 0 || es[1] == 0) return false;
+  const device dev = expr_device(e);
+  if (dev.type != device_type::cuda) return false;
+  auto a = to_tensor(std::get<0>(mm.children));
+  auto b = to_tensor(std::get<1>(mm.children));
+  const auto bc = bias.contiguous();
+  const std::int64_t M = es[0], N = es[1];
+  device_context ctx(dev);
+  auto av = column_major_view(M, K, a.strides()[0], a.strides()[1]);
+  if (!av.ok) a = a.contiguous(), av = column_major_view(M, K, a.strides()[0], a.strides()[1]);
+  auto bv = column_major_view(K, N, b.strides()[0], b.strides()[1]);
+  if (!bv.ok) b = b.contiguous(), bv = column_major_view(K, N, b.strides()[0], b.strides()[1]);
+  out = Out(es, dev);
+  const epilogue ep = P::kind == bias_act_kind::relu        ? epilogue::bias_relu
+                      : P::kind == bias_act_kind::gelu_tanh ? epilogue::bias_gelu_tanh
+                                                            : epilogue::bias;
+  // C' (N x M) = op(b') (N x K) * op(a') (K x M), the bias along C's rows (N)
+  lt_matmul<T>(dev.index, N, M, K, lt_operand{b.data(), bv.trans, bv.ld, 0}, lt_operand{a.data(), av.trans, av.ld, 0},
+               out.data(), N, M * N, 1, bc.data(), ep);
+  ++kernels_launched();
+  return true;
+}
+
 /// The non-pointwise node e written into out (fresh, contiguous, on a CUDA device).
 template <class E, class Out>
 void run_into(const E& e, const Out& out) {
@@ -163,7 +229,9 @@ void run_into(const E& e, const Out& out) {
   } else if constexpr (std::is_same_v<Op, prim::matmul_>) {
     run_matmul_node(e, out);
   } else if constexpr (softmax_kind<Op>::value) {
-    run_softmax_last<softmax_kind<Op>::log>(out, to_tensor(std::get<0>(e.children)).contiguous());
+    run_row_node<softmax_kind<Op>::log ? row_kind::log_softmax : row_kind::softmax>(e, out);
+  } else if constexpr (norm_kind<Op>::value) {
+    run_row_node<norm_kind<Op>::rms ? row_kind::rms_norm : row_kind::layer_norm>(e, out);
   } else if constexpr (!Op::is_prim) {
     // a composite the CPU runs natively (layer_norm, rms_norm, ...) and CUDA does not yet: its
     // decomposition, which holds prims only

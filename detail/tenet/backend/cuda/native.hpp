@@ -1,0 +1,95 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// The CUDA backend's tag for decompose<>: what it runs whole (CUDA translation units only; the
+// evaluator decomposes an expression on a CUDA device with it, one on the CPU with cpu_simd).
+//
+//   softmax / log_softmax over the last dim      one row kernel (backend/cuda/rows.hpp)
+//   layer_norm / rms_norm (aten::norm_last)      one row kernel, weight/bias of the input's dtype
+//   pointwise composites (gelu, sigmoid, ...)    inside the fused pointwise kernel (their apply)
+// for float, double, float16 and bfloat16 (row kernels accumulate in float, or double for double).
+// Everything else is decomposed into prims.
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include <tenet/decomp/decompose.hpp>
+#include <tenet/ops.hpp>
+
+namespace tenet::aten {
+template <std::size_t K, bool Rms>
+struct norm_last;  // include/tenet/functional.hpp
+}  // namespace tenet::aten
+
+namespace tenet::detail {
+
+/// The CUDA backend: fused pointwise kernels, row kernels, reductions, cuBLASLt.
+struct cuda_gpu {
+  static constexpr const char* name() { return "cuda_gpu"; }
+};
+
+template <class T>
+inline constexpr bool cuda_row_dtype = std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                                       std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
+
+template <std::int64_t D, class C>
+inline constexpr bool runs_natively<cuda_gpu, aten::softmax<D>, C> =
+    rank_of<C> >= 1 && (D == -1 || D == static_cast<std::int64_t>(rank_of<C>) - 1) && cuda_row_dtype<value_type_of<C>>;
+template <std::int64_t D, class C>
+inline constexpr bool runs_natively<cuda_gpu, aten::log_softmax<D>, C> = runs_natively<cuda_gpu, aten::softmax<D>, C>;
+
+template <std::size_t K, bool Rms, class X, class... P>
+inline constexpr bool runs_natively<cuda_gpu, aten::norm_last<K, Rms>, X, P...> =
+    cuda_row_dtype<value_type_of<X>> && (std::is_same_v<value_type_of<P>, value_type_of<X>> && ...);
+
+template <class Op, class C>
+  requires std::is_same_v<typename Op::group, prim::pointwise_composite_group>
+inline constexpr bool runs_natively<cuda_gpu, Op, C> = true;
+
+}  // namespace tenet::detail
+
+// --- linear + bias (+ relu / tanh-gelu) as one cuBLASLt call with an epilogue -----------------
+namespace tenet::detail::cuda {
+
+/// add_(matmul_(a, b), bias) or add_(bias, matmul_(a, b)): 2-D a and b, a 1-D Tensor bias, one
+/// dtype cuBLASLt takes.
+template <class E>
+struct bias_add : std::false_type {};
+template <class A, class B, class T, class S>
+struct bias_add<node<prim::add_, node<prim::matmul_, A, B>, Tensor<T, S>>>
+    : std::bool_constant<S::rank == 1 && rank_of<A> == 2 && rank_of<B> == 2 && cuda_row_dtype<T> &&
+                         std::is_same_v<value_type_of<node<prim::matmul_, A, B>>, T>> {
+  static constexpr std::size_t mm = 0;
+};
+template <class A, class B, class T, class S>
+struct bias_add<node<prim::add_, Tensor<T, S>, node<prim::matmul_, A, B>>>
+    : bias_add<node<prim::add_, node<prim::matmul_, A, B>, Tensor<T, S>>> {
+  static constexpr std::size_t mm = 1;
+};
+
+/// The elementwise trees that run as one GEMM with a cuBLASLt epilogue: bias_add, relu(bias_add)
+/// (maximum_ with a scalar, checked to be 0 at run time) and gelu(bias_add, approximate_tanh). The
+/// exact (erf) gelu is not cuBLASLt's GELU and is never fused.
+enum class bias_act_kind { none, bias, relu, gelu_tanh };
+template <class E>
+struct bias_act {
+  static constexpr bias_act_kind kind = bias_add<E>::value ? bias_act_kind::bias : bias_act_kind::none;
+  static const E& add(const E& e) { return e; }
+};
+template <class X>
+struct bias_act<node<aten::gelu<true>, X>> {
+  static constexpr bias_act_kind kind = bias_add<X>::value ? bias_act_kind::gelu_tanh : bias_act_kind::none;
+  static const X& add(const node<aten::gelu<true>, X>& e) { return std::get<0>(e.children); }
+};
+template <class X, class T>
+struct bias_act<node<prim::maximum_, X, scalar<T>>> {
+  static constexpr bias_act_kind kind = bias_add<X>::value ? bias_act_kind::relu : bias_act_kind::none;
+  static const X& add(const node<prim::maximum_, X, scalar<T>>& e) { return std::get<0>(e.children); }
+};
+
+/// Runs e as one GEMM with its epilogue into out when the run-time sizes allow it (the bias is not
+/// broadcast, the product is not broadcast, K > 0, relu's scalar is 0); false: nothing was run.
+template <class E, class Out>
+bool try_bias_act_gemm(const E& e, Out& out);  // backend/cuda/evaluate.hpp
+
+}  // namespace tenet::detail::cuda

@@ -1,0 +1,265 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// One-pass row kernels on CUDA (nvcc only): softmax, log_softmax, layer_norm and rms_norm over the
+// last L elements of a contiguous input (L = the last dim, or the weight's numel for the norms).
+//
+// Each row is read once into registers with 16-byte vector loads (8 bf16/fp16, 4 fp32, 2 fp64
+// elements per load), reduced with warp shuffles (and one shared-memory step across the warps of
+// a block), and written once with 16-byte stores. Arithmetic is in compute_t<T> (float for
+// fp32/fp16/bf16, double for fp64); the output is rounded once, as PyTorch's CUDA kernels do.
+//   - short rows (<= 128 vectors): a warp per row, 4 rows per block of 128 threads;
+//   - long rows (<= 4096 vectors, e.g. 4096 bf16 = 512 vectors): a block per row, 64..1024 threads;
+//   - longer rows, or rows whose length or pointers do not allow 16-byte vectors: a block per row
+//     that reads the row from global memory once per pass (scalar loads).
+// The input is a contiguous tensor or a pointwise producer tree evaluated while loading
+// (softmax(x * s), layer_norm(x + residual)): its inputs are read once, no intermediate is made.
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include <tenet/backend/cuda/pointwise.hpp>  // lanes<T, N>, check_launch
+#include <tenet/backend/cuda/runtime.hpp>
+
+namespace tenet::detail::cuda {
+
+enum class row_kind { softmax, log_softmax, layer_norm, rms_norm };
+
+template <class T>
+struct row_args {
+  T* out;
+  const T* w;  // layer_norm / rms_norm: the weight (L elements)
+  const T* b;  // layer_norm: the bias (L elements)
+  std::int64_t rows;
+  std::int64_t cols;
+  double eps;
+};
+
+/// The input of a row kernel: a contiguous tensor (ptr_src) or a pointwise producer tree
+/// (pointwise.hpp's dpw, every leaf contiguous over the output's index space or a broadcast
+/// scalar), read at flat indices: load<N>(i) (N elements from i, 16-byte aligned), flat(i).
+template <class T>
+struct ptr_src {
+  const T* p;
+  template <int N>
+  __device__ TENET_INLINE lanes<T, N> load(std::int64_t i) const {
+    return *reinterpret_cast<const lanes<T, N>*>(p + i);
+  }
+  __device__ TENET_INLINE T flat(std::int64_t i) const { return p[i]; }
+};
+template <class G>
+__device__ TENET_INLINE auto lane_at(const G& g, int k) {
+  if constexpr (requires { g.v[0]; } && !requires { g[0]; })
+    return g.v[k];
+  else
+    return g[k];
+}
+
+template <class A>
+__device__ TENET_INLINE A row_max(A a, A b) {
+  // NaN propagates, as torch's max
+  return (a != a || a > b) ? a : b;
+}
+
+/// The sum (Max = false) or max over a row group: a warp, or the whole block (smem: 32 slots).
+template <bool Max, bool Warp, class A>
+__device__ TENET_INLINE A group_allreduce(A v, A* smem) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const A u = __shfl_xor_sync(0xffffffffu, v, o);
+    v = Max ? row_max(v, u) : v + u;
+  }
+  if constexpr (!Warp) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+    if (lane == 0) smem[warp] = v;
+    __syncthreads();
+    v = smem[0];
+    for (int i = 1; i < warps; ++i) v = Max ? row_max(v, smem[i]) : v + smem[i];
+    __syncthreads();  // smem is written again by the next reduction
+  }
+  return v;
+}
+
+/// The row kernel with the row in registers: a group (warp or block) per row, each thread holding
+/// up to V vectors of W elements (vector j of thread t: t + j * group size).
+template <row_kind K, bool Warp, int V, class T, class Src>
+__global__ void row_vec_kernel(row_args<T> a, Src src) {
+  using A = compute_t<T>;
+  constexpr int W = 16 / sizeof(T);
+  __shared__ A smem[32];
+  const int G = Warp ? 32 : static_cast<int>(blockDim.x);
+  const int t = Warp ? (threadIdx.x & 31) : threadIdx.x;
+  const std::int64_t r = Warp ? static_cast<std::int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5)
+                              : static_cast<std::int64_t>(blockIdx.x);
+  if (r >= a.rows) return;  // a whole warp leaves together (rows are warp-uniform)
+  const std::int64_t nv = a.cols / W;
+  const std::int64_t x = r * a.cols;  // the row's first flat index
+  T* y = a.out + r * a.cols;
+  A v[V][W];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const std::int64_t q = t + static_cast<std::int64_t>(j) * G;
+    if (q < nv) {
+      const auto l = src.template load<W>(x + q * W);
+#pragma unroll
+      for (int k = 0; k < W; ++k) v[j][k] = static_cast<A>(lane_at(l, k));
+    }
+  }
+  const A n = static_cast<A>(a.cols);
+  A s0, s1;  // softmax: max, log-sum; norms: mean (0 for rms), inverse std / rms
+  if constexpr (K == row_kind::softmax || K == row_kind::log_softmax) {
+    A m = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      if (t + static_cast<std::int64_t>(j) * G < nv)
+#pragma unroll
+        for (int k = 0; k < W; ++k) m = row_max(m, v[j][k]);
+    m = group_allreduce<true, Warp>(m, smem);
+    A s = 0;
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      if (t + static_cast<std::int64_t>(j) * G < nv)
+#pragma unroll
+        for (int k = 0; k < W; ++k) s += ::exp(v[j][k] - m);
+    s = group_allreduce<false, Warp>(s, smem);
+    s0 = m;
+    s1 = K == row_kind::softmax ? A(1) / s : ::log(s);
+  } else if constexpr (K == row_kind::layer_norm) {
+    A s = 0;
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      if (t + static_cast<std::int64_t>(j) * G < nv)
+#pragma unroll
+        for (int k = 0; k < W; ++k) s += v[j][k];
+    const A mean = group_allreduce<false, Warp>(s, smem) / n;
+    A q = 0;
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      if (t + static_cast<std::int64_t>(j) * G < nv)
+#pragma unroll
+        for (int k = 0; k < W; ++k) q += (v[j][k] - mean) * (v[j][k] - mean);
+    const A var = group_allreduce<false, Warp>(q, smem) / n;
+    s0 = mean;
+    s1 = A(1) / ::sqrt(var + static_cast<A>(a.eps));
+  } else {
+    A q = 0;
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      if (t + static_cast<std::int64_t>(j) * G < nv)
+#pragma unroll
+        for (int k = 0; k < W; ++k) q += v[j][k] * v[j][k];
+    s0 = 0;
+    s1 = A(1) / ::sqrt(group_allreduce<false, Warp>(q, smem) / n + static_cast<A>(a.eps));
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const std::int64_t q = t + static_cast<std::int64_t>(j) * G;
+    if (q < nv) {
+      lanes<T, W> o;
+      if constexpr (K == row_kind::softmax) {
+#pragma unroll
+        for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(::exp(v[j][k] - s0) * s1);
+      } else if constexpr (K == row_kind::log_softmax) {
+#pragma unroll
+        for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(v[j][k] - s0 - s1);
+      } else {
+        const lanes<T, W> wl = *reinterpret_cast<const lanes<T, W>*>(a.w + q * W);
+        if constexpr (K == row_kind::layer_norm) {
+          const lanes<T, W> bl = *reinterpret_cast<const lanes<T, W>*>(a.b + q * W);
+#pragma unroll
+          for (int k = 0; k < W; ++k)
+            o.v[k] = static_cast<T>((v[j][k] - s0) * s1 * static_cast<A>(wl.v[k]) + static_cast<A>(bl.v[k]));
+        } else {
+#pragma unroll
+          for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(v[j][k] * s1 * static_cast<A>(wl.v[k]));
+        }
+      }
+      *reinterpret_cast<lanes<T, W>*>(y + q * W) = o;
+    }
+  }
+}
+
+/// Any length and alignment: a block per row, the row read from global memory once per pass.
+template <row_kind K, class T, class Src>
+__global__ void row_scalar_kernel(row_args<T> a, Src src) {
+  using A = compute_t<T>;
+  __shared__ A smem[32];
+  const std::int64_t r = blockIdx.x;
+  const std::int64_t x0 = r * a.cols;
+  auto x = [&](std::int64_t c) { return static_cast<T>(src.flat(x0 + c)); };
+  T* y = a.out + r * a.cols;
+  const std::int64_t L = a.cols;
+  const A n = static_cast<A>(L);
+  A s0, s1;
+  if constexpr (K == row_kind::softmax || K == row_kind::log_softmax) {
+    A m = -INFINITY;
+    for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) m = row_max(m, static_cast<A>(x(c)));
+    m = group_allreduce<true, false>(m, smem);
+    A s = 0;
+    for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) s += ::exp(static_cast<A>(x(c)) - m);
+    s = group_allreduce<false, false>(s, smem);
+    s0 = m;
+    s1 = K == row_kind::softmax ? A(1) / s : ::log(s);
+  } else if constexpr (K == row_kind::layer_norm) {
+    A s = 0;
+    for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) s += static_cast<A>(x(c));
+    const A mean = group_allreduce<false, false>(s, smem) / n;
+    A q = 0;
+    for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) {
+      const A d = static_cast<A>(x(c)) - mean;
+      q += d * d;
+    }
+    s0 = mean;
+    s1 = A(1) / ::sqrt(group_allreduce<false, false>(q, smem) / n + static_cast<A>(a.eps));
+  } else {
+    A q = 0;
+    for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) {
+      const A d = static_cast<A>(x(c));
+      q += d * d;
+    }
+    s0 = 0;
+    s1 = A(1) / ::sqrt(group_allreduce<false, false>(q, smem) / n + static_cast<A>(a.eps));
+  }
+  for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) {
+    const A u = static_cast<A>(x(c));
+    if constexpr (K == row_kind::softmax)
+      y[c] = static_cast<T>(::exp(u - s0) * s1);
+    else if constexpr (K == row_kind::log_softmax)
+      y[c] = static_cast<T>(u - s0 - s1);
+    else if constexpr (K == row_kind::layer_norm)
+      y[c] = static_cast<T>((u - s0) * s1 * static_cast<A>(a.w[c]) + static_cast<A>(a.b[c]));
+    else
+      y[c] = static_cast<T>(u * s1 * static_cast<A>(a.w[c]));
+  }
+}
+
+inline bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+/// Runs row kernel K over a (device pointers; in and out contiguous, rows x cols) on the current
+/// stream of the current device.
+template <row_kind K, class T, class Src>
+void launch_rows(const row_args<T>& a, const Src& src, bool src_aligned) {
+  if (a.rows == 0 || a.cols == 0) return;
+  constexpr int W = 16 / sizeof(T);
+  constexpr int V = 4;
+  const cudaStream_t s = current_stream();
+  const std::int64_t nv = a.cols / W;
+  const bool vec = a.cols % W == 0 && src_aligned && aligned16(a.out) && aligned16(a.w) && aligned16(a.b);
+  if (a.rows > 0x7fffffffLL)
+    throw device_error("tenet: a row kernel over " + std::to_string(a.rows) + " rows is not supported on CUDA "
+                       "(at most 2^31 - 1 rows)");
+  if (vec && nv <= 32 * V) {
+    constexpr int per_block = 4;
+    const auto blocks = static_cast<unsigned>((a.rows + per_block - 1) / per_block);
+    row_vec_kernel<K, true, V, T, Src><<<blocks, 32 * per_block, 0, s>>>(a, src);
+  } else if (vec && nv <= 1024 * V) {
+    int threads = 64;
+    while (threads * V < nv) threads *= 2;
+    row_vec_kernel<K, false, V, T, Src><<<static_cast<unsigned>(a.rows), threads, 0, s>>>(a, src);
+  } else {
+    row_scalar_kernel<K, T, Src><<<static_cast<unsigned>(a.rows), a.cols >= 1024 ? 512 : 128, 0, s>>>(a, src);
+  }
+  check_launch("the row kernel launch");
+}
+
+}  // namespace tenet::detail::cuda

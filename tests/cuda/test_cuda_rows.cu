@@ -1,0 +1,219 @@
+// CUDA backend tests, part 2: the cuda_gpu decomposition (row composites arrive whole), the one-pass
+// row kernels (softmax, log_softmax, layer_norm, rms_norm: warp-per-row, block-per-row and the
+// scalar fallback), bf16/fp16 pointwise, and linear + bias (+ relu / tanh-gelu) as one cuBLASLt
+// call. Every GPU value is checked against the CPU backend (fp32 on the same rounded inputs for
+// the half types). The main() that skips without a GPU is in test_cuda.cu.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <type_traits>
+
+#include <tenet/cuda.hpp>
+
+#include "check_close.hpp"
+
+using namespace tenet;
+using tenet::test::check_close;
+using F1 = Tensor<float, dyn_shape<1>>;
+using F2 = Tensor<float, dyn_shape<2>>;
+using F3 = Tensor<float, dyn_shape<3>>;
+using B1 = Tensor<bfloat16, dyn_shape<1>>;
+using B2 = Tensor<bfloat16, dyn_shape<2>>;
+using H2 = Tensor<float16, dyn_shape<2>>;
+
+namespace {
+// The decomposition is chosen per backend at compile time: on CUDA the row composites stay whole
+// for the half types too (the CPU runs them natively for float/double only).
+using detail::cpu_simd;
+using detail::cuda_gpu;
+using SmB = decltype(softmax<-1>(std::declval<B2>()));
+static_assert(std::is_same_v<typename detail::decompose_t<SmB, cuda_gpu>::op_type, aten::softmax<-1>>);
+static_assert(!std::is_same_v<typename detail::decompose_t<SmB, cpu_simd>::op_type, aten::softmax<-1>>);
+using LnB = decltype(layer_norm(std::declval<B2>(), std::declval<B1>(), std::declval<B1>()));
+static_assert(std::is_same_v<typename detail::decompose_t<LnB, cuda_gpu>::op_type, aten::norm_last<1, false>>);
+static_assert(!std::is_same_v<typename detail::decompose_t<LnB, cpu_simd>::op_type, aten::norm_last<1, false>>);
+// softmax over a dim other than the last is decomposed on both
+using Sm0 = decltype(softmax<0>(std::declval<F2>()));
+static_assert(!std::is_same_v<typename detail::decompose_t<Sm0, cuda_gpu>::op_type, aten::softmax<0>>);
+// the GEMM-epilogue patterns: tanh gelu and relu fuse, the exact (erf) gelu does not
+using MmF = decltype(matmul(std::declval<F2>(), std::declval<F2>()) + std::declval<F1>());
+static_assert(detail::cuda::bias_act<MmF>::kind == detail::cuda::bias_act_kind::bias);
+static_assert(detail::cuda::bias_act<decltype(gelu(std::declval<MmF>(), approximate_tanh))>::kind ==
+              detail::cuda::bias_act_kind::gelu_tanh);
+static_assert(detail::cuda::bias_act<decltype(relu(std::declval<MmF>()))>::kind == detail::cuda::bias_act_kind::relu);
+static_assert(detail::cuda::bias_act<decltype(gelu(std::declval<MmF>()))>::kind == detail::cuda::bias_act_kind::none);
+
+std::int64_t& kernels() { return detail::kernels_launched(); }
+
+/// softmax and log_softmax of x (rows x cols) on the GPU in fp32 and bf16 against the CPU's fp32.
+void check_softmax_shape(std::int64_t rows, std::int64_t cols) {
+  INFO("rows " << rows << ", cols " << cols);
+  F2 x = randn<float, dyn_shape<2>>(rows, cols) * 3.0f;
+  auto dx = x.to(tenet::cuda(0));
+  check_close(F2(softmax<-1>(dx)), F2(softmax<-1>(x)), 1e-5, 1e-9);
+  check_close(F2(log_softmax<-1>(dx)), F2(log_softmax<-1>(x)), 1e-5, 1e-5);
+  B2 xb = x.to<bfloat16>();
+  F2 xr = xb.to<float>();  // the rounded inputs, in fp32 on the CPU
+  auto dxb = xb.to(tenet::cuda(0));
+  const std::int64_t k0 = kernels();
+  B2 sb = softmax<-1>(dxb);
+  CHECK(kernels() - k0 == 1);  // one row kernel, not a decomposition
+  check_close(sb, F2(softmax<-1>(xr)), 8e-3, 1e-7);
+  check_close(B2(log_softmax<-1>(dxb)), F2(log_softmax<-1>(xr)), 8e-3, 2e-2);
+}
+
+}  // namespace
+
+TEST_CASE("cuda rows: softmax / log_softmax, warp, block and scalar-fallback kernels") {
+  manual_seed(11);
+  check_softmax_shape(37, 96);     // warp per row
+  check_softmax_shape(5, 1024);    // warp per row, 4 vectors per lane (bf16); block (fp32)
+  check_softmax_shape(9, 4096);    // block per row
+  check_softmax_shape(6, 1001);    // odd length: scalar fallback
+  check_softmax_shape(2, 40000);   // longer than the register kernels hold: scalar fallback
+  check_softmax_shape(1, 1);
+  // fp16, 3-D, and a non-contiguous input (its contiguous copy feeds the row kernel)
+  F3 x3 = randn<float, dyn_shape<3>>(4, 7, 256);
+  auto d3 = x3.to(tenet::cuda(0));
+  check_close(F3(softmax<-1>(d3)), F3(softmax<-1>(x3)), 1e-5, 1e-9);
+  H2 xh = randn<float, dyn_shape<2>>(33, 512).to<float16>();
+  check_close(H2(softmax<-1>(xh.to(tenet::cuda(0)))), F2(softmax<-1>(xh.to<float>())), 2e-3, 1e-7);
+  F2 xt = randn<float, dyn_shape<2>>(64, 48);
+  check_close(F2(softmax<-1>(xt.to(tenet::cuda(0)).transpose<0, 1>())), F2(softmax<-1>(xt.transpose<0, 1>())), 1e-5,
+              1e-9);
+  // a pointwise producer and a softmax over dim 0 (decomposed) still agree with the CPU
+  check_close(F2(softmax<-1>(xt.to(tenet::cuda(0)) * 0.5f + 1.0f)), F2(softmax<-1>(xt * 0.5f + 1.0f)), 1e-5, 1e-9);
+  check_close(F2(softmax<0>(xt.to(tenet::cuda(0)))), F2(softmax<0>(xt)), 1e-5, 1e-9);
+  // -inf entries, a row of -inf (NaN, as torch)
+  F2 xi = randn<float, dyn_shape<2>>(3, 64);
+  xi(0, 5) = -INFINITY;
+  for (std::int64_t j = 0; j < 64; ++j) xi(2, j) = -INFINITY;
+  check_close(F2(softmax<-1>(xi.to(tenet::cuda(0)))), F2(softmax<-1>(xi)), 1e-5, 1e-9);
+}
+
+TEST_CASE("cuda rows: layer_norm and rms_norm, fp32 / bf16 / fp16, one and two normalized dims") {
+  manual_seed(12);
+  for (const auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{37, 128}, {8, 4096}, {3, 999}, {2, 40000}}) {
+    INFO("rows " << rows << ", cols " << cols);
+    F2 x = randn<float, dyn_shape<2>>(rows, cols) * 2.0f + 0.5f;
+    F1 w = randn<float, dyn_shape<1>>(cols);
+    F1 b = randn<float, dyn_shape<1>>(cols);
+    auto dx = x.to(tenet::cuda(0));
+    auto dw = w.to(tenet::cuda(0));
+    auto db = b.to(tenet::cuda(0));
+    check_close(F2(layer_norm(dx, dw, db)), F2(layer_norm(x, w, b)), 1e-4, 1e-4);
+    check_close(F2(rms_norm(dx, dw)), F2(rms_norm(x, w)), 1e-4, 1e-4);
+    check_close(F2(rms_norm(dx, dw, 1e-3)), F2(rms_norm(x, w, 1e-3)), 1e-4, 1e-4);
+    B2 xb = x.to<bfloat16>();
+    B1 wb = w.to<bfloat16>(), bb = b.to<bfloat16>();
+    auto dxb = xb.to(tenet::cuda(0));
+    auto dwb = wb.to(tenet::cuda(0)), dbb = bb.to(tenet::cuda(0));
+    const std::int64_t k0 = kernels();
+    B2 lb = layer_norm(dxb, dwb, dbb, 1e-5);
+    CHECK(kernels() - k0 == 1);
+    check_close(lb, F2(layer_norm(xb.to<float>(), wb.to<float>(), bb.to<float>(), 1e-5)), 1e-2, 2e-2);
+    // bf16's default eps (its epsilon) in both
+    check_close(B2(rms_norm(dxb, dwb)),
+                F2(rms_norm(xb.to<float>(), wb.to<float>(), static_cast<double>(std::numeric_limits<bfloat16>::epsilon()))),
+                1e-2, 2e-2);
+    H2 xh = x.to<float16>();
+    auto wh = w.to<float16>(), bh = b.to<float16>();
+    check_close(H2(layer_norm(xh.to(tenet::cuda(0)), wh.to(tenet::cuda(0)), bh.to(tenet::cuda(0)))),
+                F2(layer_norm(xh.to<float>(), wh.to<float>(), bh.to<float>())), 3e-3, 5e-3);
+  }
+  // two normalized dims, a 3-D input, a residual producer
+  F3 x = randn<float, dyn_shape<3>>(5, 6, 40);
+  F2 w = randn<float, dyn_shape<2>>(6, 40), b = randn<float, dyn_shape<2>>(6, 40);
+  auto dx = x.to(tenet::cuda(0));
+  check_close(F3(layer_norm(dx, w.to(tenet::cuda(0)), b.to(tenet::cuda(0)))), F3(layer_norm(x, w, b)), 1e-4, 1e-4);
+  F1 w1 = randn<float, dyn_shape<1>>(40), b1 = randn<float, dyn_shape<1>>(40);
+  check_close(F3(layer_norm(dx + dx * 0.5f, w1.to(tenet::cuda(0)), b1.to(tenet::cuda(0)))),
+              F3(layer_norm(x + x * 0.5f, w1, b1)), 1e-4, 1e-4);
+  // a weight of the wrong size is a shape_error on the GPU too
+  F1 bad = randn<float, dyn_shape<1>>(39);
+  CHECK_THROWS_AS(F3(rms_norm(dx, bad.to(tenet::cuda(0)))), shape_error);
+}
+
+TEST_CASE("cuda rows: bf16 and fp16 pointwise trees (16-byte vectors, hardware rounding) equal the CPU's") {
+  manual_seed(13);
+  const std::int64_t n = (1 << 16) + 5;  // a tail after the vector groups
+  B1 x = randn<float, dyn_shape<1>>(n).to<bfloat16>();
+  auto dx = x.to(tenet::cuda(0));
+  const bfloat16 a(1.25f), b(0.5f), c(0.75f);
+  // each op rounds to bf16 on both; erf may differ by one float ulp before the rounding
+  check_close(B1(gelu(dx * a + b) * c), B1(gelu(x * a + b) * c), 8e-3, 1e-6);
+  check_close(B1(dx * a + b), B1(x * a + b), 0.0, 0.0);  // exact: one rounding per op on both
+  auto xh = randn<float, dyn_shape<1>>(n).to<float16>();
+  check_close(Tensor<float16, dyn_shape<1>>(xh.to(tenet::cuda(0)) * float16(3.0f) - float16(0.25f)),
+              Tensor<float16, dyn_shape<1>>(xh * float16(3.0f) - float16(0.25f)), 0.0, 0.0);
+  // a misaligned view takes the scalar path
+  auto dv = dx.slice<0>(1, n);
+  check_close(B1(dv * a + b), B1(x.slice<0>(1, n) * a + b), 0.0, 0.0);
+}
+
+TEST_CASE("cuda gemm epilogue: linear + bias (+ relu / tanh-gelu) from the scheduler, one cuBLASLt call") {
+  manual_seed(14);
+  const std::int64_t M = 96, K = 80, N = 72;
+  F2 x = randn<float, dyn_shape<2>>(M, K), w = randn<float, dyn_shape<2>>(N, K);
+  F1 bias = randn<float, dyn_shape<1>>(N);
+  auto dx = x.to(tenet::cuda(0)), dw = w.to(tenet::cuda(0));
+  auto db = bias.to(tenet::cuda(0));
+  auto one_call = [&](auto&& f) {
+    const std::int64_t k0 = kernels();
+    F2 r = f();
+    return std::pair<F2, std::int64_t>(r, kernels() - k0);
+  };
+  {
+    auto [r, k] = one_call([&] { return F2(matmul(dx, dw.transpose<0, 1>()) + db); });
+    CHECK(k == 1);
+    check_close(r, F2(matmul(x, w.transpose<0, 1>()) + bias), 1e-4, 1e-4);
+  }
+  {
+    auto [r, k] = one_call([&] { return F2(db + matmul(dx, dw.transpose<0, 1>())); });
+    CHECK(k == 1);
+    check_close(r, F2(bias + matmul(x, w.transpose<0, 1>())), 1e-4, 1e-4);
+  }
+  {
+    auto [r, k] = one_call([&] { return F2(relu(matmul(dx, dw.transpose<0, 1>()) + db)); });
+    CHECK(k == 1);
+    check_close(r, F2(relu(matmul(x, w.transpose<0, 1>()) + bias)), 1e-4, 1e-4);
+  }
+  {
+    auto [r, k] = one_call([&] { return F2(gelu(matmul(dx, dw.transpose<0, 1>()) + db, approximate_tanh)); });
+    CHECK(k == 1);
+    // (cuBLASLt's GELU may use its own tanh: as test_cuda.cu's linear test, 1e-3)
+    check_close(r, F2(gelu(matmul(x, w.transpose<0, 1>()) + bias, approximate_tanh)), 1e-3, 1e-3);
+  }
+  {
+    // the exact gelu is not cuBLASLt's: GEMM, then one pointwise kernel
+    auto [r, k] = one_call([&] { return F2(gelu(matmul(dx, dw.transpose<0, 1>()) + db)); });
+    CHECK(k == 2);
+    check_close(r, F2(gelu(matmul(x, w.transpose<0, 1>()) + bias)), 1e-4, 1e-4);
+  }
+  // not fusable at run time (GEMM, then the pointwise kernel): a bias of one element (broadcast),
+  // a product of one column broadcast by the bias, relu's maximum with a non-zero scalar
+  F1 b1 = randn<float, dyn_shape<1>>(1);
+  check_close(F2(matmul(dx, dw.transpose<0, 1>()) + b1.to(tenet::cuda(0))), F2(matmul(x, w.transpose<0, 1>()) + b1),
+              1e-4, 1e-4);
+  F2 w1 = randn<float, dyn_shape<2>>(1, K);
+  check_close(F2(matmul(dx, w1.to(tenet::cuda(0)).transpose<0, 1>()) + db), F2(matmul(x, w1.transpose<0, 1>()) + bias),
+              1e-4, 1e-4);
+  {
+    auto [r, k] = one_call([&] { return F2(maximum(matmul(dx, dw.transpose<0, 1>()) + db, 0.5f)); });
+    CHECK(k == 2);
+    check_close(r, F2(maximum(matmul(x, w.transpose<0, 1>()) + bias, 0.5f)), 1e-4, 1e-4);
+  }
+  // bf16: the epilogue runs in fp32 before the one rounding (the unfused tree rounds after each op)
+  B2 xb = x.to<bfloat16>(), wb = w.to<bfloat16>();
+  B1 bb = bias.to<bfloat16>();
+  B2 rb = gelu(matmul(xb.to(tenet::cuda(0)), wb.to(tenet::cuda(0)).transpose<0, 1>()) + bb.to(tenet::cuda(0)),
+               approximate_tanh);
+  check_close(rb, F2(gelu(matmul(xb.to<float>(), wb.to<float>().transpose<0, 1>()) + bb.to<float>(), approximate_tanh)),
+              2e-2, 2e-2);
+  // a non-contiguous x and a contiguous (non-transposed) weight
+  F2 xt = randn<float, dyn_shape<2>>(K, M), wk = randn<float, dyn_shape<2>>(K, N);
+  check_close(F2(matmul(xt.to(tenet::cuda(0)).transpose<0, 1>(), wk.to(tenet::cuda(0))) + db),
+              F2(matmul(xt.transpose<0, 1>(), wk) + bias), 1e-4, 1e-4);
+}
