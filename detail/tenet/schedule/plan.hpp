@@ -94,7 +94,6 @@ struct plan_builder {
   std::map<const void*, plan_value> shared;  // shared values already planned
   std::map<std::string, bool> inputs_seen;
   std::map<std::string, plan_value> cse;  // kernels already planned, by their CSE key (schedule/cse.hpp)
-  std::int64_t cse_hits = 0;
 
   /// The value of a kernel already planned with e's key, if any.
   template <class E>
@@ -103,7 +102,6 @@ struct plan_builder {
     if (!key) return std::nullopt;
     auto it = cse.find(*key);
     if (it == cse.end()) return std::nullopt;
-    ++cse_hits;
     ++plan.cse_hits;
     return it->second;
   }
