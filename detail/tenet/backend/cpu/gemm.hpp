@@ -108,6 +108,20 @@ void pack_b_panel(const T* b, std::int64_t brs, std::int64_t bcs, std::int64_t c
       std::memcpy(dst + k * NR, b + k * brs, static_cast<std::size_t>(cols) * sizeof(T));
       if (cols < NR) std::fill(dst + k * NR + cols, dst + (k + 1) * NR, T(0));
     }
+  } else if (brs == 1) {
+    // B transposed (linear's weight.t()): each column's k-run is contiguous. In blocks of one
+    // cache line of k, the panel rows being written (KB x NR) and the lines being read (one per
+    // column) all stay in L1; a whole-kc column at a time would sweep kc x NR (48 KiB) per column.
+    if (cols < NR) std::fill(dst, dst + kc * NR, T(0));
+    constexpr std::int64_t KB = 64 / sizeof(T);
+    for (std::int64_t k0 = 0; k0 < kc; k0 += KB) {
+      const std::int64_t kb = std::min(KB, kc - k0);
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const T* src = b + j * bcs + k0;
+        T* d = dst + k0 * NR + j;
+        for (std::int64_t t = 0; t < kb; ++t) d[t * NR] = src[t];
+      }
+    }
   } else {
     if (cols < NR) std::fill(dst, dst + kc * NR, T(0));
     for (std::int64_t j = 0; j < cols; ++j) {
