@@ -2,6 +2,7 @@
 // copies, views and casts on the way, in-place rules, and the errors.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <string>
 #include <thread>
 
@@ -213,4 +214,78 @@ TEST_CASE("autograd: the untracked path records nothing", "[autograd]") {
   Tensor<std::int64_t, shape<>> am2 = argmax(x * 1.0);
   CHECK_FALSE(am2.requires_grad());
   CHECK(am() == am2());
+}
+
+TEST_CASE("autograd: gradients of permuted, sliced, selected and strided views", "[autograd]") {
+  using T3 = Tensor<double, dyn_shape<3>>;
+  T3 a({2, 3, 4});
+  for (std::int64_t i = 0; i < 24; ++i) a.data()[i] = 0.1 * static_cast<double>(i + 1);
+  a.requires_grad_();
+  // a permutation covers the base one to one: the gradient is c's values at the permuted places
+  auto p = a.permute<2, 0, 1>();  // [4, 2, 3]
+  T3 c({4, 2, 3});
+  for (std::int64_t i = 0; i < 24; ++i) c.data()[i] = static_cast<double>(i * i % 7) - 3.0;
+  S0 l = sum(p * c);
+  l.backward();
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 3; ++j)
+      for (std::int64_t k = 0; k < 4; ++k) CHECK(a.grad()(i, j, k) == c(k, i, j));
+  a.set_grad({});
+  // a slice with a step, and a select: zeros where the view does not read
+  auto s = a.slice<2>(0, 4, 2);  // [2, 3, 2]: k = 0, 2
+  auto r = a.select<1>(2);       // [2, 4]: j = 2
+  S0 l2 = sum(s * s) + sum(r) * 3.0;
+  l2.backward();
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 3; ++j)
+      for (std::int64_t k = 0; k < 4; ++k) {
+        const double want = (k % 2 == 0 ? 2 * a(i, j, k) : 0.0) + (j == 2 ? 3.0 : 0.0);
+        CHECK(a.grad()(i, j, k) == Approx(want).epsilon(1e-12));
+      }
+  // a transposed weight in a matmul (linear): the weight's gradient in its own layout
+  M w = mat(3, 5), x = mat(4, 5);
+  w.requires_grad_();
+  S0 l3 = sum(matmul(x, w.transpose<0, 1>()) * matmul(x, w.transpose<0, 1>()));
+  l3.backward();
+  M y = matmul(x, w.detach().transpose<0, 1>());  // dl/dw = 2 y^T x
+  for (std::int64_t o = 0; o < 3; ++o)
+    for (std::int64_t i = 0; i < 5; ++i) {
+      double want = 0;
+      for (std::int64_t b = 0; b < 4; ++b) want += 2 * y(b, o) * x(b, i);
+      CHECK(w.grad()(o, i) == Approx(want).epsilon(1e-12));
+    }
+  CHECK(w.grad().is_contiguous());
+}
+
+TEST_CASE("autograd: the backward reads the forward's saved values", "[autograd]") {
+  // relu(x w1^T + b1) runs as one GEMM with an epilogue; the backward takes relu's output from
+  // the forward instead of recomputing the GEMM, so a weight changed after the forward (under
+  // no_grad) does not change the gradients of the layers after it, as with PyTorch's saved
+  // tensors
+  M x = mat(4, 3), w1 = mat(5, 3), w2 = mat(2, 5);
+  V b1 = vec({-3.0, -1.0, 0.5, -8.0, 1.0});
+  for (std::int64_t i = 0; i < 15; ++i) w1.data()[i] = 0.3 * std::sin(1.7 * static_cast<double>(i));
+  w1.requires_grad_();
+  w2.requires_grad_();
+  auto forward = [&] { return sum(matmul(relu(linear(x, w1, b1)), w2.transpose<0, 1>())); };
+  S0 l = forward();
+  l.backward();
+  const M g_ref = w2.grad().clone(), g1_ref = w1.grad().clone();
+  w1.set_grad({});
+  w2.set_grad({});
+  S0 l2 = forward();
+  {
+    const no_grad ng;
+    w1.fill_(0.0);  // after the forward: the saved relu output is what the backward uses
+  }
+  auto& kernels = detail::kernels_launched();
+  kernels = 0;
+  l2.backward();
+  const auto backward_kernels = kernels;
+  for (std::int64_t i = 0; i < 10; ++i) CHECK(w2.grad().data()[i] == g_ref.data()[i]);
+  for (std::int64_t i = 0; i < 15; ++i) CHECK(w1.grad().data()[i] == g1_ref.data()[i]);
+  // sum's gradient broadcast, the GEMM into relu's output, relu's mask on the saved output and
+  // the two weight GEMMs; no forward kernel runs again (recomputing would add the first layer's
+  // GEMM)
+  CHECK(backward_kernels == 5);
 }

@@ -15,6 +15,7 @@
 // gradient tensor given to two inputs is never changed behind one's back).
 #include <algorithm>
 #include <any>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -205,6 +206,53 @@ std::pair<std::int64_t, std::int64_t> offset_span(const sizes_t<R>& sizes, const
   return {lo, hi};
 }
 
+/// True when the view's elements are distinct storage positions (sufficient test: the dims of
+/// size > 1, ordered by stride, each step over the whole extent of the previous ones).
+template <std::size_t R>
+bool view_is_injective(const sizes_t<R>& sizes, const sizes_t<R>& strides) {
+  std::array<std::pair<std::int64_t, std::int64_t>, R> dims{};
+  std::size_t n = 0;
+  for (std::size_t d = 0; d < R; ++d) {
+    if (sizes[d] == 0) return true;
+    if (sizes[d] == 1) continue;
+    if (strides[d] <= 0) return false;
+    dims[n++] = {strides[d], sizes[d]};
+  }
+  std::sort(dims.begin(), dims.begin() + static_cast<std::ptrdiff_t>(n));
+  std::int64_t extent = 1;  // elements spanned by the dims so far
+  for (std::size_t i = 0; i < n; ++i) {
+    if (dims[i].first < extent) return false;
+    extent = dims[i].first * (dims[i].second - 1) + extent;
+  }
+  return true;
+}
+
+/// dst[i0*ds[R-2] + i1*ds[R-1] + ...] = src (contiguous, sizes `sizes`) for every index, the last
+/// two dims in 32 x 32 tiles so that a transposed destination is written a cache line at a time.
+template <class T, std::size_t R>
+void copy_into_strided(const T* src, const sizes_t<R>& sizes, T* dst, const sizes_t<R>& ds) {
+  if constexpr (R == 0) {
+    *dst = *src;
+  } else if constexpr (R == 1) {
+    for (std::int64_t i = 0; i < sizes[0]; ++i) dst[i * ds[0]] = src[i];
+  } else {
+    const std::int64_t rows = sizes[R - 2], cols = sizes[R - 1], s0 = ds[R - 2], s1 = ds[R - 1];
+    sizes_t<R - 2> outer{}, ostr{};
+    for (std::size_t d = 0; d + 2 < R; ++d) outer[d] = sizes[d], ostr[d] = ds[d];
+    constexpr std::int64_t B = 32;
+    for_each_offset(outer, ostr, 0, [&](std::int64_t flat, std::int64_t off) {
+      const T* s = src + flat * rows * cols;
+      T* o = dst + off;
+      for (std::int64_t i0 = 0; i0 < rows; i0 += B)
+        for (std::int64_t j0 = 0; j0 < cols; j0 += B) {
+          const std::int64_t i1 = std::min(rows, i0 + B), j1 = std::min(cols, j0 + B);
+          for (std::int64_t i = i0; i < i1; ++i)
+            for (std::int64_t j = j0; j < j1; ++j) o[i * s0 + j * s1] = s[i * cols + j];
+        }
+    });
+  }
+}
+
 /// The gradient of the base of a view: g (the view's gradient) added at the storage positions the
 /// view reads, read back at the positions the base reads. @post exact for a base whose elements
 /// are distinct storage positions (every tensor but an expanded one).
@@ -212,6 +260,37 @@ template <class T, std::size_t RB, std::size_t RV>
 grad_tensor<T, RB> view_backward(const grad_tensor<T, RV>& g, const sizes_t<RV>& vsizes, const sizes_t<RV>& vstrides,
                                  std::int64_t voffset, const sizes_t<RB>& bsizes, const sizes_t<RB>& bstrides,
                                  std::int64_t boffset) {
+  std::int64_t bn = 1;
+  for (auto s : bsizes) bn *= s;
+  // Fast path: a contiguous base and a view reading distinct positions inside it (transpose,
+  // permute, slice, select, narrow): the base's gradient is g written through the view's strides
+  // into a zeroed base-shaped tensor.
+  if (bstrides == contiguous_strides(bsizes) && view_is_injective(vsizes, vstrides)) {
+    const auto [vlo, vhi] = offset_span(vsizes, vstrides, voffset);
+    if (vlo > vhi) {  // empty view
+      grad_tensor<T, RB> out(bsizes);
+      out.fill_(T(0));
+      return out;
+    }
+    if (vlo >= boffset && vhi < boffset + bn) {
+      std::int64_t vn = 1;
+      for (auto s : vsizes) vn *= s;
+      if (vn == bn) {
+        // the view covers the base one to one; when g is laid out as the view reads the base (a
+        // weight's gradient computed in the weight's layout), g's storage is the answer
+        bool same = true;
+        for (std::size_t d = 0; d < RV; ++d) same = same && (vsizes[d] == 1 || g.strides()[d] == vstrides[d]);
+        if (same)
+          return g.template with_layout<dyn_shape<RB>>(bsizes, contiguous_strides(bsizes),
+                                                       g.offset() + (boffset - voffset));
+      }
+      grad_tensor<T, RB> out(bsizes);
+      if (vn != bn) out.fill_(T(0));
+      const auto gc = g.contiguous();
+      copy_into_strided<T, RV>(gc.data(), vsizes, out.data() + (voffset - boffset), vstrides);
+      return out;
+    }
+  }
   grad_tensor<T, RB> out(bsizes);
   const auto [blo, bhi] = offset_span(bsizes, bstrides, boffset);
   const auto [vlo, vhi] = offset_span(vsizes, vstrides, voffset);

@@ -52,29 +52,44 @@ constexpr bool has_float_tensor_leaf() {
   }
 }
 
+/// What the forward evaluation of a recorded expression computed: every kernel's result keyed by
+/// its subtree (a cse_session's table), and the storages the keys name (kept alive so that no
+/// other tensor can take their addresses). The backward reads its forward values from here
+/// (forward_value in vjp.hpp) instead of recomputing them: these are the saved activations.
+struct saved_forward {
+  cse_table table;
+  std::vector<std::shared_ptr<const void>> retained;
+};
+
 template <class D, class T, std::size_t R>
 struct expr_node final : grad_node {
   std::optional<D> expr;
-  explicit expr_node(D d) : expr(std::move(d)) {}
+  std::shared_ptr<const saved_forward> saved;
+  expr_node(D d, std::shared_ptr<const saved_forward> s) : expr(std::move(d)), saved(std::move(s)) {}
   void apply(const std::any& g) override {
     const value_memo_scope values;
+    const saved_values_scope forward(saved ? &saved->table : nullptr);
     backprop(*expr, std::any_cast<const grad_tensor<T, R>&>(g));
   }
-  void release() override { expr.reset(); }
+  void release() override {
+    expr.reset();
+    saved.reset();
+  }
   std::string name() const override { return "expression"; }
   std::any tangent(jvp_context& ctx) const override {
     if (!expr)
       throw value_error("tenet: jvp: the graph was freed by a backward without retain_graph");
     const value_memo_scope values;
+    const saved_values_scope forward(saved ? &saved->table : nullptr);
     return std::any(grad_tensor<T, R>(exact(ag::tangent(*expr, ctx), expr->sizes())));
   }
 };
 
 /// Makes `result` (the value of e) the output of a new node whose backward is e's VJP.
 template <class E, class T, class S>
-void attach(const E& e, Tensor<T, S>& result) {
+void attach(const E& e, Tensor<T, S>& result, std::shared_ptr<const saved_forward> saved = nullptr) {
   auto d = decompose<autograd_backend>(e);
-  auto n = std::make_shared<expr_node<decltype(d), T, S::rank>>(std::move(d));
+  auto n = std::make_shared<expr_node<decltype(d), T, S::rank>>(std::move(d), std::move(saved));
   for_each_tensor_leaf(e, [&](const auto& leaf) {
     if (!is_tracked(leaf)) return;
     const auto& m = leaf.autograd_meta();
@@ -96,11 +111,16 @@ auto tracked(const E& e, F&& compute) {
   } else {
     if (!grad_mode() || !needs_grad(e)) return compute();
     decltype(compute()) r;
+    auto saved = std::make_shared<saved_forward>();
     {
       const grad_mode_guard off(false);
+      cse_session session;  // every kernel's result, keyed, for the backward
       r = compute();
+      saved->table = std::move(session.table);
+      saved->retained = std::move(session.retained);
+      session.table.clear();
     }
-    attach(e, r);
+    attach(e, r, std::move(saved));
     return r;
   }
 }

@@ -22,6 +22,7 @@
 #include <typeinfo>
 #include <cstdint>
 #include <numbers>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -32,6 +33,7 @@
 #include <tenet/expr/node.hpp>
 #include <tenet/expr/shared.hpp>
 #include <tenet/prims/prim_list.hpp>
+#include <tenet/schedule/cse.hpp>
 #include <tenet/ops.hpp>  // aten::softmax, aten::log_softmax
 #include <tenet/tensor.hpp>
 
@@ -115,8 +117,43 @@ class value_memo_scope {
   value_memo* previous_;
 };
 
+/// The values the forward evaluation of the node being differentiated computed: every kernel's
+/// result keyed by its subtree (schedule/cse.hpp), saved by tracked() in record.hpp (the saved
+/// activations). Inside a cse_session (a compiled training step) the session's table plays this
+/// role. Null when there are none.
+inline const cse_table*& current_saved_values() {
+  thread_local const cse_table* t = nullptr;
+  return t;
+}
+class saved_values_scope {
+ public:
+  explicit saved_values_scope(const cse_table* t) : previous_(current_saved_values()) { current_saved_values() = t; }
+  ~saved_values_scope() { current_saved_values() = previous_; }
+  saved_values_scope(const saved_values_scope&) = delete;
+  saved_values_scope& operator=(const saved_values_scope&) = delete;
+
+ private:
+  const cse_table* previous_;
+};
+
+/// e's value as the forward computed it, when it was a kernel's result there (else nullopt).
+template <class E>
+std::optional<Tensor<value_type_of<E>, dyn_shape<rank_of<E>>>> saved_value(const E& e) {
+  const cse_table* t = current_saved_values();
+  if (!t)
+    if (cse_session* s = cse_session::current()) t = &s->table;
+  if (!t || t->empty()) return std::nullopt;
+  const auto key = cse_key(e);
+  if (!key) return std::nullopt;
+  const auto it = t->find(*key);
+  if (it == t->end()) return std::nullopt;
+  // equal keys begin with equal type tags: the stored value has E's result type
+  return Tensor<value_type_of<E>, dyn_shape<rank_of<E>>>(*static_cast<const Tensor<value_type_of<E>, shape_of<E>>*>(it->second.get()));
+}
+
 /// The value of a subexpression of the stored forward tree: a tensor leaf as a run-time-shaped
-/// tensor, a scalar as itself, a node from its children's values (memoized by address).
+/// tensor, a scalar as itself, a node from its children's values (memoized by address), or the
+/// forward's own value of it when the forward computed it as a kernel.
 template <class E>
 auto forward_value(const E& e) {
   if constexpr (ScalarLeaf<E>) {
@@ -132,6 +169,10 @@ auto forward_value(const E& e) {
     if (memo) {
       auto it = memo->find(key);
       if (it != memo->end()) return std::any_cast<R>(it->second);
+    }
+    if (auto saved = saved_value(e)) {
+      if (memo) memo->emplace(key, *saved);
+      return *saved;
     }
     R r = std::apply([&](const auto&... c) { return R(evaluate_untracked(make_node(e.op, forward_value(c)...))); },
                      e.children);
@@ -197,23 +238,40 @@ grad_tensor<T, R> reduce_to(const Tensor<T, S>& g, const sizes_t<R>& target) {
   for (auto s : target) n *= s;
   std::vector<double> acc(static_cast<std::size_t>(n), 0.0);
   const T* gp = static_cast<const T*>(g.storage()->data);
-  // walk g and the output together
-  sizes_t<Rg> idx{};
-  std::int64_t total = 1;
-  for (auto s : gs) total *= s;
-  std::int64_t goff = g.offset(), ooff = 0;
-  const auto gst = g.strides();
-  for (std::int64_t k = 0; k < total; ++k) {
-    acc[static_cast<std::size_t>(ooff)] += to_double(gp[goff]);
-    for (std::size_t d = Rg; d-- > 0;) {
-      if (++idx[d] < gs[d]) {
-        goff += gst[d];
-        ooff += ostr[d];
-        break;
+  // walk g and the output together: the index walk over all dims but the last, a strided inner
+  // loop over the last (a bias gradient: rows of g added into one row of doubles)
+  if constexpr (Rg > 0) {
+    const auto gst = g.strides();
+    std::int64_t rows = 1;
+    for (std::size_t d = 0; d + 1 < Rg; ++d) rows *= gs[d];
+    const std::int64_t inner = gs[Rg - 1], gsi = gst[Rg - 1], osi = ostr[Rg - 1];
+    if (inner > 0) {
+      sizes_t<Rg> idx{};
+      std::int64_t goff = g.offset(), ooff = 0;
+      double* ap = acc.data();
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const T* src = gp + goff;
+        double* dst = ap + ooff;
+        if (gsi == 1 && osi == 1) {
+          for (std::int64_t j = 0; j < inner; ++j) dst[j] += to_double(src[j]);
+        } else if (osi == 0) {
+          double s = 0;
+          for (std::int64_t j = 0; j < inner; ++j) s += to_double(src[j * gsi]);
+          dst[0] += s;
+        } else {
+          for (std::int64_t j = 0; j < inner; ++j) dst[j * osi] += to_double(src[j * gsi]);
+        }
+        for (std::size_t d = Rg - 1; d-- > 0;) {
+          if (++idx[d] < gs[d]) {
+            goff += gst[d];
+            ooff += ostr[d];
+            break;
+          }
+          goff -= (gs[d] - 1) * gst[d];
+          ooff -= (gs[d] - 1) * ostr[d];
+          idx[d] = 0;
+        }
       }
-      goff -= (gs[d] - 1) * gst[d];
-      ooff -= (gs[d] - 1) * ostr[d];
-      idx[d] = 0;
     }
   }
   T* op = out.data();
@@ -387,11 +445,37 @@ struct vjp_rule<Op> {
     using T = value_type_of<E>;
     const auto& a = std::get<0>(e.children);
     const auto& b = std::get<1>(e.children);
-    const auto av = forward_value(a);
-    const auto bv = forward_value(b);
-    const auto y = make_node(e.op, av, bv);
-    if (needs_grad(a)) backprop(a, binary_rule<Op>::template da<T>(av, bv, y, g));
-    if (needs_grad(b)) backprop(b, binary_rule<Op>::template db<T>(av, bv, y, g));
+    if constexpr (std::is_same_v<Op, prim::add_> || std::is_same_v<Op, prim::sub_>) {
+      // no forward value needed (computing one would recompute a GEMM under a bias add)
+      if (needs_grad(a)) backprop(a, g);
+      if (needs_grad(b)) {
+        if constexpr (std::is_same_v<Op, prim::add_>)
+          backprop(b, g);
+        else
+          backprop(b, pw::neg(g));
+      }
+    } else {
+      if constexpr ((std::is_same_v<Op, prim::maximum_> || std::is_same_v<Op, prim::minimum_>) &&
+                    ScalarLeaf<std::remove_cvref_t<decltype(b)>>) {
+        // against a constant (relu, hardtanh): x wins exactly where the output differs from the
+        // constant's side, so the forward's saved output (a GEMM epilogue's result, whose input
+        // was never stored) decides without recomputing the input
+        if (auto y = saved_value(e)) {
+          if (needs_grad(a)) {
+            if constexpr (std::is_same_v<Op, prim::maximum_>)
+              backprop(a, pw::where(pw::gt(*y, b), g, pw::c<T>(0)));
+            else
+              backprop(a, pw::where(pw::lt(*y, b), g, pw::c<T>(0)));
+          }
+          return;
+        }
+      }
+      const auto av = forward_value(a);
+      const auto bv = forward_value(b);
+      const auto y = make_node(e.op, av, bv);
+      if (needs_grad(a)) backprop(a, binary_rule<Op>::template da<T>(av, bv, y, g));
+      if (needs_grad(b)) backprop(b, binary_rule<Op>::template db<T>(av, bv, y, g));
+    }
   }
 };
 
@@ -630,6 +714,17 @@ struct vjp_rule<prim::matmul_> {
       backprop(a, as_sizes<ra>(da, a.sizes()));
     }
     if (gb) {
+      if constexpr (rb == 2 && rank_of<decltype(a2)> == 2) {
+        // a column-major B (linear's weight.t()): its gradient is computed as (g^T a)^T, a
+        // transposed view of a row-major GEMM result, which is the weight's own layout (the view's
+        // backward then takes it without a copy)
+        const auto bs = bv.sizes(), bst = bv.strides();
+        if (bs[0] > 1 && bs[1] > 1 && bst[0] == 1 && bst[1] == bs[0]) {
+          const auto dbt = value(make_node(prim::matmul_{}, g2.mT(), a2));
+          backprop(b, grad_tensor<value_type_of<E>, 2>(dbt.mT()));
+          return;
+        }
+      }
       auto db = reduce_to<value_type_of<E>, rank_of<decltype(b2)>>(value(make_node(prim::matmul_{}, a2.mT(), g2)),
                                                                     b2.sizes());
       backprop(b, as_sizes<rb>(db, b.sizes()));
