@@ -99,7 +99,7 @@ def mlp_train_step(model, opt, x, y):
 
 
 # workloads that need autograd (run outside inference_mode)
-TRAINING = {"adamw_step_mlp784", "mlp_train_b256_adamw"}
+TRAINING = {"adamw_step_mlp784", "mlp_train_b256_adamw", "mlp_train_b256_adamw_compiled"}
 
 
 def workloads():
@@ -131,6 +131,8 @@ def workloads():
            lambda x, w, b: F.gelu(F.linear(x, w, b)), 2.0 * n ** 3 / 1e9)
     yield ("adamw_step_mlp784", "steps/s", adamw_step_inputs, lambda opt: opt.step(), 1.0)
     yield ("mlp_train_b256_adamw", "steps/s", mlp_train_inputs, mlp_train_step, 1.0)
+    # the same step; tenet's row is its compiled training step (compile + backward_of)
+    yield ("mlp_train_b256_adamw_compiled", "steps/s", mlp_train_inputs, mlp_train_step, 1.0)
     params = resnet_stage1_params()
     yield ("resnet18_stage1_b8", "img/s", lambda: (resnet_param(0, 1.0, 0.0, 8, 3, 224, 224),),
            lambda x: resnet_stage1(x, params), 8.0)

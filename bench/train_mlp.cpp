@@ -1,9 +1,12 @@
-// bench-workloads: adamw_step_mlp784 mlp_train_b256_adamw
+// bench-workloads: adamw_step_mlp784 mlp_train_b256_adamw mlp_train_b256_adamw_compiled
 // Workloads of issue 5's training benchmark: an MLP 784 -> 1024 -> 1024 -> 10 (nn::Linear, relu),
 // fp32, AdamW (lr 1e-3, weight decay 0.01).
 //   adamw_step_mlp784: the optimizer step alone (1.86 M parameters, gradients given), steps/s;
 //   mlp_train_b256_adamw: one training step on a batch of 256 (forward, cross_entropy,
-//                         backward, AdamW step, zero_grad), steps/s.
+//                         backward, AdamW step, zero_grad), steps/s;
+//   mlp_train_b256_adamw_compiled: the same step with forward and backward as one compiled graph
+//                         (tenet::compile of a function returning backward_of(loss)).
+#include <tenet/compile.hpp>
 #include <tenet/tenet.hpp>
 
 #include "harness.hpp"
@@ -53,5 +56,21 @@ int main() {
       bench::do_not_optimize(loss.item());
     });
     bench::report("mlp_train_b256_adamw", "tenet", "steps/s", 1.0 / t);
+  }
+  {
+    MLP model;
+    optim::AdamW opt(model.parameters(), {.lr = 1e-3, .weight_decay = 0.01});
+    auto x = randn<float, shape<dyn, 784>>(256);
+    auto y = randint<std::int64_t, shape<dyn>>(0, 10, 256);
+    auto step = compile([&](const Tensor<float, shape<dyn, 784>>& in, const Tensor<std::int64_t, shape<dyn>>& target) {
+      return backward_of(cross_entropy(model(in), target));
+    }, {.mode = compile_mode::reduce_overhead});
+    const double t = bench::measure([&] {
+      const auto loss = step(x, y);
+      opt.step();
+      opt.zero_grad();
+      bench::do_not_optimize(loss.item());
+    });
+    bench::report("mlp_train_b256_adamw_compiled", "tenet", "steps/s", 1.0 / t);
   }
 }
