@@ -4,15 +4,17 @@
 // The CUDA side of evaluation (nvcc only; included by backend/evaluate.hpp in CUDA translation
 // units). The plan is the CPU's, decomposed for cuda_gpu (native.hpp): decompose -> materialize
 // -> fused pointwise; every pointwise tree becomes one kernel (pointwise.hpp); the non-pointwise
-// nodes run here: reductions (reduce.hpp), matmul (cuBLASLt, gemm.hpp), softmax / log_softmax /
-// layer_norm / rms_norm (one-pass row kernels, rows.hpp). Any other non-pointwise op throws
-// device_error naming it.
+// nodes run here: reductions (reduce.hpp), argmax / argmin and scans (lines.hpp), gather / scatter
+// (indexing.hpp), matmul (cuBLASLt, gemm.hpp), softmax / log_softmax / layer_norm / rms_norm
+// (one-pass row kernels, rows.hpp). Any other non-pointwise op throws device_error naming it.
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
 
 #include <tenet/backend/cuda/gemm.hpp>
+#include <tenet/backend/cuda/indexing.hpp>
+#include <tenet/backend/cuda/lines.hpp>
 #include <tenet/backend/cuda/pointwise.hpp>
 #include <tenet/backend/cuda/reduce.hpp>
 #include <tenet/backend/cuda/rows.hpp>
@@ -24,6 +26,28 @@ template <class Op>
 inline constexpr bool is_reduce_op = false;
 template <class Kind, bool KeepDim, auto... Dims>
 inline constexpr bool is_reduce_op<prim::reduce_<Kind, KeepDim, Dims...>> = true;
+template <class Op>
+inline constexpr bool is_scan_op = false;
+template <class Kind, std::int64_t Dim>
+inline constexpr bool is_scan_op<prim::scan_<Kind, Dim>> = true;
+template <class Op>
+inline constexpr bool is_gather_op = false;
+template <std::int64_t D>
+inline constexpr bool is_gather_op<prim::gather_<D>> = true;
+template <class Op>
+inline constexpr bool is_scatter_op = false;
+template <std::int64_t D, prim::scatter_op O>
+inline constexpr bool is_scatter_op<prim::scatter_<D, O>> = true;
+
+/// t viewed with rank max(R, 1) (a 0-dim tensor as one element of a 1-D one).
+template <class T, class S>
+auto at_least_1d(const Tensor<T, S>& t) {
+  if constexpr (S::rank == 0)
+    return t.template reshape<1>();
+  else
+    return t;
+}
+
 template <class Op>
 struct softmax_kind : std::false_type {};
 template <std::int64_t D>
@@ -225,7 +249,31 @@ void run_into(const E& e, const Out& out) {
   if constexpr (is_reduce_op<Op>) {
     const auto& child = std::get<0>(e.children);
     using C = std::remove_cvref_t<decltype(child)>;
-    run_reduce<typename Op::kind>(out, materialize(child), Op::template mask<C>());
+    if constexpr (prim::is_arg_kind<typename Op::kind>)
+      run_arg_reduce<typename Op::kind>(out, to_tensor(child), Op::template mask<C>());
+    else
+      run_reduce<typename Op::kind>(out, materialize(child), Op::template mask<C>());
+  } else if constexpr (is_scan_op<Op>) {
+    const auto& child = std::get<0>(e.children);
+    using C = std::remove_cvref_t<decltype(child)>;
+    run_scan<typename Op::kind>(out, to_tensor(child), Op::template dim<C>);
+  } else if constexpr (is_gather_op<Op>) {
+    auto x = to_tensor(std::get<0>(e.children));
+    auto idx = to_tensor(std::get<1>(e.children));
+    constexpr std::size_t d = prim::detail_indexing::norm_dim<decltype(x)::rank, Op::dim>();
+    run_gather(at_least_1d(out), at_least_1d(x), at_least_1d(idx), d);
+  } else if constexpr (is_scatter_op<Op>) {
+    auto self = to_tensor(std::get<0>(e.children));
+    auto idx = to_tensor(std::get<1>(e.children));
+    auto src0 = to_tensor(std::get<2>(e.children));
+    // a number (torch.scatter's value form) evaluates to a host tensor: one element to copy over
+    auto src = src0.device() == out.device() ? src0 : src0.to(out.device());
+    constexpr std::size_t d = prim::detail_indexing::norm_dim<decltype(self)::rank, Op::dim>();
+    run_pointwise(out, self);
+    if constexpr (decltype(src)::rank == 0 && decltype(self)::rank != 0)
+      run_scatter<Op::op>(at_least_1d(out), at_least_1d(idx), src, d, e.op.include_self);
+    else
+      run_scatter<Op::op>(at_least_1d(out), at_least_1d(idx), at_least_1d(src), d, e.op.include_self);
   } else if constexpr (std::is_same_v<Op, prim::matmul_>) {
     run_matmul_node(e, out);
   } else if constexpr (softmax_kind<Op>::value) {
