@@ -1,6 +1,6 @@
 // CUDA backend tests, part 3: argmax / argmin, the scans (cumsum, cumprod, cummax / cummin,
-// logcumsumexp), gather / scatter / scatter_add / scatter_reduce / index_select / embedding, and
-// cat / stack of device tensors. Every GPU value is checked against the CPU backend on the same
+// logcumsumexp), gather / scatter / scatter_add / scatter_reduce / index_select / embedding,
+// cat / stack of device tensors, and tenet::autocast. Every GPU value is checked against the CPU backend on the same
 // inputs (exactly for indices, gathers, scatters without arithmetic and integer scans), for fp32,
 // fp64, fp16, bf16 and integers, with transposed (non-contiguous) inputs, empty and size-1 dims,
 // and out-of-range indices (index_error, not a device fault). The main() that skips without a GPU
@@ -236,6 +236,13 @@ TEST_CASE("cuda ops: gather / scatter / scatter_add / scatter_reduce / index_sel
   I1 rows = randint<std::int64_t, dyn_shape<1>>(0, 20, 6);
   check_close(Tensor<float, dyn_shape<2>>(index_add<0>(x.to(gpu), rows.to(gpu), src.to(gpu), 2.0f)),
               Tensor<float, dyn_shape<2>>(index_add<0>(x, rows, src, 2.0f)), 1e-6, 1e-6);
+  auto csrc = randn<float, dyn_shape<2>>(3, 8);
+  I1 crow = randint<std::int64_t, dyn_shape<1>>(0, 20, 3);
+  check_equal(Tensor<float, dyn_shape<2>>(index_copy<0>(x.to(gpu), crow.to(gpu), csrc.to(gpu))),
+              Tensor<float, dyn_shape<2>>(index_copy<0>(x, crow, csrc)));
+  I2 tk = randint<std::int64_t, dyn_shape<2>>(-8, 8, 20, 5);  // negative indices count from the end
+  check_equal(Tensor<float, dyn_shape<2>>(take_along_dim<1>(x.to(gpu), tk.to(gpu))),
+              Tensor<float, dyn_shape<2>>(take_along_dim<1>(x, tk)));
   check_equal(Tensor<float, dyn_shape<2>>(index_fill<1>(x.to(gpu), rows.to(gpu).narrow<0>(0, 2) % 8, -1.5f)),
               Tensor<float, dyn_shape<2>>(index_fill<1>(x, rows.narrow<0>(0, 2) % 8, -1.5f)));
 }
@@ -286,4 +293,74 @@ TEST_CASE("cuda ops: cat / stack of device tensors") {
   check_equal(B2(cat<0>(ab.to(gpu), bb.to(gpu))), B2(cat<0>(ab, bb)));
   // one device per cat
   CHECK_THROWS_AS(F2(cat<0>(da, b)), device_error);
+}
+
+namespace {
+/// True when every element of the GPU tensor g (fp32) is exactly a value of L.
+template <class L>
+bool all_representable(const Tensor<float, dyn_shape<2>>& g) {
+  auto h = g.cpu();
+  for (std::int64_t i = 0; i < h.numel(); ++i) {
+    const float v = h.data()[i];
+    if (static_cast<float>(static_cast<L>(v)) != v) return false;
+  }
+  return true;
+}
+}  // namespace
+
+TEST_CASE("cuda autocast: fp32 matmul and linear + bias run in bf16 / fp16; guards nest and restore") {
+  manual_seed(26);
+  using F1 = Tensor<float, dyn_shape<1>>;
+  using F2 = Tensor<float, dyn_shape<2>>;
+  using D2 = Tensor<double, dyn_shape<2>>;
+  using B2 = Tensor<bfloat16, dyn_shape<2>>;
+  using H2 = Tensor<float16, dyn_shape<2>>;
+  F2 a = randn<float, dyn_shape<2>>(64, 96), b = randn<float, dyn_shape<2>>(96, 80), w = randn<float, dyn_shape<2>>(80, 96);
+  F1 bias = randn<float, dyn_shape<1>>(80);
+  auto da = a.to(gpu), db = b.to(gpu), dw = w.to(gpu);
+  auto dbias = bias.to(gpu);
+  // the references: the CPU's products of the rounded operands, rounded to the low dtype
+  B2 ab = a.to<bfloat16>(), bb = b.to<bfloat16>();
+  F2 ref_b = B2(matmul(ab, bb)).to<float>();
+  H2 ah = a.to<float16>(), bh = b.to<float16>();
+  F2 ref_h = H2(matmul(ah, bh)).to<float>();
+  F2 ref_f = matmul(a, b);
+  CHECK(!is_autocast_enabled());
+  CHECK(!all_representable<bfloat16>(F2(matmul(da, db))));
+  {
+    autocast ac(gpu, dtype::bfloat16);
+    CHECK(is_autocast_enabled());
+    CHECK(get_autocast_dtype() == dtype::bfloat16);
+    F2 y = matmul(da, db);
+    CHECK(all_representable<bfloat16>(y));
+    check_close(y, ref_b, 1e-2, 1e-2);
+    {
+      autocast inner(gpu, dtype::float16);
+      F2 yh = matmul(da, db);
+      CHECK(all_representable<float16>(yh));
+      check_close(yh, ref_h, 2e-3, 2e-3);
+      {
+        autocast off(gpu, dtype::float16, false);
+        check_close(F2(matmul(da, db)), ref_f, 1e-4, 1e-4);
+      }
+      CHECK(get_autocast_dtype() == dtype::float16);
+    }
+    CHECK(get_autocast_dtype() == dtype::bfloat16);
+    // linear + bias (the cuBLASLt epilogue): operands and bias in bf16, one rounding
+    F2 lin = matmul(da, dw.t()) + dbias;
+    CHECK(all_representable<bfloat16>(lin));
+    B2 lin_ref = matmul(ab, B2(w.to<bfloat16>()).t()) + bias.to<bfloat16>();
+    check_close(lin, lin_ref, 2e-2, 2e-2);
+    // a transposed view as an operand
+    check_close(F2(matmul(da, db.t().t())), ref_b, 1e-2, 1e-2);
+    // float64 is not cast; CPU tensors are not affected
+    D2 ad = a.to<double>(), bd = b.to<double>();
+    check_close(D2(matmul(ad.to(gpu), bd.to(gpu))), D2(matmul(ad, bd)), 1e-10, 1e-10);
+    F2 on_cpu = matmul(a, b);
+    check_close(on_cpu.to(gpu), ref_f, 0.0, 0.0);
+  }
+  CHECK(!is_autocast_enabled());
+  CHECK(!all_representable<bfloat16>(F2(matmul(da, db))));
+  CHECK_THROWS_AS(autocast(tenet::cpu, dtype::bfloat16), value_error);
+  CHECK_THROWS_AS(autocast(gpu, dtype::float32), value_error);
 }

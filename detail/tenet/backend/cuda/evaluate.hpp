@@ -12,6 +12,7 @@
 #include <string>
 #include <type_traits>
 
+#include <tenet/autocast.hpp>
 #include <tenet/backend/cuda/gemm.hpp>
 #include <tenet/backend/cuda/indexing.hpp>
 #include <tenet/backend/cuda/lines.hpp>
@@ -185,12 +186,9 @@ void run_matmul(const Tensor<T, SO>& out, Tensor<T, SA> a, Tensor<T, SB> b) {
   }
 }
 
-template <class E, class Out>
-void run_matmul_node(const E& e, const Out& out) {
-  auto a = to_tensor(std::get<0>(e.children));
-  auto b = to_tensor(std::get<1>(e.children));
-  using A = decltype(a);
-  using B = decltype(b);
+/// torch.matmul's 1-D cases mapped onto run_matmul.
+template <class Out, class A, class B>
+void run_matmul_ranks(const Out& out, const A& a, const B& b) {
   if constexpr (A::rank == 1 && B::rank == 1) {
     run_matmul(out.template reshape<1, 1>(), a.template unsqueeze<0>(), b.template unsqueeze<1>());
   } else if constexpr (A::rank == 1) {
@@ -200,6 +198,47 @@ void run_matmul_node(const E& e, const Out& out) {
   } else {
     run_matmul(out, a, b);
   }
+}
+
+/// t converted to L on its device (one pointwise kernel).
+template <class L, class T, class S>
+Tensor<L, S> cast_on_device(const Tensor<T, S>& t) {
+  Tensor<L, S> r(t.sizes(), t.device());
+  run_pointwise(r, cast_to<L>(t));
+  return r;
+}
+
+/// Calls f(L{}) with the autocast dtype L (float16 or bfloat16) when autocast is on and the
+/// operands are float32; false: autocast does not apply (include/tenet/autocast.hpp).
+template <class T, class F>
+bool with_autocast_dtype(F&& f) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& ac = cuda_autocast_slot();
+    if (!ac.enabled) return false;
+    if (ac.low == dtype::bfloat16)
+      f(bfloat16{});
+    else
+      f(float16{});
+    return true;
+  } else {
+    return false;
+  }
+}
+
+template <class E, class Out>
+void run_matmul_node(const E& e, const Out& out) {
+  auto a = to_tensor(std::get<0>(e.children));
+  auto b = to_tensor(std::get<1>(e.children));
+  using T = value_type_of<E>;
+  // autocast: fp32 operands in float16 / bfloat16, the product rounded to it, stored as fp32
+  const bool cast = with_autocast_dtype<T>([&](auto low) {
+    using L = decltype(low);
+    using SO = shape_of<Out>;
+    Tensor<L, SO> tmp(out.sizes(), out.device());
+    run_matmul_ranks(tmp, cast_on_device<L>(a), cast_on_device<L>(b));
+    run_pointwise(out, cast_to<T>(tmp));
+  });
+  if (!cast) run_matmul_ranks(out, a, b);
 }
 
 template <class E, class Out>
@@ -232,6 +271,24 @@ bool try_bias_act_gemm(const E& e, Out& out) {
   auto bv = column_major_view(K, N, b.strides()[0], b.strides()[1]);
   if (!bv.ok) b = b.contiguous(), bv = column_major_view(K, N, b.strides()[0], b.strides()[1]);
   out = Out(es, dev);
+  if (with_autocast_dtype<T>([&](auto low) {
+        // autocast (torch's autocast linear): operands and bias in L, one rounding of act(x w + b) to L
+        using L = decltype(low);
+        const auto al = cast_on_device<L>(a), bl = cast_on_device<L>(b);
+        const auto biasl = cast_on_device<L>(bc);
+        Tensor<L, shape_of<Out>> tmp(es, dev);
+        const epilogue ep = P::kind == bias_act_kind::relu        ? epilogue::bias_relu
+                            : P::kind == bias_act_kind::gelu_tanh ? epilogue::bias_gelu_tanh
+                                                                  : epilogue::bias;
+        const auto alv = column_major_view(M, K, al.strides()[0], al.strides()[1]);  // contiguous copies
+        const auto blv = column_major_view(K, N, bl.strides()[0], bl.strides()[1]);
+        lt_matmul<L>(dev.index, N, M, K, lt_operand{bl.data(), blv.trans, blv.ld, 0},
+                     lt_operand{al.data(), alv.trans, alv.ld, 0}, tmp.data(), N, M * N, 1, biasl.data(), ep);
+        run_pointwise(out, cast_to<T>(tmp));
+      })) {
+    ++kernels_launched();
+    return true;
+  }
   const epilogue ep = P::kind == bias_act_kind::relu        ? epilogue::bias_relu
                       : P::kind == bias_act_kind::gelu_tanh ? epilogue::bias_gelu_tanh
                                                             : epilogue::bias;
