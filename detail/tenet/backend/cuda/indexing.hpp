@@ -6,11 +6,16 @@
 // scatter_reduce, index_add, index_copy, index_fill, one_hot ...).
 //
 // gather: a thread per output element (the output has the index's sizes and is contiguous).
+// gather rows: when the index is constant along the last dim and x is contiguous there
+// (embedding, index_select of an outer dim), a warp per output row copies it (16-byte vectors).
 // scatter: a thread per fiber of the index (the positions that differ only in the indexed dim d).
 // A fiber writes only the matching fiber of the output, so fibers are independent, and inside one
 // the positions run in order along d: the result is deterministic and the same as the CPU
 // backend's (for `replace` the last duplicate along d wins; sums add in index order). The price:
-// the parallelism is the number of fibers, not of index elements.
+// the parallelism is the number of fibers, not of index elements. So scatter_add (sum, include_self)
+// of fp32 / fp64 / int32 / int64 with fewer fibers than 256 per SM and fibers of >= 64 positions
+// uses atomicAdd over every index element instead (the order of float additions is not fixed
+// there, as in torch's CUDA scatter_add).
 // Bounds: every index is checked on the device; a bad one is recorded in a small device buffer
 // (the first thread to find one wins), its fiber (scatter) or element (gather) is not written, and
 // the host reads the buffer after the kernel and throws index_error naming the value, the dim and
@@ -21,6 +26,7 @@
 #include <type_traits>
 
 #include <tenet/backend/cuda/pointwise.hpp>
+#include <tenet/backend/cuda/rows.hpp>  // aligned16
 #include <tenet/backend/cuda/runtime.hpp>
 #include <tenet/prims/indexing.hpp>
 #include <tenet/prims/reduce.hpp>
@@ -85,6 +91,43 @@ __global__ void gather_kernel(T* __restrict__ out, const T* __restrict__ x, cons
   }
 }
 
+/// Rows: the index is constant along the last dim (stride 0) and x is contiguous there (embedding,
+/// index_select along an outer dim): a warp per output row reads its index once and copies the
+/// row, with 16-byte vectors when `vec`.
+template <class T, class I, std::size_t R>
+__global__ void gather_rows_kernel(T* __restrict__ out, const T* __restrict__ x, const I* __restrict__ idx,
+                                   gather_layout<R> L, std::int64_t rows, std::int64_t len, bool vec,
+                                   index_fault fault) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x >> 5);
+  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows;
+       r += warps) {
+    std::int64_t rem = r, xo = 0, io = 0;
+    for (int k = static_cast<int>(R) - 2; k >= 0; --k) {
+      const std::int64_t q = rem / L.sz[k];
+      const std::int64_t c = rem - q * L.sz[k];
+      rem = q;
+      io += c * L.is[k];
+      if (k != L.d) xo += c * L.xs[k];
+    }
+    const std::int64_t v = static_cast<std::int64_t>(idx[io]);
+    if (v < 0 || v >= L.n) {
+      if (lane == 0) fault.note(v);
+      continue;
+    }
+    const T* src = x + xo + v * L.xs[L.d];
+    T* dst = out + r * len;
+    if (vec) {
+      constexpr int N = 16 / sizeof(T);
+      const uint4* s4 = reinterpret_cast<const uint4*>(src);
+      uint4* d4 = reinterpret_cast<uint4*>(dst);
+      for (std::int64_t j = lane; j < len / N; j += 32) d4[j] = s4[j];
+    } else {
+      for (std::int64_t j = lane; j < len; j += 32) dst[j] = src[j];
+    }
+  }
+}
+
 /// out (contiguous, idx's sizes) = gather(x, d, idx); x and idx any strides, rank >= 1.
 template <class T, class SO, class SX, class I, class SI>
 void run_gather(const Tensor<T, SO>& out, const Tensor<T, SX>& x, const Tensor<I, SI>& idx, std::size_t d) {
@@ -98,6 +141,20 @@ void run_gather(const Tensor<T, SO>& out, const Tensor<T, SX>& x, const Tensor<I
   L.d = static_cast<int>(d);
   L.n = x.sizes()[d];
   const fault_buffer fb(dev);
+  if constexpr (R >= 2) {
+    const std::int64_t len = L.sz[R - 1];
+    if (d != R - 1 && L.is[R - 1] == 0 && L.xs[R - 1] == 1 && len >= 32) {
+      bool vec = sizeof(T) <= 16 && (len * sizeof(T)) % 16 == 0 && aligned16(x.data()) && aligned16(out.data());
+      for (std::size_t k = 0; k + 1 < R; ++k)
+        if ((L.xs[k] * static_cast<std::int64_t>(sizeof(T))) % 16 != 0) vec = false;
+      const std::int64_t rows = total / len;
+      gather_rows_kernel<T, I, R><<<grid_for(rows * 32, 256, dev.index), 256, 0, current_stream()>>>(
+          out.data(), x.data(), idx.data(), L, rows, len, vec, fb.slot());
+      check_launch("the gather kernel launch");
+      fb.throw_if_any("gather", d, L.n);
+      return;
+    }
+  }
   gather_kernel<T, I, R><<<grid_for(total, 256, dev.index), 256, 0, current_stream()>>>(out.data(), x.data(), idx.data(),
                                                                                        L, total, fb.slot());
   check_launch("the gather kernel launch");
@@ -162,6 +219,38 @@ __global__ void scatter_kernel(T* __restrict__ out, const I* __restrict__ idx, c
   }
 }
 
+/// scatter_add with atomics (few fibers): a thread per index element adds its value at its
+/// position; the order of the additions is not fixed (as torch's CUDA scatter_add).
+template <class T, class I, std::size_t R>
+__global__ void scatter_add_atomic_kernel(T* __restrict__ out, const I* __restrict__ idx, const T* __restrict__ src,
+                                          scatter_layout<R> L, const std::int64_t* __restrict__ isz,
+                                          std::int64_t total, index_fault fault) {
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t p = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += step) {
+    std::int64_t rem = p, oo = 0, io = 0, so = 0;
+    for (int k = static_cast<int>(R) - 1; k >= 0; --k) {
+      const std::int64_t n = k == L.d ? L.len : L.sz[k];
+      const std::int64_t q = rem / n;
+      const std::int64_t c = rem - q * n;
+      rem = q;
+      if (k != L.d) oo += c * L.os[k];
+      io += c * L.is[k];
+      so += c * L.ss[k];
+    }
+    const std::int64_t v = static_cast<std::int64_t>(idx[io]);
+    if (v < 0 || v >= L.n) {
+      fault.note(v);
+      continue;
+    }
+    T* dst = out + oo + v * L.os[L.d];
+    if constexpr (std::is_same_v<T, std::int64_t>)
+      atomicAdd(reinterpret_cast<unsigned long long*>(dst), static_cast<unsigned long long>(src[so]));
+    else
+      atomicAdd(dst, src[so]);
+  }
+  (void)isz;
+}
+
 /// scatter_reduce's mean: the positions that received values divided by their number (+1 with
 /// include_self); floor division for integers.
 template <class T>
@@ -218,6 +307,19 @@ void run_scatter(const Tensor<T, SO>& out, const Tensor<I, SI>& idx, const Tenso
   else if constexpr (Op == prim::scatter_op::amin) ident = prim::amin_kind::identity<C>();
   const bool reset = Op != prim::scatter_op::replace && !include_self;
   const fault_buffer fb(dev);
+  constexpr bool atomic_ok = Op == prim::scatter_op::sum &&
+                             (std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                              std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>);
+  if constexpr (atomic_ok) {
+    // few fibers for the card and long ones: atomics over every index element instead
+    if (!reset && fibers < static_cast<std::int64_t>(sm_count(dev.index)) * 256 && len >= 64) {
+      scatter_add_atomic_kernel<T, I, R><<<grid_for(fibers * len, 256, dev.index), 256, 0, s>>>(
+          out.data(), idx.data(), src.data(), L, nullptr, fibers * len, fb.slot());
+      check_launch("the scatter_add kernel launch");
+      fb.throw_if_any(prim::scatter_<0, Op>::name.data(), d, n);
+      return;
+    }
+  }
   scatter_kernel<Op, T, I, R><<<grid_for(fibers, 128, dev.index), 128, 0, s>>>(
       out.data(), idx.data(), src.data(), mean ? count.data() : nullptr, L, fibers, reset, static_cast<T>(ident),
       fb.slot());
