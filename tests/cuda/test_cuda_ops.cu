@@ -275,7 +275,7 @@ TEST_CASE("cuda ops: out-of-range indices are index_error, and the device stays 
   tenet::cuda::synchronize();
 }
 
-TEST_CASE("cuda ops: cat / stack of device tensors") {
+TEST_CASE("cuda ops: cat / stack of device tensors, tril / triu") {
   manual_seed(25);
   using F2 = Tensor<float, dyn_shape<2>>;
   using B2 = Tensor<bfloat16, dyn_shape<2>>;
@@ -294,6 +294,9 @@ TEST_CASE("cuda ops: cat / stack of device tensors") {
   check_equal(B2(cat<0>(ab.to(gpu), bb.to(gpu))), B2(cat<0>(ab, bb)));
   // one device per cat
   CHECK_THROWS_AS(F2(cat<0>(da, b)), device_error);
+  // tril / triu: their position masks are made on the input's device
+  check_equal(F2(tril(da)), F2(tril(a)));
+  check_equal(F2(triu(da, 1)), F2(triu(a, 1)));
 }
 
 namespace {
