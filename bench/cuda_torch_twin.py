@@ -97,6 +97,29 @@ def main():
         [("torch eager", lambda: F.layer_norm(xb, (c,), w, b)), ("torch.compile", lambda: ln(xb))])
     del xb
 
+    # bench/cuda_ops.cu: line and indexing ops (eager only: single ATen kernels)
+    for dtype, name in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):
+        xo = torch.randn(r, c, device=dev, dtype=dtype)
+        size = xo.element_size()
+        run(f"cumsum_8192x4096_{name}", "GB/s", 2 * r * c * size / 1e9,
+            [("torch eager", lambda: torch.cumsum(xo, 1))])
+        run(f"argmax_8192x4096_{name}", "GB/s", r * c * size / 1e9,
+            [("torch eager", lambda: torch.argmax(xo, 1))])
+        del xo
+    ne, d, bt, t = 50000, 1024, 64, 128
+    we = torch.randn(ne, d, device=dev, dtype=torch.bfloat16)
+    ids = torch.randint(0, ne, (bt, t), device=dev)
+    run("embedding_64x128_50000x1024_bf16", "GB/s", (2 * bt * t * d * 2 + bt * t * 8) / 1e9,
+        [("torch eager", lambda: F.embedding(ids, we))])
+    del we
+    xg = torch.randn(r, c, device=dev)
+    ig = torch.randint(0, c, (r, c), device=dev)
+    run("gather_dim1_8192x4096_fp32", "GB/s", r * c * (4 + 8 + 4) / 1e9,
+        [("torch eager", lambda: torch.gather(xg, 1, ig))])
+    run("scatter_add_dim1_8192x4096_fp32", "GB/s", r * c * (4 + 8 + 4 + 4 + 4) / 1e9,
+        [("torch eager", lambda: torch.scatter_add(xg, 1, ig, xg))])
+    del xg, ig
+
     m = 8192
     a = torch.randn(m, m, device=dev, dtype=torch.bfloat16)
     bm = torch.randn(m, m, device=dev, dtype=torch.bfloat16)

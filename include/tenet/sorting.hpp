@@ -44,11 +44,12 @@ template <std::size_t R>
 using ones_shape = decltype(ones_shape_impl<R>(std::make_index_sequence<R>{}));
 
 /// The int64 sequence 0, 1, ..., n-1 laid along dim D of a rank-R shape (extent 1 elsewhere), to
-/// broadcast against a tensor of rank R.
+/// broadcast against a tensor of rank R on device `dev` (made on the host, copied there).
 template <std::size_t D, std::size_t R>
-auto iota_along(std::int64_t n) {
+auto iota_along(std::int64_t n, device dev = tenet::cpu) {
   using S = set_extent_t<ones_shape<R>, D, dyn>;
-  const Tensor<std::int64_t, shape<dyn>> v = make_node(prim::iota_<std::int64_t>{n, 0, 1});
+  Tensor<std::int64_t, shape<dyn>> v = make_node(prim::iota_<std::int64_t>{n, 0, 1});
+  if (dev != v.device()) v = v.to(dev);
   sizes_t<R> sizes{}, strides{};
   for (std::size_t i = 0; i < R; ++i) sizes[i] = 1, strides[i] = 1;
   sizes[D] = n;
@@ -278,7 +279,7 @@ auto mode_impl(const X& x) {
   const std::int64_t n = x.sizes()[d];
   if (n == 0) throw_empty_dim("mode", d);
   auto s = sort_both<D>(x, false);
-  const auto pos = iota_along<d, R>(n);
+  const auto pos = iota_along<d, R>(n, s.values.device());
   // a run of equal values starts where the sorted line changes
   const auto prev = cat<D>(s.values.template narrow<D>(0, 1), s.values.template narrow<D>(0, n - 1));
   auto starts = logical_or(eq(pos, std::int64_t{0}), ne(s.values, prev));
@@ -332,8 +333,9 @@ auto triangle(const X& x, std::int64_t diagonal) {
   static_assert(R >= 2, "tenet: tril/triu need a tensor of rank >= 2 (a matrix or a batch of matrices)");
   using T = value_type_of<X>;
   const auto s = x.sizes();
-  const auto rows = iota_along<R - 2, R>(s[R - 2]);
-  const auto cols = iota_along<R - 1, R>(s[R - 1]);
+  const device dev = expr_device(x);  // the masks live where x does
+  const auto rows = iota_along<R - 2, R>(s[R - 2], dev);
+  const auto cols = iota_along<R - 1, R>(s[R - 1], dev);
   // tril keeps col - row <= diagonal, triu keeps col - row >= diagonal
   auto shifted = make_node(prim::add_{}, rows, scalar<std::int64_t>{diagonal});
   auto keep = [&] {

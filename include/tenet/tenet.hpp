@@ -2,6 +2,7 @@
 #define TENET_PUBLIC_HEADER_INCLUDED 1
 // tenet: PyTorch 2.0 at C++ compile time. The one header users include.
 #include <tenet/activations.hpp>
+#include <tenet/autocast.hpp>
 #include <tenet/autograd.hpp>
 #include <tenet/compile.hpp>
 #include <tenet/conv.hpp>

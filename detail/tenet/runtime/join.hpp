@@ -1,8 +1,8 @@
 #pragma once
 #include <tenet/detail_check.hpp>
 #include <tenet/config.hpp>
-// cat, stack (evaluate now: the concatenate prim copies each input into its slice of the result),
-// split and chunk (views).
+// cat, stack (evaluate now: each input is copied into its slice of the result, which is allocated
+// on the first input's device), split and chunk (views).
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -84,7 +84,11 @@ auto cat(const X0& x0, const X&... xs) {
   };
   sizes[d] = x0.sizes()[d];
   (add(xs), ...);
-  Tensor<T, S> out(sizes);
+  // on the first input's device (a mixed cat throws device_error when a slice is written); an
+  // input without tensors (arange ...) takes the default device
+  bool leaf = false;
+  detail::visit_leaves(x0, [&](const auto& t) { leaf = leaf || t.defined(); });
+  Tensor<T, S> out(sizes, leaf ? detail::expr_device(x0) : default_device());
   std::int64_t at = 0;
   detail::copy_into_slice<d>(out, at, x0);
   (detail::copy_into_slice<d>(out, at, xs), ...);
@@ -102,7 +106,7 @@ auto cat(const std::vector<Tensor<T, S>>& xs) {
     detail::check_cat_sizes(xs[0].sizes(), x.sizes(), d);
     sizes[d] += x.sizes()[d];
   }
-  Tensor<T, S2> out(sizes);
+  Tensor<T, S2> out(sizes, xs[0].device());
   std::int64_t at = 0;
   for (auto& x : xs) detail::copy_into_slice<d>(out, at, x);
   return out;

@@ -4,15 +4,18 @@
 // The CUDA side of evaluation (nvcc only; included by backend/evaluate.hpp in CUDA translation
 // units). The plan is the CPU's, decomposed for cuda_gpu (native.hpp): decompose -> materialize
 // -> fused pointwise; every pointwise tree becomes one kernel (pointwise.hpp); the non-pointwise
-// nodes run here: reductions (reduce.hpp), matmul (cuBLASLt, gemm.hpp), softmax / log_softmax /
-// layer_norm / rms_norm (one-pass row kernels, rows.hpp). Any other non-pointwise op throws
-// device_error naming it.
+// nodes run here: reductions (reduce.hpp), argmax / argmin and scans (lines.hpp), gather / scatter
+// (indexing.hpp), matmul (cuBLASLt, gemm.hpp), softmax / log_softmax / layer_norm / rms_norm
+// (one-pass row kernels, rows.hpp). Any other non-pointwise op throws device_error naming it.
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
 
+#include <tenet/autocast.hpp>
 #include <tenet/backend/cuda/gemm.hpp>
+#include <tenet/backend/cuda/indexing.hpp>
+#include <tenet/backend/cuda/lines.hpp>
 #include <tenet/backend/cuda/pointwise.hpp>
 #include <tenet/backend/cuda/reduce.hpp>
 #include <tenet/backend/cuda/rows.hpp>
@@ -24,6 +27,28 @@ template <class Op>
 inline constexpr bool is_reduce_op = false;
 template <class Kind, bool KeepDim, auto... Dims>
 inline constexpr bool is_reduce_op<prim::reduce_<Kind, KeepDim, Dims...>> = true;
+template <class Op>
+inline constexpr bool is_scan_op = false;
+template <class Kind, std::int64_t Dim>
+inline constexpr bool is_scan_op<prim::scan_<Kind, Dim>> = true;
+template <class Op>
+inline constexpr bool is_gather_op = false;
+template <std::int64_t D>
+inline constexpr bool is_gather_op<prim::gather_<D>> = true;
+template <class Op>
+inline constexpr bool is_scatter_op = false;
+template <std::int64_t D, prim::scatter_op O>
+inline constexpr bool is_scatter_op<prim::scatter_<D, O>> = true;
+
+/// t viewed with rank max(R, 1) (a 0-dim tensor as one element of a 1-D one).
+template <class T, class S>
+auto at_least_1d(const Tensor<T, S>& t) {
+  if constexpr (S::rank == 0)
+    return t.template reshape<1>();
+  else
+    return t;
+}
+
 template <class Op>
 struct softmax_kind : std::false_type {};
 template <std::int64_t D>
@@ -161,12 +186,9 @@ void run_matmul(const Tensor<T, SO>& out, Tensor<T, SA> a, Tensor<T, SB> b) {
   }
 }
 
-template <class E, class Out>
-void run_matmul_node(const E& e, const Out& out) {
-  auto a = to_tensor(std::get<0>(e.children));
-  auto b = to_tensor(std::get<1>(e.children));
-  using A = decltype(a);
-  using B = decltype(b);
+/// torch.matmul's 1-D cases mapped onto run_matmul.
+template <class Out, class A, class B>
+void run_matmul_ranks(const Out& out, const A& a, const B& b) {
   if constexpr (A::rank == 1 && B::rank == 1) {
     run_matmul(out.template reshape<1, 1>(), a.template unsqueeze<0>(), b.template unsqueeze<1>());
   } else if constexpr (A::rank == 1) {
@@ -176,6 +198,47 @@ void run_matmul_node(const E& e, const Out& out) {
   } else {
     run_matmul(out, a, b);
   }
+}
+
+/// t converted to L on its device (one pointwise kernel).
+template <class L, class T, class S>
+Tensor<L, S> cast_on_device(const Tensor<T, S>& t) {
+  Tensor<L, S> r(t.sizes(), t.device());
+  run_pointwise(r, cast_to<L>(t));
+  return r;
+}
+
+/// Calls f(L{}) with the autocast dtype L (float16 or bfloat16) when autocast is on and the
+/// operands are float32; false: autocast does not apply (include/tenet/autocast.hpp).
+template <class T, class F>
+bool with_autocast_dtype(F&& f) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& ac = cuda_autocast_slot();
+    if (!ac.enabled) return false;
+    if (ac.low == dtype::bfloat16)
+      f(bfloat16{});
+    else
+      f(float16{});
+    return true;
+  } else {
+    return false;
+  }
+}
+
+template <class E, class Out>
+void run_matmul_node(const E& e, const Out& out) {
+  auto a = to_tensor(std::get<0>(e.children));
+  auto b = to_tensor(std::get<1>(e.children));
+  using T = value_type_of<E>;
+  // autocast: fp32 operands in float16 / bfloat16, the product rounded to it, stored as fp32
+  const bool cast = with_autocast_dtype<T>([&](auto low) {
+    using L = decltype(low);
+    using SO = shape_of<Out>;
+    Tensor<L, SO> tmp(out.sizes(), out.device());
+    run_matmul_ranks(tmp, cast_on_device<L>(a), cast_on_device<L>(b));
+    run_pointwise(out, cast_to<T>(tmp));
+  });
+  if (!cast) run_matmul_ranks(out, a, b);
 }
 
 template <class E, class Out>
@@ -208,6 +271,24 @@ bool try_bias_act_gemm(const E& e, Out& out) {
   auto bv = column_major_view(K, N, b.strides()[0], b.strides()[1]);
   if (!bv.ok) b = b.contiguous(), bv = column_major_view(K, N, b.strides()[0], b.strides()[1]);
   out = Out(es, dev);
+  if (with_autocast_dtype<T>([&](auto low) {
+        // autocast (torch's autocast linear): operands and bias in L, one rounding of act(x w + b) to L
+        using L = decltype(low);
+        const auto al = cast_on_device<L>(a), bl = cast_on_device<L>(b);
+        const auto biasl = cast_on_device<L>(bc);
+        Tensor<L, shape_of<Out>> tmp(es, dev);
+        const epilogue ep = P::kind == bias_act_kind::relu        ? epilogue::bias_relu
+                            : P::kind == bias_act_kind::gelu_tanh ? epilogue::bias_gelu_tanh
+                                                                  : epilogue::bias;
+        const auto alv = column_major_view(M, K, al.strides()[0], al.strides()[1]);  // contiguous copies
+        const auto blv = column_major_view(K, N, bl.strides()[0], bl.strides()[1]);
+        lt_matmul<L>(dev.index, N, M, K, lt_operand{bl.data(), blv.trans, blv.ld, 0},
+                     lt_operand{al.data(), alv.trans, alv.ld, 0}, tmp.data(), N, M * N, 1, biasl.data(), ep);
+        run_pointwise(out, cast_to<T>(tmp));
+      })) {
+    ++kernels_launched();
+    return true;
+  }
   const epilogue ep = P::kind == bias_act_kind::relu        ? epilogue::bias_relu
                       : P::kind == bias_act_kind::gelu_tanh ? epilogue::bias_gelu_tanh
                                                             : epilogue::bias;
@@ -225,7 +306,31 @@ void run_into(const E& e, const Out& out) {
   if constexpr (is_reduce_op<Op>) {
     const auto& child = std::get<0>(e.children);
     using C = std::remove_cvref_t<decltype(child)>;
-    run_reduce<typename Op::kind>(out, materialize(child), Op::template mask<C>());
+    if constexpr (prim::is_arg_kind<typename Op::kind>)
+      run_arg_reduce<typename Op::kind>(out, to_tensor(child), Op::template mask<C>());
+    else
+      run_reduce<typename Op::kind>(out, materialize(child), Op::template mask<C>());
+  } else if constexpr (is_scan_op<Op>) {
+    const auto& child = std::get<0>(e.children);
+    using C = std::remove_cvref_t<decltype(child)>;
+    run_scan<typename Op::kind>(out, to_tensor(child), Op::template dim<C>);
+  } else if constexpr (is_gather_op<Op>) {
+    auto x = to_tensor(std::get<0>(e.children));
+    auto idx = to_tensor(std::get<1>(e.children));
+    constexpr std::size_t d = prim::detail_indexing::norm_dim<decltype(x)::rank, Op::dim>();
+    run_gather(at_least_1d(out), at_least_1d(x), at_least_1d(idx), d);
+  } else if constexpr (is_scatter_op<Op>) {
+    auto self = to_tensor(std::get<0>(e.children));
+    auto idx = to_tensor(std::get<1>(e.children));
+    auto src0 = to_tensor(std::get<2>(e.children));
+    // a number (torch.scatter's value form) evaluates to a host tensor: one element to copy over
+    auto src = src0.device() == out.device() ? src0 : src0.to(out.device());
+    constexpr std::size_t d = prim::detail_indexing::norm_dim<decltype(self)::rank, Op::dim>();
+    run_pointwise(out, self);
+    if constexpr (decltype(src)::rank == 0 && decltype(self)::rank != 0)
+      run_scatter<Op::op>(at_least_1d(out), at_least_1d(idx), src, d, e.op.include_self);
+    else
+      run_scatter<Op::op>(at_least_1d(out), at_least_1d(idx), at_least_1d(src), d, e.op.include_self);
   } else if constexpr (std::is_same_v<Op, prim::matmul_>) {
     run_matmul_node(e, out);
   } else if constexpr (softmax_kind<Op>::value) {

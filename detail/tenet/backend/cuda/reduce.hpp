@@ -148,8 +148,9 @@ __global__ void reduce_parts_kernel(OutT* __restrict__ out, const A* __restrict_
 template <class Kind, class OutT, class OS, class C, std::size_t Rin>
 void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bool, Rin>& mask_in) {
   if constexpr (prim::is_arg_kind<Kind>) {
-    throw device_error(std::string("tenet: ") + std::string(Kind::name) +
-                       " is not implemented on CUDA yet (run it on the CPU: t.cpu())");
+    // argmax / argmin run in lines.hpp (run_arg_reduce); evaluate.hpp never sends them here
+    throw device_error(std::string("tenet: internal: ") + std::string(Kind::name) +
+                       " reached the CUDA value-reduction kernel");
   } else {
     constexpr std::size_t R = Rin == 0 ? 1 : Rin;
     using T = value_type_of<C>;
