@@ -8,8 +8,8 @@
 // reduced dims last, each group coalesced; the input is a pointwise tree, so an elementwise
 // producer (`var(x * s)`) is fused. The reduced values of one output are taken in chunks of
 // `var_chunk` elements copied into a small buffer that stays in L1; each chunk gets two passes
-// over that buffer (its sum, then the sum of squared deviations from its mean, corrected for the
-// rounding of the mean: no cancellation of E[x^2] - E[x]^2), and chunk results are merged with
+// (its sum, taken while it is copied; then, over the buffer, the sum of squared deviations from
+// its mean, corrected for the rounding of the mean: no cancellation of E[x^2] - E[x]^2), and chunk results are merged with
 // Chan's formula in double in a fixed order. When there are fewer outputs than threads the
 // reduced range is also split into parts per thread, merged the same way, so the input is read
 // from memory once and the result does not depend on the thread count for a given split.
@@ -48,23 +48,16 @@ struct moments {
   }
 };
 
-/// The moments of x[0, n) (n > 0), two passes over x.
+/// The moments of x[0, n) (n > 0) whose sum s the caller took while filling x (pass 1); pass 2
+/// reads x again (in L1).
 template <class T>
-moments chunk_moments(const T* x, std::int64_t n) {
+moments chunk_moments(const T* x, std::int64_t n, double s) {
   using B = xsimd::batch<T>;
   constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
   std::int64_t i = 0;
-  B s0(T(0)), s1(T(0));
-  for (; i + 2 * W <= n; i += 2 * W) {
-    s0 += B::load_unaligned(x + i);
-    s1 += B::load_unaligned(x + i + W);
-  }
-  double s = static_cast<double>(hsum(s0 + s1));
-  for (; i < n; ++i) s += static_cast<double>(x[i]);
   const T m = static_cast<T>(s / static_cast<double>(n));
   const B bm(m);
   B d0(T(0)), d1(T(0)), q0(T(0)), q1(T(0));
-  i = 0;
   for (; i + 2 * W <= n; i += 2 * W) {
     const B a = B::load_unaligned(x + i) - bm, b = B::load_unaligned(x + i + W) - bm;
     d0 += a;
@@ -174,6 +167,9 @@ void run_var(const Tensor<T, OS>& out, const C& child, const std::array<bool, Ri
     alignas(64) T buf[var_chunk];
     std::int64_t filled = 0;
     moments acc;
+    using B = xsimd::batch<T>;
+    B vsum(T(0));       // the chunk's sum, taken while it is copied (pass 1)
+    double ssum = 0;  // its scalar part
     const std::int64_t b = j * chunk, e = std::min(N, b + chunk);
     index_t idx{};
     std::int64_t rem = k;
@@ -193,17 +189,26 @@ void run_var(const Tensor<T, OS>& out, const C& child, const std::array<bool, Ri
       const std::int64_t stop = std::min({L, col + (e - pos), col + (var_chunk - filled)});
       std::int64_t i = col;
       if constexpr (tree_t::simd && !tree_t::mask && std::is_same_v<typename tree_t::lane, T>) {
-        using B = xsimd::batch<T>;
         constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
         if (t.unit_inner())
-          for (; i + W <= stop; i += W) t.template load<B>(i).store_unaligned(buf + filled + (i - col));
+          for (; i + W <= stop; i += W) {
+            const B v = t.template load<B>(i);
+            v.store_unaligned(buf + filled + (i - col));
+            vsum += v;
+          }
       }
-      for (; i < stop; ++i) buf[filled + (i - col)] = static_cast<T>(t.get(i));
+      for (; i < stop; ++i) {
+        const T v = static_cast<T>(t.get(i));
+        buf[filled + (i - col)] = v;
+        ssum += static_cast<double>(v);
+      }
       filled += stop - col;
       pos += stop - col;
       if (filled == var_chunk || pos == e) {
-        acc.merge(chunk_moments(buf, filled));
+        acc.merge(chunk_moments(buf, filled, static_cast<double>(hsum(vsum)) + ssum));
         filled = 0;
+        vsum = B(T(0));
+        ssum = 0;
       }
     }
     parts[static_cast<std::size_t>(item)] = acc;
