@@ -112,6 +112,8 @@ def workloads():
     n = 4096
     yield ("softmax_4096x4096", "GB/s", lambda: (torch.randn(n, n),),
            lambda x: torch.softmax(x, dim=-1), 8.0 * n * n / 1e9)
+    yield ("var_4096x4096", "GB/s", lambda: (torch.randn(n, n),),
+           lambda x: torch.var(x, dim=-1), 4.0 * n * n / 1e9)
     n = 2048
     yield ("sgemm_2048", "GFLOP/s", lambda: (torch.randn(n, n), torch.randn(n, n)),
            lambda a, b: a @ b, 2.0 * n ** 3 / 1e9)

@@ -238,7 +238,13 @@ TEST_CASE("compile: every mode returns the eager values", "[compile]") {
     auto f = compile(model, {.mode = mode});
     for (int call = 0; call < 3; ++call) {
       M2 y = f(x);
-      require_equal(y, eager);
+      // a tuned GEMM blocking with another kc sums K in other blocks: equal to rounding only
+      const bool exact = mode != compile_mode::max_autotune ||
+                         f.tuned_blocking().kc == detail::cpu::gemm_blocking_candidates<float>()[0].kc;
+      if (exact)
+        require_equal(y, eager);
+      else
+        CHECK(max_abs_diff(y, eager) < 1e-4);
     }
     CHECK(f.stats().calls == 3);
     CHECK(f.stats().plans == 1);
@@ -248,7 +254,10 @@ TEST_CASE("compile: every mode returns the eager values", "[compile]") {
       CHECK(f.stats().arena_misses == 0);
       CHECK(f.arena_bytes() > 0);
     }
-    if (mode == compile_mode::max_autotune) CHECK(f.tuned_threads() >= 1);
+    if (mode == compile_mode::max_autotune) {
+      CHECK(f.tuned_threads() >= 1);
+      CHECK(f.tuned_blocking().kc > 0);  // the plan has GEMMs: a blocking was chosen
+    }
   }
 }
 

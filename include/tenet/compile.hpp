@@ -24,8 +24,11 @@
 //     with no allocation (what CUDA graphs' static memory pool does for torch on a GPU). Results
 //     are never in the arena: they are fresh tensors the caller owns.
 //     max_autotune: reduce_overhead, plus on the first call of a shape class the expression is run
-//     with each candidate thread count (1, 2, 4, ... up to OpenMP's maximum), the fastest median is
-//     kept and used for that class from then on.
+//     with each candidate thread count (1, 2, 4, ... up to OpenMP's maximum), then, when its plan
+//     has a GEMM, with each candidate GEMM cache blocking (detail::cpu::gemm_blocking_candidates:
+//     kc, mc, nc) at the fastest thread count; the fastest median of each is kept and used for
+//     that class from then on. A blocking with another kc than the default changes the GEMM's
+//     summation order: values then equal eager ones to rounding, not bit for bit.
 //   - A training step: fn returns backward_of(loss); the call evaluates the loss and its backward
 //     as one graph (gradients into .grad, shared forward values computed once) and returns the loss.
 //   - fullgraph = true: fn must not evaluate anything itself (an `eval()` or a Tensor assignment
@@ -35,6 +38,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <optional>
@@ -323,6 +327,34 @@ kernel_plan plan_result(const R& r) {
 
 }  // namespace detail
 
+/// One configuration max_autotune timed: thread count, GEMM blocking, median seconds of 3 runs.
+struct autotune_trial {
+  int threads = 0;
+  detail::cpu::gemm_blocking blocking;
+  double median_s = 0;
+};
+
+namespace detail {
+/// The lane type whose GEMM blockings max_autotune tries: double for a double result, else float.
+template <class R>
+struct autotune_lane {
+  using type = float;
+};
+template <class R>
+  requires(Expression<R> && std::is_same_v<value_type_of<R>, double>)
+struct autotune_lane<R> {
+  using type = double;
+};
+inline bool plan_has_gemm(const kernel_plan& p) {
+  for (const auto& k : p.kernels)
+    if (k.kind.find("gemm") != std::string::npos || k.kind == "conv2d") return true;
+  return false;
+}
+inline std::string blocking_text(const cpu::gemm_blocking& b) {
+  return "mc " + std::to_string(b.mc) + ", kc " + std::to_string(b.kc) + ", nc " + std::to_string(b.nc);
+}
+}  // namespace detail
+
 /// What a compiled function has done so far.
 struct compile_stats {
   std::int64_t calls = 0;
@@ -368,7 +400,7 @@ class compiled_function {
     c.graph_breaks = breaks;
 
     const int threads_before = omp_get_max_threads();
-    if (opt_.mode == compile_mode::max_autotune && c.threads == 0) autotune(c, r);
+    if (opt_.mode == compile_mode::max_autotune && !c.tuned) autotune(c, r);
     struct threads_scope {
       int before, now;
       threads_scope(int b, int n) : before(b), now(n) {
@@ -378,6 +410,8 @@ class compiled_function {
         if (now > 0 && now != before) omp_set_num_threads(before);
       }
     } ts(threads_before, c.threads);
+    std::optional<detail::cpu::gemm_blocking_scope> blocking;  // the tuned GEMM blocking for this call
+    if (c.tuned_blocking) blocking.emplace(c.blocking);
 
     if (opt_.mode == compile_mode::default_) return detail::evaluate_result(r);
     // reduce_overhead / max_autotune: the memory plan
@@ -409,6 +443,13 @@ class compiled_function {
   std::size_t arena_bytes() const { return last_ ? last_->arena.arena_bytes() : 0; }
   /// The thread count max_autotune chose for the last call's class (0: not tuned).
   int tuned_threads() const { return last_ ? last_->threads : 0; }
+  /// The GEMM cache blocking max_autotune chose for the last call's class (all zero: not tuned, or
+  /// its plan has no GEMM: the defaults apply).
+  detail::cpu::gemm_blocking tuned_blocking() const {
+    return last_ && last_->tuned_blocking ? last_->blocking : detail::cpu::gemm_blocking{};
+  }
+  /// Every configuration max_autotune timed for the last call's class, in order.
+  std::vector<autotune_trial> autotune_trials() const { return last_ ? last_->trials : std::vector<autotune_trial>{}; }
 
   /// The last call's class: its kernel plan, memory plan and tuned settings.
   std::string explain() const {
@@ -423,7 +464,18 @@ class compiled_function {
       s += "  memory arena: " + detail::bytes_text(static_cast<std::int64_t>(last_->arena.arena_bytes())) + " for " +
            std::to_string(last_->arena.intermediates()) + " intermediates of " +
            detail::bytes_text(static_cast<std::int64_t>(last_->arena.unplanned_bytes())) + "\n";
-    if (last_->threads > 0) s += "  autotuned: " + std::to_string(last_->threads) + " thread(s)\n";
+    if (last_->threads > 0) {
+      s += "  autotuned: " + std::to_string(last_->threads) + " thread(s)";
+      if (last_->tuned_blocking) s += ", GEMM blocking " + detail::blocking_text(last_->blocking);
+      s += " (" + std::to_string(last_->trials.size()) + " configurations timed)\n";
+      for (const auto& t : last_->trials) {
+        char ms[32];
+        std::snprintf(ms, sizeof ms, "%.3f ms", t.median_s * 1e3);
+        s += "    " + std::to_string(t.threads) + " thread(s), " +
+             (t.blocking.is_default() ? std::string("default blocking") : detail::blocking_text(t.blocking)) + ": " +
+             ms + "\n";
+      }
+    }
     if (last_->graph_breaks > 0) s += "  graph breaks: " + std::to_string(last_->graph_breaks) + "\n";
     return s;
   }
@@ -434,19 +486,23 @@ class compiled_function {
     bool planned = false;
     detail::arena_plan arena;
     int threads = 0;
+    bool tuned = false;
+    bool tuned_blocking = false;
+    detail::cpu::gemm_blocking blocking;
+    std::vector<autotune_trial> trials;
     std::int64_t graph_breaks = 0;
   };
 
+  /// Times the candidates on this call's inputs: thread counts at the default blocking, then (a
+  /// plan with a GEMM) each candidate blocking at the fastest thread count. Each configuration:
+  /// one warm-up run, then the median of three.
   template <class R>
   void autotune(shape_class& c, const R& r) {
+    using L = typename detail::autotune_lane<R>::type;
     const int maxt = omp_get_max_threads();
-    std::vector<int> candidates;
-    for (int t = 1; t < maxt; t *= 2) candidates.push_back(t);
-    candidates.push_back(maxt);
-    double best = -1;
-    int best_t = maxt;
-    for (int t : candidates) {
-      omp_set_num_threads(t);
+    auto time = [&](int threads, detail::cpu::gemm_blocking blk, bool is_default) {
+      omp_set_num_threads(threads);
+      const detail::cpu::gemm_blocking_scope scope(blk);
       std::array<double, 3> times{};
       (void)detail::evaluate_result(r);  // warm-up
       for (auto& tm : times) {
@@ -455,10 +511,31 @@ class compiled_function {
         tm = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
       std::sort(times.begin(), times.end());
-      if (best < 0 || times[1] < best) best = times[1], best_t = t;
+      c.trials.push_back({threads, is_default ? detail::cpu::gemm_blocking{} : blk, times[1]});
+      return times[1];
+    };
+    std::vector<int> candidates;
+    for (int t = 1; t < maxt; t *= 2) candidates.push_back(t);
+    candidates.push_back(maxt);
+    double best = -1;
+    int best_t = maxt;
+    for (int t : candidates) {
+      const double m = time(t, {}, true);
+      if (best < 0 || m < best) best = m, best_t = t;
+    }
+    c.threads = best_t;
+    if (detail::plan_has_gemm(c.plan)) {
+      const auto blockings = detail::cpu::gemm_blocking_candidates<L>();
+      detail::cpu::gemm_blocking best_b = blockings[0];  // the default, timed above
+      for (std::size_t i = 1; i < blockings.size(); ++i) {
+        const double m = time(best_t, blockings[i], false);
+        if (m < best) best = m, best_b = blockings[i];
+      }
+      c.blocking = best_b;
+      c.tuned_blocking = true;
     }
     omp_set_num_threads(maxt);
-    c.threads = best_t;
+    c.tuned = true;
   }
 
   F fn_;

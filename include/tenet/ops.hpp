@@ -630,6 +630,50 @@ auto var_impl(const X0& x0, double correction) {
 }
 }  // namespace detail
 
+namespace aten {
+/// The variance over Dims (none: every dim) with a correction, as torch.var: a composite whose
+/// decomposition (detail::var_impl: mean, centered squares, sum, divide) is the reference; the CPU
+/// runs it natively as one kernel (backend/cpu/moments.hpp) for float and double.
+template <bool Keep, auto... Dims>
+struct var_ {
+  static constexpr bool is_prim = false;
+  static constexpr std::string_view name = "var";
+  static constexpr bool keepdim = Keep;
+  double correction = 1.0;
+  template <class C>
+  using rule = detail::reduce_shape<shape_of<C>, Keep, Dims...>;
+  template <class C>
+  using result_shape = typename rule<C>::type;
+  template <class C>
+  using result_type = value_type_of<C>;
+  template <class C>
+  static auto sizes(const C& c) {
+    return rule<C>::sizes(c.sizes());
+  }
+  template <class C>
+  static constexpr auto mask() {
+    return detail::reduce_dims<shape_of<C>, Dims...>::mask;
+  }
+  template <class X>
+  auto decompose(const X& x) const {
+    return detail::var_impl<Keep, Dims...>(x, correction);
+  }
+  /// Writes the value of node e into out (contiguous, e's sizes). Defined in backend/evaluate.hpp.
+  template <class E, class Out>
+  static void run_on_cpu_into(const E& e, const Out& out);
+};
+}  // namespace aten
+
+namespace detail {
+template <bool Keep, auto... D, class X>
+auto var_node(const X& x, double correction) {
+  static_assert(is_floating_v<value_type_of<X>>, "tenet: var/std need a floating dtype (as torch); cast with .to<float>()");
+  using Ref = decltype(var_impl<Keep, D...>(x, correction));  // static dim checks
+  (void)sizeof(Ref*);
+  return make_node(aten::var_<Keep, D...>{correction}, x);
+}
+}  // namespace detail
+
 template <auto... D, Expression X>
 auto mean(const X& x) {
   return detail::mean_impl<false, D...>(x);
@@ -641,19 +685,19 @@ auto mean(const X& x, keepdim_t) {
 /// var with Bessel's correction by default (correction = 1), as torch.var.
 template <auto... D, Expression X>
 auto var(const X& x, double correction = 1.0) {
-  return detail::var_impl<false, D...>(x, correction);
+  return detail::var_node<false, D...>(x, correction);
 }
 template <auto... D, Expression X>
 auto var(const X& x, keepdim_t, double correction = 1.0) {
-  return detail::var_impl<true, D...>(x, correction);
+  return detail::var_node<true, D...>(x, correction);
 }
 template <auto... D, Expression X>
 auto std(const X& x, double correction = 1.0) {
-  return sqrt(detail::var_impl<false, D...>(x, correction));
+  return sqrt(detail::var_node<false, D...>(x, correction));
 }
 template <auto... D, Expression X>
 auto std(const X& x, keepdim_t, double correction = 1.0) {
-  return sqrt(detail::var_impl<true, D...>(x, correction));
+  return sqrt(detail::var_node<true, D...>(x, correction));
 }
 
 namespace detail {

@@ -18,6 +18,7 @@
 #include <tenet/backend/cpu/elementwise.hpp>
 #include <tenet/backend/cpu/gemm_epilogue.hpp>
 #include <tenet/backend/cpu/matmul.hpp>
+#include <tenet/backend/cpu/moments.hpp>
 #include <tenet/backend/cpu/reduce.hpp>
 #include <tenet/backend/cpu/rows.hpp>
 #include <tenet/backend/cpu/softmax.hpp>
@@ -56,6 +57,11 @@ inline constexpr bool runs_natively<cpu_simd, aten::softmax<D>, C> =
 template <std::int64_t D, class C>
 inline constexpr bool runs_natively<cpu_simd, aten::log_softmax<D>, C> =
     runs_natively<cpu_simd, aten::softmax<D>, C>;
+
+// var (and std's variance) of float and double: one kernel (backend/cpu/moments.hpp).
+template <bool Keep, auto... D, class C>
+inline constexpr bool runs_natively<cpu_simd, aten::var_<Keep, D...>, C> =
+    std::is_same_v<value_type_of<C>, float> || std::is_same_v<value_type_of<C>, double>;
 
 // Pointwise composites run inside the fused loop (their `apply`), every dtype.
 template <class Op, class C>
@@ -242,6 +248,65 @@ result_tensor_t<E> run_gemm_with_epilogue(const E& e) {
   return out;
 }
 
+/// Runs the reduction-like node r into out (contiguous, r's sizes) with epilogue ep on its
+/// finished outputs (backend/cpu/reduce.hpp, moments.hpp).
+template <class Rd, class Out, class Ep>
+void run_reduction_node(const Rd& r, const Out& out, const Ep& ep) {
+  using Op = typename Rd::op_type;
+  const auto& child = std::get<0>(r.children);
+  using C = std::remove_cvref_t<decltype(child)>;
+  if constexpr (requires { typename Op::kind; }) {
+    cpu::run_reduce<typename Op::kind>(out, materialize(child), Op::template mask<C>(), ep);
+  } else {
+    cpu::run_var(out, materialize(child), Op::template mask<C>(), r.op.correction, ep);
+  }
+}
+
+/// e with its epilogue reduction replaced by `value` (scalars kept): a tree over value's index space.
+template <class E, class V>
+auto replace_epilogue_reduction(const E& e, const V& value) {
+  if constexpr (Node<E>) {
+    if constexpr (is_reduction_kernel<typename E::op_type>) {
+      return value;
+    } else {
+      return std::apply([&](const auto&... c) { return make_node(e.op, replace_epilogue_reduction(c, value)...); },
+                        e.children);
+    }
+  } else {
+    return e;
+  }
+}
+
+/// The reduction-with-epilogue path of to_tensor (reduce_epilogue_candidate<E>(), on the CPU): the
+/// reduction writes out, and the tree runs in place on each block of finished outputs (read
+/// through a flat view of out, written at the same index).
+template <class E>
+result_tensor_t<E> run_reduction_with_epilogue(const E& e) {
+  using T = value_type_of<E>;
+  result_tensor_t<E> out(e.sizes());
+  const std::int64_t n = out.numel();
+  const auto flat = Tensor<T, shape<dyn>>::from_storage(out.storage(), sizes_t<1>{n}, sizes_t<1>{1}, out.offset());
+  const auto tree_expr = replace_epilogue_reduction(e, flat);
+  using tree_t = cpu::pw<std::remove_cvref_t<decltype(tree_expr)>, 1>;
+  const tree_t tree(tree_expr, sizes_t<1>{n});
+  auto ep = [&tree](T* o, std::int64_t k0, std::int64_t k1) {
+    tree_t t = tree;
+    const std::int64_t idx[1] = {0};
+    t.set_row(idx, 1);
+    std::int64_t i = k0;
+    if constexpr (tree_t::simd && !tree_t::mask && std::is_same_v<typename tree_t::lane, T>) {
+      using B = xsimd::batch<T>;
+      constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
+      for (; i + W <= k1; i += W) t.template load<B>(i).store_unaligned(o + i);
+    }
+    for (; i < k1; ++i) o[i] = static_cast<T>(t.get(i));
+  };
+  visit_epilogue_reduction(e, [&](const auto& r) { run_reduction_node(r, out, ep); });
+  cpu::check_kernel_flags();
+  ++kernels_launched();
+  return out;
+}
+
 template <class E>
 auto to_tensor(const E& e) {
   if constexpr (TensorType<E>) {
@@ -253,6 +318,9 @@ auto to_tensor(const E& e) {
         return cse_or<result_tensor_t<E>>(e, [&] {
           if constexpr (gemm_epilogue_candidate<E>()) {
             if (gemm_epilogue_applies(e)) return run_gemm_with_epilogue(e);
+          }
+          if constexpr (reduce_epilogue_candidate<E>()) {
+            if (expr_device(e).is_cpu()) return run_reduction_with_epilogue(e);
           }
 #if defined(__CUDACC__)
           if constexpr (cuda::bias_act<E>::kind != cuda::bias_act_kind::none) {
@@ -475,6 +543,13 @@ void matmul_::run_on_cpu_into(const E& e, const Out& out) {
 }  // namespace tenet::prim
 
 namespace tenet::aten {
+template <bool Keep, auto... Dims>
+template <class E, class Out>
+void var_<Keep, Dims...>::run_on_cpu_into(const E& e, const Out& out) {
+  const auto& child = std::get<0>(e.children);
+  using C = std::remove_cvref_t<decltype(child)>;
+  detail::cpu::run_var(out, detail::materialize(child), mask<C>(), e.op.correction);
+}
 template <std::int64_t D>
 template <class E, class Out>
 void softmax<D>::run_on_cpu_into(const E& e, const Out& out) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <sstream>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -61,6 +62,21 @@ struct op_label<aten::softmax<D>> {
 template <std::int64_t D>
 struct op_label<aten::log_softmax<D>> {
   static std::string text(const aten::log_softmax<D>&) { return "log_softmax<" + std::to_string(D) + ">"; }
+};
+template <bool Keep, auto... Dims>
+struct op_label<aten::var_<Keep, Dims...>> {
+  static std::string text(const aten::var_<Keep, Dims...>& op) {
+    std::string s = "var";
+    if constexpr (sizeof...(Dims) > 0) {
+      s += "<";
+      bool first = true;
+      ((s += (first ? "" : ", ") + std::to_string(static_cast<std::int64_t>(Dims)), first = false), ...);
+      s += ">";
+    }
+    char c[32];
+    std::snprintf(c, sizeof c, "%g", op.correction);
+    return s + "[" + (Keep ? "keepdim, " : "") + "correction=" + c + "]";
+  }
 };
 template <class T, class S>
 struct op_label<prim::uniform_<T, S>> {

@@ -16,7 +16,11 @@
 //   - a native composite (softmax / log_softmax over the last dim) is one row kernel;
 //   - view-like movement prims (reshape, permute, expand, slice, unfold) cost nothing: they are
 //     strided views; pad, gather, scatter, scan, sort, iota, random draws are one kernel each;
-//   - a shared value (`share()`) is one kernel, run once per evaluation however often it is read.
+//   - a shared value (`share()`) is one kernel, run once per evaluation however often it is read;
+//   - an elementwise tree whose only non-scalar input is ONE reduction (sum/prod/amax/amin, or the
+//     native var) of its dtype and rank is ONE reduction kernel with the tree as its epilogue: the
+//     consumer of the reduced value (`sum(x) / n` of mean, `sqrt(var)` of std) runs on each block
+//     of finished outputs, so mean, var and std are one kernel each.
 #include <cstdint>
 #include <type_traits>
 
@@ -26,7 +30,94 @@
 #include <tenet/prims/elementwise.hpp>
 #include <tenet/prims/reduce.hpp>
 
+namespace tenet::aten {
+template <bool Keep, auto... Dims>
+struct var_;  // include/tenet/ops.hpp
+}  // namespace tenet::aten
+
 namespace tenet::detail {
+
+/// An op that runs as one reduction-like kernel writing one value per output element, which can
+/// take an elementwise epilogue: the reduction prims except argmax/argmin, and the CPU's var.
+template <class Op>
+inline constexpr bool is_reduction_kernel = false;
+template <class Kind, bool KeepDim, auto... Dims>
+inline constexpr bool is_reduction_kernel<prim::reduce_<Kind, KeepDim, Dims...>> = !prim::is_arg_kind<Kind>;
+template <bool Keep, auto... Dims>
+inline constexpr bool is_reduction_kernel<aten::var_<Keep, Dims...>> = true;
+
+/// The number of reduction kernels E reads through elementwise nodes, or -1 when E also reads
+/// something else than scalars (a tensor, a shared value, another kernel).
+template <class E>
+constexpr int epilogue_reduction_count() {
+  if constexpr (ScalarLeaf<E>) {
+    return 0;
+  } else if constexpr (Node<E> && !SharedNode<E>) {
+    using Op = typename E::op_type;
+    if constexpr (is_reduction_kernel<Op>) {
+      return 1;
+    } else if constexpr (prim::is_elementwise_op<Op>) {
+      return []<class... C>(std::tuple<C...>*) {
+        constexpr int counts[] = {0, epilogue_reduction_count<C>()...};
+        int n = 0;
+        for (int c : counts) {
+          if (c < 0) return -1;
+          n += c;
+        }
+        return n;
+      }(static_cast<decltype(std::declval<E>().children)*>(nullptr));
+    } else {
+      return -1;
+    }
+  } else {
+    return -1;
+  }
+}
+
+/// Calls f(r) on the reduction node epilogue_reduction_count counts.
+template <class E, class F>
+void visit_epilogue_reduction(const E& e, F&& f) {
+  if constexpr (Node<E> && !SharedNode<E>) {
+    using Op = typename E::op_type;
+    if constexpr (is_reduction_kernel<Op>) {
+      f(e);
+    } else if constexpr (prim::is_elementwise_op<Op>) {
+      std::apply([&](const auto&... c) { (visit_epilogue_reduction(c, f), ...); }, e.children);
+    }
+  }
+}
+
+template <class... T>
+struct first_non_void;
+/// The type of the reduction node below E's elementwise nodes (void when there is none).
+template <class E>
+struct find_epilogue_reduction {
+  using type = void;
+};
+template <class Op, class... C>
+struct find_epilogue_reduction<node<Op, C...>> {
+  using type = std::conditional_t<
+      is_reduction_kernel<Op>, node<Op, C...>,
+      std::conditional_t<prim::is_elementwise_op<Op>,
+                         typename first_non_void<typename find_epilogue_reduction<C>::type...>::type, void>>;
+};
+
+/// True when E is an elementwise tree that runs as the epilogue of the one reduction kernel it
+/// reads (its other leaves are scalars): the reduction has E's dtype and rank, so E's value at an
+/// index depends on the reduced value at the same index only.
+template <class E>
+constexpr bool reduce_epilogue_candidate() {
+  if constexpr (!Node<E> || SharedNode<E>) {
+    return false;
+  } else if constexpr (!prim::is_elementwise_op<typename E::op_type>) {
+    return false;
+  } else if constexpr (epilogue_reduction_count<E>() != 1) {
+    return false;
+  } else {
+    using Rd = typename find_epilogue_reduction<E>::type;
+    return std::is_same_v<value_type_of<Rd>, value_type_of<E>> && rank_of<Rd> == rank_of<E>;
+  }
+}
 
 /// A native row composite (softmax, log_softmax, layer_norm, rms_norm) that evaluates the
 /// elementwise producer of its first operand inside its row kernel.

@@ -12,7 +12,7 @@
 // detail::kernels_launched()). It reads only the expression's type and its leaves' sizes.
 //
 // FLOPs count 2·M·N·K per GEMM, one per element for every elementwise prim of a kernel, one per
-// input element for a reduction, and 4 per element for row kernels (plus their fused producer's
+// input element for a reduction (4 for var), and 4 per element for row kernels (plus their fused producer's
 // prims, one each; no FLOPs are counted for conv2d or max_pool2d); bytes count
 // every distinct input of a kernel once at its own size (a broadcast operand is read at its size).
 #include <algorithm>
@@ -140,6 +140,38 @@ std::int64_t value_bytes(const E& e) {
 
 template <class E>
 plan_value plan_to_tensor(const E& e, plan_builder& b);
+template <class E>
+plan_mat plan_materialize(const E& e, plan_builder& b);
+
+/// A reduction-like kernel (a reduction prim, or the CPU's var): the elementwise tree below it is
+/// its prologue; adds the prologue's ops, the reduction and its FLOPs to k, its inputs to reads.
+template <class E>
+void plan_reduction(const E& e, plan_builder& b, planned_kernel& k, std::vector<plan_value>& reads) {
+  using Op = typename E::op_type;
+  plan_mat c = plan_materialize(std::get<0>(e.children), b);
+  if (c.tree) {
+    k.fused.insert(k.fused.end(), c.ops.begin(), c.ops.end());
+    reads.insert(reads.end(), c.leaves.begin(), c.leaves.end());
+  } else {
+    reads.push_back(c.value);
+  }
+  const std::int64_t in = numel_of(std::get<0>(e.children));
+  const double per = (is_reduce_op<Op> ? 1.0 : 4.0) + static_cast<double>(c.tree ? c.ops.size() : 0);  // var: 2 passes
+  k.flops += static_cast<double>(in) * per;
+  k.fused.push_back(op_label<Op>::text(e.op));
+}
+
+/// The ops of a reduction's elementwise epilogue tree (the reduction left out).
+template <class E>
+void plan_reduction_epilogue_ops(const E& e, std::vector<std::string>& ops) {
+  if constexpr (Node<E>) {
+    using Op = typename E::op_type;
+    if constexpr (!is_reduction_kernel<Op>) {
+      std::apply([&](const auto&... c) { (plan_reduction_epilogue_ops(c, ops), ...); }, e.children);
+      ops.push_back(op_label<Op>::text(e.op));
+    }
+  }
+}
 
 template <class E>
 plan_mat plan_materialize(const E& e, plan_builder& b) {
@@ -184,18 +216,12 @@ plan_mat plan_materialize(const E& e, plan_builder& b) {
       planned_kernel k;
       std::vector<plan_value> reads;
       const std::string label = op_label<Op>::text(e.op);
-      if constexpr (is_reduce_op<Op>) {
+      if constexpr (is_reduce_op<Op> || is_reduction_kernel<Op>) {
         // the elementwise tree below is the reduction's prologue
-        plan_mat c = plan_materialize(std::get<0>(e.children), b);
-        if (c.tree) {
-          k.fused = c.ops;
-          reads = c.leaves;
-        } else {
-          reads.push_back(c.value);
-        }
         k.kind = "reduction";
-        const std::int64_t in = numel_of(std::get<0>(e.children));
-        k.flops = static_cast<double>(in) * static_cast<double>(1 + k.fused.size());
+        plan_reduction(e, b, k, reads);
+        k.output = type_text(e);
+        return {false, b.remember(key, {b.add_kernel(std::move(k), reads, value_bytes(e)), value_bytes(e), nullptr}), {}, {}};
       } else if constexpr (fuses_prologue<Op>) {
         // a row kernel: the elementwise producer of its first operand runs inside it
         std::apply(
@@ -285,6 +311,19 @@ plan_value plan_to_tensor(const E& e, plan_builder& b) {
         k.output = type_text(e);
         return b.remember(key, {b.add_kernel(std::move(k), reads, value_bytes(e)), value_bytes(e), nullptr});
       }
+    }
+    if constexpr (reduce_epilogue_candidate<E>()) {
+      // one reduction kernel with the tree as its epilogue (mean, std, sqrt(sum(x * x) / n))
+      planned_kernel k;
+      k.kind = "reduction+epilogue";
+      std::vector<plan_value> reads;
+      visit_epilogue_reduction(e, [&](const auto& r) { plan_reduction(r, b, k, reads); });
+      std::vector<std::string> ops;
+      plan_reduction_epilogue_ops(e, ops);
+      k.fused.insert(k.fused.end(), ops.begin(), ops.end());
+      k.flops += static_cast<double>(ops.size()) * static_cast<double>(numel_of(e));
+      k.output = type_text(e);
+      return b.remember(key, {b.add_kernel(std::move(k), reads, value_bytes(e)), value_bytes(e), nullptr});
     }
     plan_mat m = plan_materialize(e, b);
     if (!m.tree) return m.value;

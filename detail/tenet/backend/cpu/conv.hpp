@@ -82,8 +82,10 @@ void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
   };
   const std::size_t buffer = direct ? 0 : static_cast<std::size_t>(K * L);
   if (g.N >= omp_get_max_threads() && g.N > 1) {
+    const gemm_blocking blk = current_gemm_blocking();  // the caller's, for the worker threads
 #pragma omp parallel
     {
+      const gemm_blocking_scope scope(blk);
       std::vector<T> col(buffer);
 #pragma omp for schedule(static)
       for (std::int64_t n = 0; n < g.N; ++n) image(n, col);

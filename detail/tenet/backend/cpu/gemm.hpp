@@ -23,6 +23,10 @@
 // with no barrier. The tile grid and the K blocking do not depend on the cut, so the result does
 // not depend on the number of threads.
 //
+// Blocking: KC, NC and MC default to config<T> (sized for L1/L2/L3 below) and can be set at run
+// time per thread (gemm_blocking, current_gemm_blocking(): tenet::compile's max_autotune times a
+// few candidates per shape class).
+//
 // Epilogue: gemm_ex takes a functor called once on every finished C tile (after the last K block),
 // while the tile is still in cache: ep(T* c, ldc, row0, col0, rows, cols), c pointing at
 // C[row0, col0]. It is what a fused linear + bias + activation plugs into; `no_epilogue` costs
@@ -34,6 +38,7 @@
 #include <memory>
 #include <new>
 #include <type_traits>
+#include <vector>
 
 #include <xsimd/xsimd.hpp>
 
@@ -44,6 +49,32 @@ namespace tenet::detail::cpu {
 struct no_epilogue {
   template <class T>
   void operator()(T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t) const {}
+};
+
+/// The GEMM's cache blocking, chosen at run time: kc (the depth of one rank-kc update: an A
+/// micro-panel kc x MR stays in L1), nc (the columns of a packed B block, kc x nc: L2) and mc (the
+/// rows of a packed A block, mc x kc: L3). A zero field takes config<T>'s default. The register
+/// tile (MR x NR) stays a compile-time constant. mc and nc do not change any element's summation
+/// order (results are bit for bit the same); kc does (C accumulates one rank-kc update at a time).
+struct gemm_blocking {
+  std::int64_t mc = 0, kc = 0, nc = 0;
+  bool operator==(const gemm_blocking&) const = default;
+  bool is_default() const { return mc == 0 && kc == 0 && nc == 0; }
+};
+/// The blocking GEMMs started on this thread use (tenet::compile's max_autotune sets it for a
+/// call; gemm_ex reads it once on entry and hands it to its worker threads).
+inline gemm_blocking& current_gemm_blocking() {
+  thread_local gemm_blocking b;
+  return b;
+}
+/// Sets the current blocking for a scope (a batched matmul's or conv's worker threads copy the
+/// caller's blocking with it).
+struct gemm_blocking_scope {
+  gemm_blocking previous;
+  explicit gemm_blocking_scope(gemm_blocking b) : previous(current_gemm_blocking()) { current_gemm_blocking() = b; }
+  ~gemm_blocking_scope() { current_gemm_blocking() = previous; }
+  gemm_blocking_scope(const gemm_blocking_scope&) = delete;
+  gemm_blocking_scope& operator=(const gemm_blocking_scope&) = delete;
 };
 
 namespace gemm_impl {
@@ -65,6 +96,41 @@ struct config {
   // MC: a packed A block (MC x KC), about 3 MiB (L3).
   static constexpr std::int64_t MC = ((3 * 1024 * 1024) / (KC * sizeof(T))) / MR * MR;
 };
+
+/// A blocking with every field filled in for T: zero fields take the defaults, mc is a multiple
+/// of MR and nc of NR (at least one register tile each).
+template <class T>
+gemm_blocking resolve(gemm_blocking b) {
+  using cfg = config<T>;
+  gemm_blocking r;
+  r.kc = b.kc > 0 ? b.kc : cfg::KC;
+  r.nc = b.nc > 0 ? std::max<std::int64_t>(cfg::NR, b.nc / cfg::NR * cfg::NR) : cfg::NC;
+  r.mc = b.mc > 0 ? std::max<std::int64_t>(cfg::MR, b.mc / cfg::MR * cfg::MR) : cfg::MC;
+  return r;
+}
+
+}  // namespace gemm_impl
+
+/// The blockings tenet::compile's max_autotune times for lane type T, resolved; the default first.
+/// Besides the default (kc for L1, a 512 KiB B block, a 3 MiB A block): a shallower and a deeper
+/// kc, smaller blocks (256 KiB B, 1 MiB A: a busier shared cache) and larger ones (768 KiB B,
+/// 6 MiB A).
+template <class T>
+std::vector<gemm_blocking> gemm_blocking_candidates() {
+  using cfg = gemm_impl::config<T>;
+  auto make = [](std::int64_t kc, std::int64_t b_bytes, std::int64_t a_bytes) {
+    const auto per_k = kc * static_cast<std::int64_t>(sizeof(T));
+    return gemm_impl::resolve<T>({a_bytes / per_k, kc, b_bytes / per_k});
+  };
+  constexpr std::int64_t KiB = 1024, MiB = 1024 * 1024;
+  std::vector<gemm_blocking> c{gemm_impl::resolve<T>({})};
+  for (auto b : {make(cfg::KC * 2 / 3, 512 * KiB, 3 * MiB), make(cfg::KC * 4 / 3, 512 * KiB, 3 * MiB),
+                 make(cfg::KC, 256 * KiB, 1 * MiB), make(cfg::KC, 768 * KiB, 6 * MiB)})
+    if (std::find(c.begin(), c.end(), b) == c.end()) c.push_back(b);
+  return c;
+}
+
+namespace gemm_impl {
 
 /// A grow-only, 64-byte aligned scratch buffer per thread (packing buffers; no allocation per call
 /// once warm).
@@ -207,25 +273,26 @@ namespace gemm_impl {
 template <class T, class Ep>
 void blocked(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::int64_t brs, std::int64_t bcs, T* c,
              std::int64_t ldc, std::int64_t M, std::int64_t N, std::int64_t K, std::int64_t row_off,
-             std::int64_t col_off, const Ep& ep) {
+             std::int64_t col_off, const Ep& ep, const gemm_blocking& blk) {
   using cfg = config<T>;
   constexpr int MR = cfg::MR, NR = cfg::NR;
+  const std::int64_t MC = blk.mc, KC = blk.kc, NC = blk.nc;  // resolved (resolve<T>)
   // M blocks of equal height (a multiple of MR, at most MC + MR), N blocks of equal width (a
   // multiple of NR, at most NC + NR): no thin leftover block that would repack a whole operand.
-  const std::int64_t mblocks = (M + cfg::MC - 1) / cfg::MC;
+  const std::int64_t mblocks = (M + MC - 1) / MC;
   const std::int64_t mh = ((M + mblocks - 1) / mblocks + MR - 1) / MR * MR;
   const std::int64_t npanels = (N + NR - 1) / NR;
-  const std::int64_t nblocks = (N + cfg::NC - 1) / cfg::NC;
+  const std::int64_t nblocks = (N + NC - 1) / NC;
   const std::int64_t nw = (npanels + nblocks - 1) / nblocks * NR;
-  const std::int64_t kc_max = std::min<std::int64_t>(cfg::KC, K);
+  const std::int64_t kc_max = std::min<std::int64_t>(KC, K);
   T* pa = scratch<T, 0>(static_cast<std::size_t>(std::min<std::int64_t>(mh, (M + MR - 1) / MR * MR) * kc_max));
   T* pb = scratch<T, 1>(static_cast<std::size_t>(std::min<std::int64_t>(nw, npanels * NR) * kc_max));
 
   for (std::int64_t i3 = 0; i3 < M; i3 += mh) {
     const std::int64_t mc = std::min<std::int64_t>(mh, M - i3);
     const std::int64_t a_panels = (mc + MR - 1) / MR;
-    for (std::int64_t p = 0; p < K; p += cfg::KC) {
-      const std::int64_t kc = std::min<std::int64_t>(cfg::KC, K - p);
+    for (std::int64_t p = 0; p < K; p += KC) {
+      const std::int64_t kc = std::min<std::int64_t>(KC, K - p);
       const bool accumulate = p > 0, last = p + kc >= K;
       const T* ablk = a + i3 * ars + p * acs;
       for (std::int64_t r = 0; r < a_panels; ++r)
@@ -263,6 +330,7 @@ void gemm_ex(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::in
           ep(c + i * ldc + j, ldc, i, j, std::min<std::int64_t>(MR, M - i), std::min<std::int64_t>(NR, N - j));
     return;
   }
+  const gemm_blocking blk = gemm_impl::resolve<T>(current_gemm_blocking());
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   const int threads = (omp_in_parallel() || flops < 4e6) ? 1 : omp_get_max_threads();
 
@@ -290,11 +358,11 @@ void gemm_ex(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::in
     for (std::int64_t part = 0; part < gm * gn; ++part) {
       const std::int64_t i0 = (part / gn) * mh, j0 = (part % gn) * nw;
       gemm_impl::blocked<T>(a + i0 * ars, ars, acs, b + j0 * bcs, brs, bcs, c + i0 * ldc + j0, ldc,
-                            std::min(mh, M - i0), std::min(nw, N - j0), K, i0, j0, ep);
+                            std::min(mh, M - i0), std::min(nw, N - j0), K, i0, j0, ep, blk);
     }
     return;
   }
-  gemm_impl::blocked<T>(a, ars, acs, b, brs, bcs, c, ldc, M, N, K, 0, 0, ep);
+  gemm_impl::blocked<T>(a, ars, acs, b, brs, bcs, c, ldc, M, N, K, 0, 0, ep, blk);
 }
 
 }  // namespace tenet::detail::cpu

@@ -112,8 +112,12 @@ void run_matmul(const Tensor<T, SO>& out, const Tensor<T, SA>& a, const Tensor<T
     }
   };
   if (batches >= omp_get_max_threads() && batches > 1) {
+    const gemm_blocking blk = current_gemm_blocking();  // the caller's, for the worker threads
 #pragma omp parallel for schedule(static)
-    for (std::int64_t bi = 0; bi < batches; ++bi) one(bi);
+    for (std::int64_t bi = 0; bi < batches; ++bi) {
+      const gemm_blocking_scope scope(blk);
+      one(bi);
+    }
   } else {
     for (std::int64_t bi = 0; bi < batches; ++bi) one(bi);
   }

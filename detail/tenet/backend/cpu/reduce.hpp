@@ -22,6 +22,16 @@ namespace tenet::detail::cpu {
 
 inline constexpr std::int64_t reduce_grain = 16384;
 
+/// A reduction's epilogue: called as ep(o, k0, k1) once the outputs o[k0, k1) are written (a
+/// block at a time, while they are in cache); it rewrites them in place (schedule/fusion.hpp: the
+/// elementwise consumer of the reduced value, `sum(x) / n` of mean). `no_reduce_epilogue` costs
+/// nothing.
+struct no_reduce_epilogue {
+  template <class O>
+  void operator()(O*, std::int64_t, std::int64_t) const {}
+};
+inline constexpr std::int64_t reduce_epilogue_block = 1024;
+
 template <class Kind, class T>
 struct reduce_acc {
   using type = typename Kind::template acc<T>;
@@ -111,9 +121,9 @@ TENET_INLINE void reduce_segment(partial<A>& p, const Tree& t, std::int64_t b, s
 /// innermost reduced dim does not (e.g. sum<0> of a row-major matrix). Each thread then owns a block
 /// of output columns and adds whole vectors of them per reduced position, instead of walking
 /// strided scalars. Returns false (nothing done) when the case does not apply.
-template <class Kind, class A, class OutT, class Tree>
+template <class Kind, class A, class OutT, class Tree, class Ep>
 bool column_reduce(OutT* o, const Tree& tree, std::int64_t* const* arrays, std::size_t na, const std::int64_t* sz_in,
-                   std::size_t nk, std::size_t nd, std::int64_t K, std::int64_t N) {
+                   std::size_t nk, std::size_t nd, std::int64_t K, std::int64_t N, const Ep& ep) {
   using T = typename Tree::value_type;
   constexpr bool vector_kind = std::is_same_v<Kind, prim::sum_kind> || std::is_same_v<Kind, prim::amax_kind> ||
                                std::is_same_v<Kind, prim::amin_kind> || std::is_same_v<Kind, prim::prod_kind>;
@@ -197,6 +207,7 @@ bool column_reduce(OutT* o, const Tree& tree, std::int64_t* const* arrays, std::
         const A v = std::is_same_v<Kind, prim::sum_kind> ? total[c] + static_cast<A>(acc[c]) : static_cast<A>(acc[c]);
         o[ko * Lk + c0 + c] = static_cast<OutT>(v);
       }
+      if constexpr (!std::is_same_v<Ep, no_reduce_epilogue>) ep(o, ko * Lk + c0, ko * Lk + c1);
     };
     if (omp_get_max_threads() > 1 && items > 1 && K * N >= 2 * reduce_grain) {
 #pragma omp parallel for schedule(static)
@@ -210,8 +221,8 @@ bool column_reduce(OutT* o, const Tree& tree, std::int64_t* const* arrays, std::
 }
 
 /// out = reduce<Kind>(child) over the dims marked in `mask` (out: fresh, contiguous, any keepdim).
-template <class Kind, class OutT, class OS, class C, std::size_t Rin>
-void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bool, Rin>& mask_in) {
+template <class Kind, class OutT, class OS, class C, std::size_t Rin, class Ep = no_reduce_epilogue>
+void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bool, Rin>& mask_in, const Ep& ep = {}) {
   constexpr std::size_t R = Rin == 0 ? 1 : Rin;
   using T = value_type_of<C>;
   using A = typename reduce_acc<Kind, T>::type;
@@ -279,6 +290,7 @@ void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bo
   if (N == 0) {
     if constexpr (Kind::has_identity) {
       for (std::int64_t k = 0; k < K; ++k) o[k] = static_cast<OutT>(Kind::template identity<A>());
+      ep(o, 0, K);
       return;
     } else {
       throw value_error(std::string("tenet: ") + std::string(Kind::name) +
@@ -286,7 +298,7 @@ void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bo
                         sizes_text(in.data(), Rin));
     }
   }
-  if (column_reduce<Kind, A>(o, tree, arrays.data(), na, sz.data(), nk, nd, K, N)) return;
+  if (column_reduce<Kind, A>(o, tree, arrays.data(), na, sz.data(), nk, nd, K, N, ep)) return;
   const std::int64_t L = sz[nd - 1];
   const int threads = omp_get_max_threads();
   std::int64_t P = 1;
@@ -336,6 +348,8 @@ void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bo
       o[k] = static_cast<OutT>(p.index);
     else
       o[k] = static_cast<OutT>(p.value);
+    if constexpr (!std::is_same_v<Ep, no_reduce_epilogue>)
+      if ((k + 1) % reduce_epilogue_block == 0 || k + 1 == K) ep(o, k / reduce_epilogue_block * reduce_epilogue_block, k + 1);
   }
 }
 

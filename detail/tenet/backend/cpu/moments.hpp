@@ -1,0 +1,233 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// var / std as one CPU kernel (aten::var_, a composite whose decomposition in ops.hpp is the
+// reference: mean, centered squares, sum, divide; four kernels there, one here).
+//
+// The iteration space is the reduction kernel's (backend/cpu/reduce.hpp): kept dims first,
+// reduced dims last, each group coalesced; the input is a pointwise tree, so an elementwise
+// producer (`var(x * s)`) is fused. The reduced values of one output are taken in chunks of
+// `var_chunk` elements copied into a small buffer that stays in L1; each chunk gets two passes
+// (its sum, taken while it is copied; then, over the buffer, the sum of squared deviations from
+// its mean, corrected for the rounding of the mean: no cancellation of E[x^2] - E[x]^2), and chunk results are merged with
+// Chan's formula in double in a fixed order. When there are fewer outputs than threads the
+// reduced range is also split into parts per thread, merged the same way, so the input is read
+// from memory once and the result does not depend on the thread count for a given split.
+// An epilogue (the `sqrt` of std) runs on the finished outputs, as for the reduction kernel.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include <xsimd/xsimd.hpp>
+
+#include <tenet/backend/cpu/elementwise.hpp>
+#include <tenet/backend/cpu/reduce.hpp>
+#include <tenet/backend/cpu/simd.hpp>
+
+namespace tenet::detail::cpu {
+
+inline constexpr std::int64_t var_chunk = 2048;  // 8 KiB of float: two passes in L1
+
+/// Count, mean and sum of squared deviations of a set of values (double).
+struct moments {
+  double n = 0, mean = 0, m2 = 0;
+  /// Merges the moments of a disjoint set (Chan et al.).
+  void merge(const moments& b) {
+    if (b.n == 0) return;
+    if (n == 0) {
+      *this = b;
+      return;
+    }
+    const double t = n + b.n, d = b.mean - mean;
+    mean += d * (b.n / t);
+    m2 += b.m2 + d * d * (n * b.n / t);
+    n = t;
+  }
+};
+
+/// The moments of x[0, n) (n > 0) whose sum s the caller took while filling x (pass 1); pass 2
+/// reads x again (in L1).
+template <class T>
+moments chunk_moments(const T* x, std::int64_t n, double s) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
+  std::int64_t i = 0;
+  const T m = static_cast<T>(s / static_cast<double>(n));
+  const B bm(m);
+  B d0(T(0)), d1(T(0)), q0(T(0)), q1(T(0));
+  for (; i + 2 * W <= n; i += 2 * W) {
+    const B a = B::load_unaligned(x + i) - bm, b = B::load_unaligned(x + i + W) - bm;
+    d0 += a;
+    d1 += b;
+    q0 = xsimd::fma(a, a, q0);
+    q1 = xsimd::fma(b, b, q1);
+  }
+  double sd = static_cast<double>(hsum(d0 + d1)), q = static_cast<double>(hsum(q0 + q1));
+  for (; i < n; ++i) {
+    const double d = static_cast<double>(x[i] - m);
+    sd += d;
+    q += d * d;
+  }
+  const double nn = static_cast<double>(n);
+  // the mean was rounded to T: correct both moments for it (sd is the sum of deviations from m)
+  double m2 = q - sd * sd / nn;
+  if (m2 < 0) m2 = 0;  // (rounding; a NaN stays NaN)
+  return {nn, static_cast<double>(m) + sd / nn, m2};
+}
+
+/// out = var(child) over the dims marked in `mask` with `correction` (out: fresh, contiguous,
+/// any keepdim; T float or double); ep runs on finished outputs.
+template <class T, class OS, class C, std::size_t Rin, class Ep = no_reduce_epilogue>
+void run_var(const Tensor<T, OS>& out, const C& child, const std::array<bool, Rin>& mask_in, double correction,
+             const Ep& ep = {}) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "run_var: float or double");
+  static_assert(std::is_same_v<value_type_of<C>, T>, "run_var: the input has the output's dtype");
+  constexpr std::size_t R = Rin == 0 ? 1 : Rin;
+  sizes_t<R> in{};
+  std::array<bool, R> mask{};
+  if constexpr (Rin == 0) {
+    in[0] = 1;
+    mask[0] = true;
+  } else {
+    in = child.sizes();
+    mask = mask_in;
+  }
+  using tree_t = pw<C, R>;
+  tree_t tree(child, in);
+
+  // reorder and coalesce as run_reduce does: kept dims, then reduced dims
+  std::array<std::size_t, R> order{};
+  std::size_t n = 0;
+  for (std::size_t d = 0; d < R; ++d)
+    if (!mask[d]) order[n++] = d;
+  const std::size_t kept_raw = n;
+  for (std::size_t d = 0; d < R; ++d)
+    if (mask[d]) order[n++] = d;
+  const auto arrays = stride_arrays(tree);
+  const std::size_t na = arrays.size();
+  std::vector<std::array<std::int64_t, R>> saved(na);
+  for (std::size_t a = 0; a < na; ++a)
+    for (std::size_t d = 0; d < R; ++d) saved[a][d] = arrays[a][order[d]];
+  std::array<std::int64_t, R + 1> sz{};
+  std::size_t nk = 0, nr = 0, nd = 0;
+  auto push_group = [&](std::size_t from, std::size_t to, std::size_t& count) {
+    const std::size_t start = nd;
+    for (std::size_t d = from; d < to; ++d) {
+      const std::int64_t s = in[order[d]];
+      if (s == 1) continue;
+      if (nd > start) {
+        bool merge = true;
+        for (std::size_t a = 0; a < na; ++a)
+          if (arrays[a][nd - 1] != saved[a][d] * s) merge = false;
+        if (merge) {
+          sz[nd - 1] *= s;
+          for (std::size_t a = 0; a < na; ++a) arrays[a][nd - 1] = saved[a][d];
+          continue;
+        }
+      }
+      sz[nd] = s;
+      for (std::size_t a = 0; a < na; ++a) arrays[a][nd] = saved[a][d];
+      ++nd;
+    }
+    count = nd - start;
+  };
+  push_group(0, kept_raw, nk);
+  push_group(kept_raw, R, nr);
+  if (nr == 0) {  // every reduced dim had size 1: one element each
+    sz[nd] = 1;
+    for (std::size_t a = 0; a < na; ++a) arrays[a][nd] = 0;
+    ++nd;
+    nr = 1;
+  }
+  std::int64_t K = 1, N = 1;
+  for (std::size_t d = 0; d < nk; ++d) K *= sz[d];
+  for (std::size_t d = nk; d < nd; ++d) N *= sz[d];
+  if (K == 0) return;
+  T* o = out.data();
+  // the decomposition's divisor: max(0, n - correction) in T (0 / 0 and x / 0 as torch: nan, inf)
+  const T denom = static_cast<T>(std::max(0.0, static_cast<double>(N) - correction));
+  if (N == 0) {
+    for (std::int64_t k = 0; k < K; ++k) o[k] = T(0) / denom;
+    ep(o, 0, K);
+    return;
+  }
+  const std::int64_t L = sz[nd - 1];
+  const int threads = omp_get_max_threads();
+  std::int64_t P = 1;
+  if (K < 2 * threads && N >= 2 * reduce_grain) P = std::min<std::int64_t>(N / reduce_grain, 4 * threads);
+  const std::int64_t chunk = (N + P - 1) / P;
+  std::vector<moments> parts(static_cast<std::size_t>(K * P));
+  const std::size_t ndim = nd;
+  using index_t = std::array<std::int64_t, R + 1>;
+  auto work = [&](std::int64_t item) {
+    const std::int64_t k = item / P, j = item % P;
+    alignas(64) T buf[var_chunk];
+    std::int64_t filled = 0;
+    moments acc;
+    using B = xsimd::batch<T>;
+    B vsum(T(0));       // the chunk's sum, taken while it is copied (pass 1)
+    double ssum = 0;  // its scalar part
+    const std::int64_t b = j * chunk, e = std::min(N, b + chunk);
+    index_t idx{};
+    std::int64_t rem = k;
+    for (std::size_t d = nk; d-- > 0;) {
+      idx[d] = rem % sz[d];
+      rem /= sz[d];
+    }
+    tree_t t = tree;
+    for (std::int64_t pos = b; pos < e;) {
+      const std::int64_t row = pos / L, col = pos % L;
+      std::int64_t r = row;
+      for (std::size_t d = ndim - 1; d-- > nk;) {
+        idx[d] = r % sz[d];
+        r /= sz[d];
+      }
+      t.set_row(idx.data(), ndim);
+      const std::int64_t stop = std::min({L, col + (e - pos), col + (var_chunk - filled)});
+      std::int64_t i = col;
+      if constexpr (tree_t::simd && !tree_t::mask && std::is_same_v<typename tree_t::lane, T>) {
+        constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
+        if (t.unit_inner())
+          for (; i + W <= stop; i += W) {
+            const B v = t.template load<B>(i);
+            v.store_unaligned(buf + filled + (i - col));
+            vsum += v;
+          }
+      }
+      for (; i < stop; ++i) {
+        const T v = static_cast<T>(t.get(i));
+        buf[filled + (i - col)] = v;
+        ssum += static_cast<double>(v);
+      }
+      filled += stop - col;
+      pos += stop - col;
+      if (filled == var_chunk || pos == e) {
+        acc.merge(chunk_moments(buf, filled, static_cast<double>(hsum(vsum)) + ssum));
+        filled = 0;
+        vsum = B(T(0));
+        ssum = 0;
+      }
+    }
+    parts[static_cast<std::size_t>(item)] = acc;
+  };
+  const std::int64_t items = K * P;
+  if (threads > 1 && items > 1 && K * N >= 2 * reduce_grain) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t item = 0; item < items; ++item) work(item);
+  } else {
+    for (std::int64_t item = 0; item < items; ++item) work(item);
+  }
+  check_kernel_flags();
+  for (std::int64_t k = 0; k < K; ++k) {
+    moments m = parts[static_cast<std::size_t>(k * P)];
+    for (std::int64_t j = 1; j < P; ++j) m.merge(parts[static_cast<std::size_t>(k * P + j)]);
+    o[k] = static_cast<T>(m.m2) / denom;
+    if constexpr (!std::is_same_v<Ep, no_reduce_epilogue>)
+      if ((k + 1) % reduce_epilogue_block == 0 || k + 1 == K) ep(o, k / reduce_epilogue_block * reduce_epilogue_block, k + 1);
+  }
+}
+
+}  // namespace tenet::detail::cpu
