@@ -7,3 +7,4 @@
 #include <tenet/autograd/graph.hpp>
 #include <tenet/autograd/tensor_members.hpp>
 #include <tenet/autograd/functions.hpp>
+#include <tenet/autograd/grad.hpp>

@@ -304,6 +304,9 @@ class Tensor {
   /// Backpropagates from this one-element tensor (seed 1) / with the given seed gradient.
   void backward(bool retain_graph = false) const;
   void backward(const Tensor& seed, bool retain_graph = false) const;
+  /// The same with options: `loss.backward({.create_graph = true})` (second order).
+  void backward(const backward_options& options) const;
+  void backward(const Tensor& seed, const backward_options& options) const;
   /// The autograd identity (null when the tensor takes no part in autograd).
   const std::shared_ptr<detail::ag::meta>& autograd_meta() const { return ag_; }
   void set_autograd_meta(std::shared_ptr<detail::ag::meta> m) { ag_ = std::move(m); }

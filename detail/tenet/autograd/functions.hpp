@@ -87,7 +87,11 @@ struct custom_function {
     explicit node(const In&... in) : saved(std::make_tuple(in...)) {}
     void apply(const std::any& g) override {
       const auto& gy = std::any_cast<const detail::ag::grad_tensor<typename Y::value_type, Y::rank>&>(g);
-      auto grads = std::apply([&](const auto&... in) { return F::backward(Y(gy), in.detach()...); }, *saved);
+      // under create_graph (grad mode on in the backward) the inputs keep their history, so what
+      // F::backward computes is recorded and can be differentiated again
+      const bool keep = detail::ag::grad_mode();
+      auto grads = std::apply([&](const auto&... in) { return F::backward(Y(gy), (keep ? in : in.detach())...); },
+                              *saved);
       static_assert(std::tuple_size_v<decltype(grads)> == sizeof...(In),
                     "tenet: custom_function: backward must return one gradient per input (a std::tuple)");
       [&]<std::size_t... I>(std::index_sequence<I...>) {

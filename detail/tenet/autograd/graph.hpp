@@ -40,6 +40,14 @@ auto evaluate_untracked(const E& e);
 }
 
 namespace tenet::detail::ag {
+/// The value of an expression the backward computes (a rule's gradient, a forward value): plain
+/// evaluation, or, while a create_graph backward runs (grad mode on), also recorded as a node of
+/// the graph so the gradient can be differentiated again (vjp.hpp).
+template <class E>
+auto backward_value(const E& e);
+}
+
+namespace tenet::detail::ag {
 
 /// RAII: sets this thread's grad mode, restores the previous one on exit.
 class grad_mode_guard {
@@ -86,6 +94,33 @@ struct meta {
 template <class T, std::size_t R>
 using grad_tensor = Tensor<T, dyn_shape<R>>;
 
+/// What the running backward does with gradients (run_backward sets it for its thread).
+///   create_graph       the backward records what it computes (grad mode is on), so the
+///                      gradients have a graph of their own (second order)
+///   accumulate_leaves  false for tenet::autograd::grad: leaves' .grad is left alone
+///   captures           the identities whose gradients grad() returns, summed here
+///   skip               nodes that lead to no captured identity (grad() does not run them)
+struct backward_context {
+  bool create_graph = false;
+  bool accumulate_leaves = true;
+  std::unordered_map<const meta*, std::any>* captures = nullptr;
+  const std::unordered_set<const grad_node*>* skip = nullptr;
+};
+inline backward_context*& current_backward() {
+  thread_local backward_context* ctx = nullptr;
+  return ctx;
+}
+class backward_context_scope {
+ public:
+  explicit backward_context_scope(backward_context* c) : previous_(current_backward()) { current_backward() = c; }
+  ~backward_context_scope() { current_backward() = previous_; }
+  backward_context_scope(const backward_context_scope&) = delete;
+  backward_context_scope& operator=(const backward_context_scope&) = delete;
+
+ private:
+  backward_context* previous_;
+};
+
 /// The dtypes autograd records: float32 and float64 (float16/bfloat16 not yet: each recorded
 /// dtype multiplies the backward kernels every translation unit compiles).
 template <class T>
@@ -112,18 +147,33 @@ void accumulate(std::any& slot, const Tensor<T, S>& gs) {
   if (old->sizes() != g.sizes())
     throw shape_error("tenet: autograd: gradients of sizes " + sizes_text(old->sizes()) + " and " +
                       sizes_text(g.sizes()) + " reach one tensor");
-  const grad_mode_guard off(false);
+  if constexpr (TENET_AUTOGRAD >= 2) {
+    if (grad_mode()) {  // a create_graph backward: the sum is recorded (backward_value)
+      slot = grad_tensor<T, R>(backward_value(make_node(prim::add_{}, *old, g)));
+      return;
+    }
+  }
   slot = grad_tensor<T, R>(evaluate_untracked(make_node(prim::add_{}, *old, g)));
 }
 
 /// Gives gradient g to the identity m: into its grad_fn's pending sum, or into .grad of a leaf
 /// that requires grad (as its own storage: a .grad is never shared with another tensor).
+///
+/// Inside tenet::autograd::grad (current_backward()): an identity grad() returns also gets g in
+/// its capture slot; .grad of leaves is left alone; nodes that lead to no returned identity do
+/// not collect gradients. Under create_graph, the clone and the sums are recorded (the .grad of
+/// a leaf has a graph, as PyTorch's).
 template <class T, class S>
 void push(const std::shared_ptr<meta>& m, const Tensor<T, S>& g) {
   if (!m) return;
+  const backward_context* ctx = current_backward();
+  if (ctx && ctx->captures) {
+    auto it = ctx->captures->find(m.get());
+    if (it != ctx->captures->end()) accumulate(it->second, g);
+  }
   if (m->grad_fn) {
-    accumulate(m->grad_fn->pending, g);
-  } else if (m->requires_grad) {
+    if (!ctx || !ctx->skip || !ctx->skip->contains(m->grad_fn.get())) accumulate(m->grad_fn->pending, g);
+  } else if (m->requires_grad && (!ctx || ctx->accumulate_leaves)) {
     if (!m->grad.has_value())
       m->grad = grad_tensor<T, S::rank>(g.clone());
     else
@@ -131,8 +181,28 @@ void push(const std::shared_ptr<meta>& m, const Tensor<T, S>& g) {
   }
 }
 
+/// create_graph needs the program built with TENET_AUTOGRAD=2 (mode.hpp): with 1 the backward's
+/// own expressions are never recorded (their VJPs are not compiled), so it is refused.
+inline void check_create_graph(bool create_graph, const char* who) {
+  if (create_graph && TENET_AUTOGRAD < 2)
+    throw value_error(std::string("tenet: ") + who +
+                      ": create_graph (second-order gradients) needs the program compiled with TENET_AUTOGRAD=2 in "
+                      "every translation unit (this one has TENET_AUTOGRAD=1, which does not compile the VJPs of the "
+                      "VJP rules: docs/autograd.md)");
+}
+
+/// How run_backward runs (Tensor::backward, tenet::autograd::grad).
+struct engine_options {
+  bool retain_graph = false;
+  bool create_graph = false;  // implies retain_graph
+  bool accumulate_leaves = true;
+  std::unordered_map<const meta*, std::any>* captures = nullptr;  // grad(): the identities returned
+};
+
 /// Runs the graph from root's grad_fn with the root's gradient `seed` (an any of grad_tensor).
-inline void run_backward(const std::shared_ptr<grad_node>& root, std::any seed, bool retain_graph) {
+/// With captures, only the nodes from which a captured identity can be reached run.
+inline void run_backward(const std::shared_ptr<grad_node>& root, std::any seed, const engine_options& opt) {
+  check_create_graph(opt.create_graph, "backward");
   // reverse topological order: depth-first post order over the input edges, reversed
   std::vector<grad_node*> order;
   std::unordered_set<grad_node*> seen;
@@ -148,26 +218,47 @@ inline void run_backward(const std::shared_ptr<grad_node>& root, std::any seed, 
       stack.pop_back();
     }
   }
+  // post order: a node's inputs' nodes come first, so "leads to a captured identity" is known
+  std::unordered_set<const grad_node*> skip;
+  if (opt.captures) {
+    for (grad_node* n : order) {
+      bool needed = false;
+      for (const auto& in : n->inputs)
+        needed = needed || opt.captures->contains(in.get()) || (in->grad_fn && !skip.contains(in->grad_fn.get()));
+      if (!needed) skip.insert(n);
+    }
+  }
   std::reverse(order.begin(), order.end());
   for (grad_node* n : order)
-    if (n->released)
+    if (n->released && !skip.contains(n))
       throw value_error("tenet: backward: trying to backward through the graph a second time (the saved values of "
                         "node '" + n->name() + "' were freed by the first backward); call the first backward with "
                         "retain_graph=true if you need to backward twice");
   for (grad_node* n : order) n->pending.reset();
   root->pending = std::move(seed);
-  const grad_mode_guard off(false);
+  backward_context ctx{opt.create_graph, opt.accumulate_leaves, opt.captures, &skip};
+  const backward_context_scope in_backward(&ctx);
+  // create_graph: grad mode stays on, so what the rules compute is recorded (backward_value)
+  const grad_mode_guard mode(opt.create_graph);
+  const bool retain = opt.retain_graph || opt.create_graph;
   for (grad_node* n : order) {
+    if (skip.contains(n)) continue;
     if (n->pending.has_value()) {
       std::any g = std::move(n->pending);
       n->pending.reset();
       n->apply(g);
     }
-    if (!retain_graph) {
+    if (!retain) {
       n->release();
       n->released = true;
     }
   }
+}
+
+inline void run_backward(const std::shared_ptr<grad_node>& root, std::any seed, bool retain_graph) {
+  engine_options opt;
+  opt.retain_graph = retain_graph;
+  run_backward(root, std::move(seed), opt);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -253,9 +344,14 @@ void copy_into_strided(const T* src, const sizes_t<R>& sizes, T* dst, const size
   }
 }
 
+template <class T, std::size_t RI, std::size_t RO>
+struct relayout_node;
+
 /// The gradient of the base of a view: g (the view's gradient) added at the storage positions the
 /// view reads, read back at the positions the base reads. @post exact for a base whose elements
-/// are distinct storage positions (every tensor but an expanded one).
+/// are distinct storage positions (every tensor but an expanded one). A linear map whose adjoint
+/// is itself with the two layouts swapped: under create_graph (grad mode on, g tracked) the
+/// result gets a relayout_node doing that, so the set of node types stays closed.
 template <class T, std::size_t RB, std::size_t RV>
 grad_tensor<T, RB> view_backward(const grad_tensor<T, RV>& g, const sizes_t<RV>& vsizes, const sizes_t<RV>& vstrides,
                                  std::int64_t voffset, const sizes_t<RB>& bsizes, const sizes_t<RB>& bstrides,
@@ -264,8 +360,10 @@ grad_tensor<T, RB> view_backward(const grad_tensor<T, RV>& g, const sizes_t<RV>&
   for (auto s : bsizes) bn *= s;
   // Fast path: a contiguous base and a view reading distinct positions inside it (transpose,
   // permute, slice, select, narrow): the base's gradient is g written through the view's strides
-  // into a zeroed base-shaped tensor.
-  if (bstrides == contiguous_strides(bsizes) && view_is_injective(vsizes, vstrides)) {
+  // into a zeroed base-shaped tensor. Not under create_graph (the general path records).
+  bool recording = false;
+  if constexpr (TENET_AUTOGRAD >= 2) recording = grad_mode() && is_tracked(g);
+  if (!recording && bstrides == contiguous_strides(bsizes) && view_is_injective(vsizes, vstrides)) {
     const auto [vlo, vhi] = offset_span(vsizes, vstrides, voffset);
     if (vlo > vhi) {  // empty view
       grad_tensor<T, RB> out(bsizes);
@@ -286,7 +384,7 @@ grad_tensor<T, RB> view_backward(const grad_tensor<T, RV>& g, const sizes_t<RV>&
       }
       grad_tensor<T, RB> out(bsizes);
       if (vn != bn) out.fill_(T(0));
-      const auto gc = g.contiguous();
+      const auto gc = g.detach().contiguous();
       copy_into_strided<T, RV>(gc.data(), vsizes, out.data() + (voffset - boffset), vstrides);
       return out;
     }
@@ -296,7 +394,7 @@ grad_tensor<T, RB> view_backward(const grad_tensor<T, RV>& g, const sizes_t<RV>&
   const auto [vlo, vhi] = offset_span(vsizes, vstrides, voffset);
   const std::int64_t lo = std::min(blo, vlo), hi = std::max(bhi, vhi);
   std::vector<T> buf(static_cast<std::size_t>(std::max<std::int64_t>(hi - lo + 1, 0)), T(0));
-  const auto gc = g.contiguous();
+  const auto gc = g.detach().contiguous();
   const T* gp = gc.data();
   for_each_offset(vsizes, vstrides, voffset, [&](std::int64_t flat, std::int64_t off) {
     buf[static_cast<std::size_t>(off - lo)] += gp[flat];
@@ -305,8 +403,36 @@ grad_tensor<T, RB> view_backward(const grad_tensor<T, RV>& g, const sizes_t<RV>&
   for_each_offset(bsizes, bstrides, boffset, [&](std::int64_t flat, std::int64_t off) {
     op[flat] = buf[static_cast<std::size_t>(off - lo)];
   });
+  if constexpr (TENET_AUTOGRAD >= 2) {
+    if (grad_mode() && is_tracked(g)) {
+      auto n = std::make_shared<relayout_node<T, RV, RB>>();
+      n->isizes = vsizes, n->istrides = vstrides, n->ioffset = voffset;
+      n->osizes = bsizes, n->ostrides = bstrides, n->ooffset = boffset;
+      n->inputs.push_back(g.autograd_meta());
+      auto m = std::make_shared<meta>();
+      m->grad_fn = std::move(n);
+      out.set_autograd_meta(std::move(m));
+    }
+  }
   return out;
 }
+
+/// The node of a view_backward computed under create_graph: input layout I (the view's), output
+/// layout O (the base's); its backward is view_backward with the layouts swapped.
+template <class T, std::size_t RI, std::size_t RO>
+struct relayout_node final : grad_node {
+  sizes_t<RI> isizes, istrides;
+  std::int64_t ioffset = 0;
+  sizes_t<RO> osizes, ostrides;
+  std::int64_t ooffset = 0;
+  void apply(const std::any& g) override {
+    const auto& go = std::any_cast<const grad_tensor<T, RO>&>(g);
+    push(inputs[0], view_backward<T, RI, RO>(go, osizes, ostrides, ooffset, isizes, istrides, ioffset));
+  }
+  void release() override {}
+  std::string name() const override { return "view_backward"; }
+  std::any tangent(jvp_context& ctx) const override;
+};
 
 template <class T, std::size_t RB, std::size_t RV>
 struct view_node final : grad_node {

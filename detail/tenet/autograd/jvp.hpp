@@ -207,4 +207,15 @@ std::any view_node<T, RB, RV>::tangent(jvp_context& ctx) const {
   return out;
 }
 
+template <class T, std::size_t RI, std::size_t RO>
+std::any relayout_node<T, RI, RO>::tangent(jvp_context& ctx) const {  // linear: the map of the tangent
+  const auto ti = meta_tangent<T, RI>(inputs[0], isizes, ctx);
+  return std::any(view_backward<T, RO, RI>(ti, isizes, istrides, ioffset, osizes, ostrides, ooffset));
+}
+
+template <class T, std::size_t Rg, std::size_t R>
+std::any sum_to_node<T, Rg, R>::tangent(jvp_context& ctx) const {  // linear: the sum of the tangent
+  return std::any(reduce_to<T, R>(meta_tangent<T, Rg>(inputs[0], from, ctx), to));
+}
+
 }  // namespace tenet::detail::ag

@@ -8,7 +8,10 @@
 
 // TENET_AUTOGRAD (default 1): 0 compiles the recording out of a whole program: evaluation never
 // instantiates VJPs (about 2.4x less compile time for code that never differentiates), and
-// requires_grad_() throws. Every translation unit of one program must see the same value.
+// requires_grad_() throws. 2 adds second (and higher) order: create_graph records the backward,
+// which instantiates the VJPs of every VJP rule the program uses (about 1.3x the compile time of
+// 1, docs/autograd.md); with 1, create_graph throws value_error. Every translation unit of one
+// program must see the same value.
 #ifndef TENET_AUTOGRAD
 #define TENET_AUTOGRAD 1
 #endif
@@ -16,6 +19,15 @@
 namespace tenet {
 template <class T, class S>
 class Tensor;
+
+/// Options of Tensor::backward (torch.Tensor.backward's keywords): `t.backward({.create_graph = true})`.
+///   retain_graph  keep the saved values so the graph can be run again
+///   create_graph  record the backward itself, so the gradients (.grad, or what
+///                 tenet::autograd::grad returns) can be differentiated again; implies retain_graph
+struct backward_options {
+  bool retain_graph = false;
+  bool create_graph = false;
+};
 }
 
 namespace tenet::detail::ag {

@@ -36,21 +36,7 @@ inline constexpr bool runs_natively<ag::autograd_backend, aten::log_softmax<D>, 
 }  // namespace tenet::detail
 namespace tenet::detail::ag {
 
-/// True when some tensor leaf of E has a dtype autograd records (float32, float64).
-template <class E>
-constexpr bool has_float_tensor_leaf() {
-  if constexpr (TensorType<E>) {
-    return is_autograd_dtype<value_type_of<E>>;
-  } else if constexpr (SharedNode<E>) {
-    return has_float_tensor_leaf<decltype(std::declval<E>().expr)>();
-  } else if constexpr (Node<E>) {
-    return []<class Op, class... C>(std::type_identity<tenet::node<Op, C...>>) {
-      return (has_float_tensor_leaf<C>() || ...);
-    }(std::type_identity<E>{});
-  } else {
-    return false;
-  }
-}
+// has_float_tensor_leaf<E>(): vjp.hpp (backward_value uses it too)
 
 /// What the forward evaluation of a recorded expression computed: every kernel's result keyed by
 /// its subtree (a cse_session's table), and the storages the keys name (kept alive so that no

@@ -79,18 +79,29 @@ Tensor<T, S> Tensor<T, S>::detach() const {
 
 template <class T, class S>
 void Tensor<T, S>::backward(bool retain_graph) const {
+  backward(backward_options{.retain_graph = retain_graph});
+}
+
+template <class T, class S>
+void Tensor<T, S>::backward(const Tensor& seed, bool retain_graph) const {
+  backward(seed, backward_options{.retain_graph = retain_graph});
+}
+
+template <class T, class S>
+void Tensor<T, S>::backward(const backward_options& options) const {
   require_defined("backward");
   if (numel() != 1)
     throw value_error("tenet: backward: grad can be implicitly created only for a tensor with one element, this "
                       "one has sizes " + detail::sizes_text(sizes_) + "; pass a seed gradient: backward(seed)");
   Tensor seed(sizes_, device());
   seed.fill_(1);
-  backward(seed, retain_graph);
+  backward(seed, options);
 }
 
 template <class T, class S>
-void Tensor<T, S>::backward(const Tensor& seed, bool retain_graph) const {
+void Tensor<T, S>::backward(const Tensor& seed, const backward_options& options) const {
   require_defined("backward");
+  detail::ag::check_create_graph(options.create_graph, "backward");
   if (!requires_grad())
     throw value_error("tenet: backward: this tensor does not require grad and has no grad_fn (nothing it was "
                       "computed from requires grad, or it was computed under no_grad)");
@@ -98,12 +109,17 @@ void Tensor<T, S>::backward(const Tensor& seed, bool retain_graph) const {
     throw shape_error("tenet: backward: the seed gradient has sizes " +
                       (seed.defined() ? detail::sizes_text(seed.sizes()) : std::string("(undefined)")) +
                       ", the tensor " + detail::sizes_text(sizes_));
-  detail::ag::grad_tensor<T, rank> g = seed.detach().clone();
+  // create_graph keeps the seed's own history (a seed that requires grad is differentiated too)
+  detail::ag::grad_tensor<T, rank> g = options.create_graph ? seed : seed.detach().clone();
   if (!ag_->grad_fn) {
+    const detail::ag::grad_mode_guard mode(options.create_graph);
     detail::ag::push(ag_, g);
     return;
   }
-  detail::ag::run_backward(ag_->grad_fn, std::any(g), retain_graph);
+  detail::ag::engine_options opt;
+  opt.retain_graph = options.retain_graph;
+  opt.create_graph = options.create_graph;
+  detail::ag::run_backward(ag_->grad_fn, std::any(g), opt);
 }
 
 }  // namespace tenet

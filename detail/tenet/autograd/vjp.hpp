@@ -93,7 +93,7 @@ auto value(const E& e) {
   if constexpr (TensorType<E>)
     return e;
   else
-    return evaluate_untracked(e);
+    return backward_value(e);
 }
 
 /// The forward values of one node's expression during its backward (or tangent): each prim node
@@ -139,6 +139,8 @@ class saved_values_scope {
 /// e's value as the forward computed it, when it was a kernel's result there (else nullopt).
 template <class E>
 std::optional<Tensor<value_type_of<E>, dyn_shape<rank_of<E>>>> saved_value(const E& e) {
+  if constexpr (TENET_AUTOGRAD >= 2)
+    if (grad_mode()) return std::nullopt;  // create_graph: forward values must be recorded, not saved
   const cse_table* t = current_saved_values();
   if (!t)
     if (cse_session* s = cse_session::current()) t = &s->table;
@@ -174,7 +176,7 @@ auto forward_value(const E& e) {
       if (memo) memo->emplace(key, *saved);
       return *saved;
     }
-    R r = std::apply([&](const auto&... c) { return R(evaluate_untracked(make_node(e.op, forward_value(c)...))); },
+    R r = std::apply([&](const auto&... c) { return R(backward_value(make_node(e.op, forward_value(c)...))); },
                      e.children);
     if (memo) memo->emplace(key, r);
     return r;
@@ -190,6 +192,22 @@ void for_each_tensor_leaf(const E& e, F&& f) {
     for_each_tensor_leaf(e.expr, f);
   } else if constexpr (Node<E>) {
     std::apply([&](const auto&... c) { (for_each_tensor_leaf(c, f), ...); }, e.children);
+  }
+}
+
+/// True when some tensor leaf of E has a dtype autograd records (float32, float64).
+template <class E>
+constexpr bool has_float_tensor_leaf() {
+  if constexpr (TensorType<E>) {
+    return is_autograd_dtype<value_type_of<E>>;
+  } else if constexpr (SharedNode<E>) {
+    return has_float_tensor_leaf<decltype(std::declval<E>().expr)>();
+  } else if constexpr (Node<E>) {
+    return []<class Op, class... C>(std::type_identity<tenet::node<Op, C...>>) {
+      return (has_float_tensor_leaf<C>() || ...);
+    }(std::type_identity<E>{});
+  } else {
+    return false;
   }
 }
 
@@ -213,8 +231,12 @@ double to_double(T v) {
     return static_cast<double>(static_cast<float>(v));
 }
 
+template <class T, std::size_t Rg, std::size_t R>
+struct sum_to_node;
+
 /// g summed over the dims it was broadcast along so that it has sizes `target` (PyTorch's
-/// sum_to_size): leading extra dims and dims where target is 1.
+/// sum_to_size): leading extra dims and dims where target is 1. Under create_graph (grad mode
+/// on, g tracked) the sum gets a sum_to_node (its backward: expand back).
 template <class T, std::size_t R, class S>
 grad_tensor<T, R> reduce_to(const Tensor<T, S>& g, const sizes_t<R>& target) {
   constexpr std::size_t Rg = S::rank;
@@ -276,8 +298,31 @@ grad_tensor<T, R> reduce_to(const Tensor<T, S>& g, const sizes_t<R>& target) {
   }
   T* op = out.data();
   for (std::int64_t k = 0; k < n; ++k) op[k] = static_cast<T>(acc[static_cast<std::size_t>(k)]);
+  if constexpr (TENET_AUTOGRAD >= 2) {
+    if (grad_mode() && is_tracked(g)) {
+      auto node = std::make_shared<sum_to_node<T, Rg, R>>();
+      node->from = gs;
+      node->to = target;
+      node->inputs.push_back(g.autograd_meta());
+      auto m = std::make_shared<meta>();
+      m->grad_fn = std::move(node);
+      out.set_autograd_meta(std::move(m));
+    }
+  }
   return out;
 }
+
+/// The node of a reduce_to computed under create_graph: the gradient of its input is the output's
+/// gradient expanded back (an expand_ prim: its own rule sums it again, so the types stay closed).
+template <class T, std::size_t Rg, std::size_t R>
+struct sum_to_node final : grad_node {
+  sizes_t<Rg> from;
+  sizes_t<R> to;
+  void apply(const std::any& g) override;
+  void release() override {}
+  std::string name() const override { return "sum_to_size"; }
+  std::any tangent(jvp_context& ctx) const override;
+};
 
 /// The value of gradient expression g summed onto sizes `target`.
 template <std::size_t R, class G>
@@ -318,6 +363,66 @@ struct chain_rule;  // pointwise unary prims: the derivative applied to a (co)ta
 
 template <class E, class G>
 void backprop(const E& e, const G& g);
+
+/// A node recorded by a create_graph backward: a gradient expression (prims over tensors and
+/// scalars: a rule's output or one prim of a forward value). Its backward is backprop over it,
+/// whose own rule outputs are expressions of the same closed set (one per prim, dtype, rank and
+/// leaf kind), so deriving again instantiates no new types: any order works. No forward mode
+/// through it (tangent throws).
+template <class E, class T, std::size_t R>
+struct backward_expr_node final : grad_node {
+  std::optional<E> expr;
+  explicit backward_expr_node(const E& e) : expr(e) {}
+  void apply(const std::any& g) override;
+  void release() override { expr.reset(); }
+  std::string name() const override { return "gradient expression (create_graph)"; }
+  std::any tangent(jvp_context&) const override {
+    throw value_error("tenet: jvp: forward mode through a gradient computed by a create_graph backward is not "
+                      "supported; differentiate it with backward/grad instead");
+  }
+};
+
+template <class E>
+auto backward_value(const E& e) {
+  // TENET_AUTOGRAD=1: never recorded, so no VJP of a VJP is instantiated (create_graph refused)
+  if constexpr (TENET_AUTOGRAD < 2 || !has_float_tensor_leaf<E>() || !is_autograd_dtype<value_type_of<E>>) {
+    return evaluate_untracked(e);
+  } else {
+    if (!grad_mode() || !needs_grad(e)) return evaluate_untracked(e);
+    decltype(evaluate_untracked(e)) r;
+    {
+      const grad_mode_guard off(false);
+      r = evaluate_untracked(e);
+    }
+    auto n = std::make_shared<backward_expr_node<E, value_type_of<E>, rank_of<E>>>(e);
+    for_each_tensor_leaf(e, [&](const auto& leaf) {
+      if (!is_tracked(leaf)) return;
+      const auto& m = leaf.autograd_meta();
+      for (const auto& in : n->inputs)
+        if (in == m) return;
+      n->inputs.push_back(m);
+    });
+    auto m = std::make_shared<meta>();
+    m->grad_fn = std::move(n);
+    r.set_autograd_meta(std::move(m));
+    return r;
+  }
+}
+
+template <class E, class T, std::size_t R>
+void backward_expr_node<E, T, R>::apply(const std::any& g) {
+  const value_memo_scope values;
+  backprop(*expr, std::any_cast<const grad_tensor<T, R>&>(g));
+}
+
+template <class T, std::size_t Rg, std::size_t R>
+void sum_to_node<T, Rg, R>::apply(const std::any& g) {
+  const auto& h = std::any_cast<const grad_tensor<T, R>&>(g);
+  sizes_t<Rg> ks{};
+  for (std::size_t d = 0; d < Rg; ++d) ks[d] = d < Rg - R ? 1 : to[d - (Rg - R)];
+  const auto hk = as_sizes<Rg>(h, ks);
+  push(inputs[0], grad_tensor<T, Rg>(backward_value(make_node(prim::expand_<dyn_shape<Rg>>{from}, hk))));
+}
 
 template <class Op, class... C, class G>
 void backprop_node(const tenet::node<Op, C...>& e, const G& g) {
@@ -648,6 +753,15 @@ struct vjp_rule<prim::reduce_<Kind, K, Dims...>> {
     } else if constexpr (std::is_same_v<Kind, prim::prod_kind>) {
       // with z zeros in the group: z == 0: prod / x; z == 1: the product of the others at the zero
       const auto xv = forward_value(x);
+      if (TENET_AUTOGRAD >= 2 && grad_mode()) {  // create_graph: this rule's derivative is wrong at zeros
+        bool zero_seen = false;
+        const T* xp = static_cast<const T*>(xv.storage()->data);
+        for_each_offset(xv.sizes(), xv.strides(), xv.offset(),
+                        [&](std::int64_t, std::int64_t off) { zero_seen = zero_seen || to_double(xp[off]) == 0.0; });
+        if (zero_seen)
+          throw value_error("tenet: autograd: create_graph through prod of an input with an element equal to 0 is not "
+                            "implemented (its second derivative there would be wrong); the first-order gradient works");
+      }
       const auto zero = pw::eq(xv, pw::c<T>(0));
       const auto z = value(make_node(prim::reduce_<prim::sum_kind, true, Dims...>{}, pw::cast<T>(zero)));
       const auto p = value(make_node(prim::reduce_<prim::prod_kind, true, Dims...>{}, pw::where(zero, pw::c<T>(1), xv)));
