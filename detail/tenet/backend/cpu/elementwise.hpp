@@ -185,6 +185,66 @@ iteration_space<R> coalesce(const sizes_t<R>& sizes, std::int64_t* out_strides, 
   return sp;
 }
 
+/// The iteration space of a reduction: kept dims first, reduced dims last, each group coalesced
+/// (size-1 dims dropped; when every reduced dim has size 1, one reduced dim of size 1 with stride
+/// 0 stands for them). The stride arrays (stride_arrays of the tree) are rewritten to match. K is
+/// the number of outputs, N the number of elements reduced into each.
+template <std::size_t R>
+struct reduce_space {
+  std::array<std::int64_t, R + 1> sizes{};
+  std::size_t nk = 0, nd = 0;  // kept dims, all dims
+  std::int64_t K = 1, N = 1;
+};
+
+template <std::size_t R>
+reduce_space<R> coalesce_reduction(const sizes_t<R>& in, const std::array<bool, R>& mask,
+                              const std::vector<std::int64_t*>& arrays) {
+  std::array<std::size_t, R> order{};
+  std::size_t n = 0;
+  for (std::size_t d = 0; d < R; ++d)
+    if (!mask[d]) order[n++] = d;
+  const std::size_t kept_raw = n;
+  for (std::size_t d = 0; d < R; ++d)
+    if (mask[d]) order[n++] = d;
+  const std::size_t na = arrays.size();
+  std::vector<std::array<std::int64_t, R>> saved(na);
+  for (std::size_t a = 0; a < na; ++a)
+    for (std::size_t d = 0; d < R; ++d) saved[a][d] = arrays[a][order[d]];
+  reduce_space<R> sp;
+  auto& sz = sp.sizes;
+  std::size_t& nd = sp.nd;
+  auto push_group = [&](std::size_t from, std::size_t to) {
+    const std::size_t start = nd;
+    for (std::size_t d = from; d < to; ++d) {
+      const std::int64_t s = in[order[d]];
+      if (s == 1) continue;
+      if (nd > start) {
+        bool merge = true;
+        for (std::size_t a = 0; a < na; ++a)
+          if (arrays[a][nd - 1] != saved[a][d] * s) merge = false;
+        if (merge) {
+          sz[nd - 1] *= s;
+          for (std::size_t a = 0; a < na; ++a) arrays[a][nd - 1] = saved[a][d];
+          continue;
+        }
+      }
+      sz[nd] = s;
+      for (std::size_t a = 0; a < na; ++a) arrays[a][nd] = saved[a][d];
+      ++nd;
+    }
+    return nd - start;
+  };
+  sp.nk = push_group(0, kept_raw);
+  if (push_group(kept_raw, R) == 0) {  // every reduced dim had size 1 (so was dropped and nd < R)
+    sz[nd] = 1;
+    for (std::size_t a = 0; a < na; ++a) arrays[a][nd] = 0;
+    ++nd;
+  }
+  for (std::size_t d = 0; d < sp.nk; ++d) sp.K *= sz[d];
+  for (std::size_t d = sp.nk; d < nd; ++d) sp.N *= sz[d];
+  return sp;
+}
+
 /// Runs `body(row_index[nd], begin, end)` over the space in chunks spread over the threads.
 template <std::size_t R, class Body>
 void parallel_rows(const iteration_space<R>& sp, std::int64_t grain, Body&& body) {

@@ -238,53 +238,12 @@ void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bo
   using tree_t = pw<C, R>;
   tree_t tree(child, in);
 
-  // reorder: kept dims first, reduced dims last; then coalesce each group (size-1 dims dropped)
-  std::array<std::size_t, R> order{};
-  std::size_t n = 0;
-  for (std::size_t d = 0; d < R; ++d)
-    if (!mask[d]) order[n++] = d;
-  const std::size_t kept_raw = n;
-  for (std::size_t d = 0; d < R; ++d)
-    if (mask[d]) order[n++] = d;
   const auto arrays = stride_arrays(tree);
   const std::size_t na = arrays.size();
-  std::vector<std::array<std::int64_t, R>> saved(na);
-  for (std::size_t a = 0; a < na; ++a)
-    for (std::size_t d = 0; d < R; ++d) saved[a][d] = arrays[a][order[d]];
-  std::array<std::int64_t, R + 1> sz{};
-  std::size_t nk = 0, nr = 0, nd = 0;
-  auto push_group = [&](std::size_t from, std::size_t to, std::size_t& count) {
-    const std::size_t start = nd;
-    for (std::size_t d = from; d < to; ++d) {
-      const std::int64_t s = in[order[d]];
-      if (s == 1) continue;
-      if (nd > start) {
-        bool merge = true;
-        for (std::size_t a = 0; a < na; ++a)
-          if (arrays[a][nd - 1] != saved[a][d] * s) merge = false;
-        if (merge) {
-          sz[nd - 1] *= s;
-          for (std::size_t a = 0; a < na; ++a) arrays[a][nd - 1] = saved[a][d];
-          continue;
-        }
-      }
-      sz[nd] = s;
-      for (std::size_t a = 0; a < na; ++a) arrays[a][nd] = saved[a][d];
-      ++nd;
-    }
-    count = nd - start;
-  };
-  push_group(0, kept_raw, nk);
-  push_group(kept_raw, R, nr);
-  if (nr == 0) {  // every reduced dim had size 1 (so was dropped and nd < R): one element each
-    sz[nd] = 1;
-    for (std::size_t a = 0; a < na; ++a) arrays[a][nd] = 0;
-    ++nd;
-    nr = 1;
-  }
-  std::int64_t K = 1, N = 1;
-  for (std::size_t d = 0; d < nk; ++d) K *= sz[d];
-  for (std::size_t d = nk; d < nd; ++d) N *= sz[d];
+  const auto space = coalesce_reduction(in, mask, arrays);
+  const auto& sz = space.sizes;
+  const std::size_t nk = space.nk, nd = space.nd;
+  const std::int64_t K = space.K, N = space.N;
   OutT* o = out.numel() ? out.data() : nullptr;
   if (K == 0) return;
   if (N == 0) {

@@ -169,46 +169,15 @@ void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bo
     }
     using tree_t = dpw<C, R>;
     tree_t tree(child, in);
-    // reorder every leaf's strides: kept dims first, reduced dims last; coalesce within each group
-    std::array<std::size_t, R> order{};
-    std::size_t n = 0;
-    for (std::size_t d = 0; d < R; ++d)
-      if (!mask[d]) order[n++] = d;
-    const std::size_t kept_raw = n;
-    for (std::size_t d = 0; d < R; ++d)
-      if (mask[d]) order[n++] = d;
+    // every leaf's strides reordered (kept dims first, reduced dims last) and coalesced, as on the CPU
     const auto arrays = cpu::stride_arrays(tree);
-    const std::size_t na = arrays.size();
+    const auto space = cpu::coalesce_reduction(in, mask, arrays);
     reduce_layout<R> L{};
-    std::int64_t outputs = 1, length = 1;
-    for (std::size_t d = 0; d < R; ++d) (mask[d] ? length : outputs) *= in[d];
-    std::vector<std::array<std::int64_t, R>> saved(na);
-    for (std::size_t a = 0; a < na; ++a)
-      for (std::size_t d = 0; d < R; ++d) saved[a][d] = arrays[a][order[d]];
-    std::array<std::int64_t, R> osz{};
-    for (std::size_t d = 0; d < R; ++d) osz[d] = in[order[d]];
-    auto group = [&](std::size_t b, std::size_t e, std::int64_t* sz, std::size_t at) {
-      std::size_t k = 0;
-      for (std::size_t d = b; d < e; ++d) {
-        if (osz[d] == 1) continue;
-        if (k > 0) {
-          bool merge = true;
-          for (std::size_t a = 0; a < na; ++a)
-            if (arrays[a][at + k - 1] != saved[a][d] * osz[d]) merge = false;
-          if (merge) {
-            sz[k - 1] *= osz[d];
-            for (std::size_t a = 0; a < na; ++a) arrays[a][at + k - 1] = saved[a][d];
-            continue;
-          }
-        }
-        sz[k] = osz[d];
-        for (std::size_t a = 0; a < na; ++a) arrays[a][at + k] = saved[a][d];
-        ++k;
-      }
-      return k;
-    };
-    L.nk = static_cast<int>(group(0, kept_raw, L.ksz, 0));
-    L.nr = static_cast<int>(group(kept_raw, R, L.rsz, static_cast<std::size_t>(L.nk)));
+    L.nk = static_cast<int>(space.nk);
+    L.nr = static_cast<int>(space.nd - space.nk);
+    for (std::size_t d = 0; d < space.nk; ++d) L.ksz[d] = space.sizes[d];
+    for (std::size_t d = space.nk; d < space.nd; ++d) L.rsz[d - space.nk] = space.sizes[d];
+    const std::int64_t outputs = space.K, length = space.N;
     L.outputs = outputs;
     L.length = length;
     if (outputs == 0) return;
