@@ -13,6 +13,8 @@
 #include <tenet/compile.hpp>
 #include <tenet/tenet.hpp>
 
+#include "kernel_checks.hpp"
+
 using namespace tenet;
 using M2 = Tensor<float, dyn_shape<2>>;
 using V1 = Tensor<float, dyn_shape<1>>;
@@ -20,24 +22,8 @@ using S0 = Tensor<float, shape<>>;
 
 namespace {
 
-template <class E>
-std::int64_t launched(const E& e) {
-  auto& k = detail::kernels_launched();
-  k = 0;
-  (void)eval(e);
-  return k;
-}
-
-template <class A, class B>
-void require_equal(const A& a, const B& b) {
-  REQUIRE(a.sizes() == b.sizes());
-  auto ac = a.contiguous();
-  auto bc = b.contiguous();
-  for (std::int64_t i = 0; i < ac.numel(); ++i) {
-    INFO("element " << i);
-    REQUIRE(ac.data()[i] == bc.data()[i]);
-  }
-}
+using tenet_test::launched;
+using tenet_test::require_equal;
 
 /// max |a - b| / (1 + |b|); NaNs must sit at the same places.
 template <class A, class B>
