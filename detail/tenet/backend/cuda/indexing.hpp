@@ -50,6 +50,9 @@ struct fault_buffer {
   index_fault slot() const { return {reinterpret_cast<unsigned long long*>(buf.data())}; }
   /// Waits for the stream; index_error when a kernel recorded a bad index.
   void throw_if_any(const char* op, std::size_t dim, std::int64_t size) const {
+    if (capturing_graph())
+      throw device_error(std::string("tenet: ") + op + " checks its indices by reading a flag back to the host (a stream "
+                         "synchronization), which a CUDA graph capture cannot contain");
     std::int64_t h[2] = {0, 0};
     TENET_CUDA_CHECK(cudaMemcpyAsync(h, buf.data(), sizeof h, cudaMemcpyDeviceToHost, current_stream()));
     TENET_CUDA_CHECK(cudaStreamSynchronize(current_stream()));

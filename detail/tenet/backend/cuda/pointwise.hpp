@@ -27,6 +27,22 @@ namespace tenet::detail::cuda {
 
 inline constexpr int pointwise_threads = 256;
 
+/// The pointwise kernel's launch configuration on this thread: threads per block and the cap on
+/// blocks per SM of its grid-stride grid (tenet::compile's max_autotune sets it per shape class).
+struct pointwise_launch {
+  int threads = pointwise_threads;
+  int blocks_per_sm = 16;
+};
+inline pointwise_launch& pointwise_config() {
+  thread_local pointwise_launch c;
+  return c;
+}
+/// Pointwise kernels launched on this thread.
+inline std::int64_t& pointwise_launches() {
+  thread_local std::int64_t n = 0;
+  return n;
+}
+
 /// 16-byte-or-more register group of N values of T (one vector load/store when aligned).
 template <class T, int N>
 struct alignas(sizeof(T) * N >= 16 ? 16 : sizeof(T) * N) lanes {
@@ -204,9 +220,9 @@ __global__ void pointwise_strided_kernel(T* __restrict__ out, Tree tree, out_lay
 }
 
 /// Blocks for `work` threads of `threads` each: enough to fill the card, capped (grid-stride loops).
-inline unsigned grid_for(std::int64_t work, int threads, int dev) {
+inline unsigned grid_for(std::int64_t work, int threads, int dev, int blocks_per_sm = 16) {
   const std::int64_t want = (work + threads - 1) / threads;
-  const std::int64_t cap = static_cast<std::int64_t>(sm_count(dev)) * 16;
+  const std::int64_t cap = static_cast<std::int64_t>(sm_count(dev)) * blocks_per_sm;
   return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(want, cap)));
 }
 
@@ -247,14 +263,16 @@ void run_pointwise(const Tensor<T, S>& out, const E& e) {
     });
     if (reinterpret_cast<std::uintptr_t>(obase) % 16 != 0) flat = false;
   }
+  const pointwise_launch cfg = pointwise_config();
+  ++pointwise_launches();
   if (flat) {
     const std::int64_t groups = std::max<std::int64_t>(n / N, 1);
-    pointwise_flat_kernel<T, tree_t><<<grid_for(groups, pointwise_threads, dev), pointwise_threads, 0, s>>>(obase, tree, n);
+    pointwise_flat_kernel<T, tree_t><<<grid_for(groups, cfg.threads, dev, cfg.blocks_per_sm), cfg.threads, 0, s>>>(obase, tree, n);
   } else {
     out_layout<T, R> lay{};
     lay.nd = static_cast<int>(sp.nd);
     for (std::size_t d = 0; d < sp.nd; ++d) lay.sizes[d] = sp.sizes[d], lay.st[d] = ost[d];
-    pointwise_strided_kernel<T, R, tree_t><<<grid_for(n, pointwise_threads, dev), pointwise_threads, 0, s>>>(obase, tree, lay, n);
+    pointwise_strided_kernel<T, R, tree_t><<<grid_for(n, cfg.threads, dev, cfg.blocks_per_sm), cfg.threads, 0, s>>>(obase, tree, lay, n);
   }
   check_launch("the pointwise kernel launch");
 }

@@ -93,6 +93,25 @@ inline int sm_count(int dev) {
   return n;
 }
 
+/// A per-thread hook into the caching allocator (tenet::compile's CUDA graphs, graph.hpp): serve()
+/// may hand out a block itself (non-null), allocated() sees every block the allocator serves, and
+/// release() returns true for a block that was the interceptor's (the allocator then ignores it).
+struct alloc_interceptor {
+  virtual void* serve(std::size_t bytes, int dev) = 0;
+  virtual void allocated(void* p, std::size_t bytes) = 0;
+  virtual bool release(void* p) noexcept = 0;
+  virtual ~alloc_interceptor() = default;
+};
+inline alloc_interceptor*& current_alloc_interceptor() {
+  thread_local alloc_interceptor* i = nullptr;
+  return i;
+}
+/// True while this thread captures a CUDA graph (graph.hpp): what synchronizes must refuse.
+inline bool& capturing_graph() {
+  thread_local bool b = false;
+  return b;
+}
+
 struct memory_stats_t {
   std::size_t allocated = 0;       ///< bytes in live tensors (rounded to the size class)
   std::size_t reserved = 0;        ///< bytes obtained from cudaMalloc and not yet returned
@@ -114,6 +133,9 @@ class caching_allocator {
     return (n + big - 1) / big * big;
   }
   void* allocate(std::size_t n, int dev, cudaStream_t s) {
+    alloc_interceptor* ic = current_alloc_interceptor();
+    if (ic)
+      if (void* q = ic->serve(n, dev)) return q;
     const std::size_t r = rounded(n);
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.allocations;
@@ -141,9 +163,11 @@ class caching_allocator {
     live_[p] = block{dev, s, r};
     stats_.allocated += r;
     if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
+    if (ic) ic->allocated(p, n);
     return p;
   }
   void deallocate(void* p) noexcept {
+    if (alloc_interceptor* ic = current_alloc_interceptor(); ic && ic->release(p)) return;
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = live_.find(p);
     if (it == live_.end()) return;
@@ -220,6 +244,9 @@ inline void hook_deallocate(void* p, std::size_t, device) noexcept { caching_all
 /// (pageable host memory) or, for pinned host memory, after the stream finished the copy.
 inline void hook_copy(void* dst, device dd, const void* src, device sd, std::size_t n) {
   if (n == 0) return;
+  if (capturing_graph())
+    throw device_error("tenet: a copy between host and device (t.to(...), t.cpu(), a host mask or value) waits for "
+                       "the stream, which a CUDA graph capture cannot contain");
   const device& on = dd.is_cpu() ? sd : dd;
   device_context ctx(on);
   const cudaStream_t s = current_stream();
