@@ -362,7 +362,49 @@ struct compile_stats {
   std::int64_t guard_failures = 0;  // calls whose extents matched no planned class
   std::int64_t arena_hits = 0;      // intermediates served by a memory plan
   std::int64_t arena_misses = 0;
+  // CUDA tensors (backend/cuda/graph.hpp): reduce_overhead / max_autotune capture CUDA graphs
+  std::int64_t graph_captures = 0;   // CUDA graphs captured (a re-capture included)
+  std::int64_t graph_launches = 0;   // calls served by cudaGraphLaunch
+  std::int64_t graph_fallbacks = 0;  // calls run eagerly because their graph could not be captured
 };
+
+namespace detail {
+/// What compile keeps per shape class for a device backend (CUDA: backend/cuda/graph.hpp).
+struct device_class_state {
+  virtual ~device_class_state() = default;
+  virtual std::string text() const = 0;
+};
+/// The value type a compiled call of F on Args returns.
+template <class F, class... Args>
+using compile_result_t =
+    decltype(evaluate_result(std::declval<const std::invoke_result_t<F&, const Args&...>&>()));
+/// The device of the first tensor among args (the CPU when none); `mixed` when another differs.
+template <class... Args>
+device args_device(bool& mixed, const Args&... args) {
+  bool found = false;
+  device dev = tenet::cpu;
+  mixed = false;
+  auto one = [&](const auto& a) {
+    using A = std::remove_cvref_t<decltype(a)>;
+    if constexpr (TensorType<A> || Expression<A>)
+      visit_leaves(a, [&](const auto& t) {
+        if (!t.defined()) return;
+        if (!found) dev = t.device(), found = true;
+        else if (t.device() != dev) mixed = true;
+      });
+  };
+  (one(args), ...);
+  return dev;
+}
+#if defined(__CUDACC__)
+namespace cuda {
+template <class F, class... Args>
+compile_result_t<F, Args...> compiled_call(std::unique_ptr<device_class_state>& state, F& fn, const compile_options& opt,
+                                           compile_stats& stats, const std::vector<std::int64_t>& extents,
+                                           const Args&... args);
+}
+#endif
+}  // namespace detail
 
 template <class F>
 class compiled_function {
@@ -374,7 +416,11 @@ class compiled_function {
     ++stats_.calls;
     std::vector<std::int64_t> key;
     (detail::append_extents(key, args), ...);
+    const std::vector<std::int64_t> extents = key;
     if (opt_.dynamic || static_cast<int>(classes_.size()) >= opt_.cache_size_limit) key.clear();
+    bool mixed = false;
+    const device dev = detail::args_device(mixed, args...);
+    if (!dev.is_cpu()) key.insert(key.begin(), {-1000 - static_cast<std::int64_t>(dev.type), dev.index});  // a device change re-plans
     auto it = classes_.find(key);
     const bool fresh = it == classes_.end();
     if (fresh) {
@@ -384,6 +430,14 @@ class compiled_function {
     }
     shape_class& c = *it->second;
     last_ = &c;
+#if defined(__CUDACC__)
+    if (dev.type == device_type::cuda) {
+      if (mixed)
+        throw device_error("tenet::compile: the arguments are on more than one device (the first tensor is on " +
+                           dev.str() + "); move them to one device first");
+      return detail::cuda::compiled_call(c.device_state, fn_, opt_, stats_, extents, args...);
+    }
+#endif
 
     // trace: run fn to get the expression (the graph is its type)
     const std::int64_t before = detail::evaluations();
@@ -437,7 +491,8 @@ class compiled_function {
 
   const compile_stats& stats() const { return stats_; }
   const compile_options& options() const { return opt_; }
-  /// The kernel plan of the shape class of the last call (empty before the first call).
+  /// The kernel plan of the shape class of the last call (empty before the first call, and for a
+  /// class of CUDA tensors: explain() says what ran on the GPU).
   detail::kernel_plan plan() const { return last_ ? last_->plan : detail::kernel_plan{}; }
   /// Planned bytes of the memory arena of the last call's class (reduce_overhead, max_autotune).
   std::size_t arena_bytes() const { return last_ ? last_->arena.arena_bytes() : 0; }
@@ -459,6 +514,7 @@ class compiled_function {
                     ", dynamic " + (opt_.dynamic ? "true" : "false") + ", fullgraph " + (opt_.fullgraph ? "true" : "false") +
                     "; " + std::to_string(stats_.calls) + " calls, " + std::to_string(stats_.plans) +
                     " shape class(es) planned, " + std::to_string(stats_.guard_failures) + " guard failure(s)\n";
+    if (last_->device_state) return s + last_->device_state->text();  // what ran on the device (no CPU plan)
     s += last_->plan.text();
     if (opt_.mode != compile_mode::default_ && last_->arena.valid())
       s += "  memory arena: " + detail::bytes_text(static_cast<std::int64_t>(last_->arena.arena_bytes())) + " for " +
@@ -491,6 +547,7 @@ class compiled_function {
     detail::cpu::gemm_blocking blocking;
     std::vector<autotune_trial> trials;
     std::int64_t graph_breaks = 0;
+    std::unique_ptr<detail::device_class_state> device_state;  // a class of device tensors (CUDA)
   };
 
   /// Times the candidates on this call's inputs: thread counts at the default blocking, then (a
@@ -562,3 +619,7 @@ compiled_function<F> compile(F fn, compile_options options = {}) {
 }
 
 }  // namespace tenet
+
+#if defined(__CUDACC__)
+#include <tenet/backend/cuda/graph.hpp>  // compile on CUDA tensors: CUDA graphs (nvcc only)
+#endif
