@@ -1,0 +1,221 @@
+// tenet::compile on CUDA tensors (backend/cuda/graph.hpp): every mode equals eager CUDA evaluation
+// bit for bit (the same kernels run); reduce_overhead records the first call of a shape class,
+// captures a CUDA graph on the second and replays it after, with the launches and captures counted
+// in stats(); a shape change, a device change and a replaced weight re-plan or re-capture; what
+// cannot be captured (gather's index check synchronizes) runs eagerly with the reason in explain().
+// Few expression types, dyn shapes (compile time). The main() that skips without a GPU is in
+// test_cuda.cu.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <tuple>
+#include <vector>
+
+#include <tenet/compile.hpp>
+#include <tenet/cuda.hpp>
+
+using namespace tenet;
+using F1 = Tensor<float, dyn_shape<1>>;
+using F2 = Tensor<float, dyn_shape<2>>;
+using I2 = Tensor<std::int64_t, dyn_shape<2>>;
+
+namespace {
+const tenet::device gpu = tenet::cuda(0);
+
+F2 rnd(std::int64_t r, std::int64_t c, float scale = 1.0f) {
+  F2 x = randn<float, dyn_shape<2>>(r, c) * scale;
+  return x.to(gpu);
+}
+F1 rnd1(std::int64_t n, float scale = 1.0f) {
+  F1 x = randn<float, dyn_shape<1>>(n) * scale;
+  return x.to(gpu);
+}
+
+/// a and b hold the same bits (a from the compiled call, b from eager evaluation).
+template <class A, class B>
+void require_same(const A& a, const B& b) {
+  using T = value_type_of<A>;
+  static_assert(std::is_same_v<T, value_type_of<B>>);
+  REQUIRE(a.device() == b.device());
+  auto x = a.cpu().contiguous();
+  auto y = b.cpu().contiguous();
+  REQUIRE(x.sizes() == y.sizes());
+  std::int64_t diff = 0;
+  for (std::int64_t i = 0; i < x.numel(); ++i) diff += std::memcmp(x.data() + i, y.data() + i, sizeof(T)) != 0;
+  INFO("elements " << x.numel() << ", differing " << diff);
+  CHECK(diff == 0);
+}
+bool has(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
+
+// the expression types of this file
+auto pointwise_fn = [](const auto& x, const auto& y) { return gelu(x * 1.5f + y) * 0.75f; };
+using pointwise_t = decltype(pointwise_fn);
+}  // namespace
+
+TEST_CASE("compile on CUDA: pointwise in every mode equals eager; reduce_overhead replays one CUDA graph",
+          "[cuda][compile]") {
+  for (auto mode : {compile_mode::default_, compile_mode::reduce_overhead, compile_mode::max_autotune}) {
+    INFO("mode " << static_cast<int>(mode));
+    auto f = tenet::compile(pointwise_fn, {.mode = mode});
+    std::vector<F2> outs, refs;
+    for (int call = 0; call < 5; ++call) {
+      const F2 x = rnd(64, 1000), y = rnd(64, 1000);  // new values every call
+      F2 out = f(x, y);
+      REQUIRE(out.device() == gpu);
+      outs.push_back(out);
+      refs.push_back(F2(pointwise_fn(x, y)));
+    }
+    // every result still holds its own call's values (the graph's outputs are copied out)
+    for (std::size_t i = 0; i < outs.size(); ++i) require_same(outs[i], refs[i]);
+    const auto& st = f.stats();
+    CHECK(st.calls == 5);
+    CHECK(st.plans == 1);
+    const std::string ex = f.explain();
+    INFO(ex);
+    CHECK(has(ex, "CUDA shape class on cuda:0"));
+    CHECK(has(ex, "launches 1 tenet kernel(s) on the GPU (1 pointwise"));
+    CHECK(f.plan().kernels.empty());  // no CPU plan reported for a CUDA class
+    if (mode == compile_mode::default_) {
+      CHECK(st.graph_captures == 0);
+      CHECK(st.graph_launches == 0);
+    } else {
+      CHECK(st.graph_captures == 1);  // call 2 captures
+      CHECK(st.graph_launches == 4);  // calls 2..5 launch the graph
+      CHECK(st.graph_fallbacks == 0);
+      CHECK(has(ex, "CUDA graph: captured 1 time(s)"));
+      CHECK(has(ex, "1 kernel(s)"));
+    }
+    if (mode == compile_mode::max_autotune) {
+      CHECK(has(ex, "autotuned pointwise launch"));
+      CHECK(has(ex, "(12 timed)"));
+    }
+  }
+}
+
+TEST_CASE("compile on CUDA: a device change re-plans; mixed devices are a device_error", "[cuda][compile]") {
+  auto f = tenet::compile(pointwise_fn, {.mode = compile_mode::reduce_overhead});
+  F2 xc = randn<float, dyn_shape<2>>(8, 33), yc = randn<float, dyn_shape<2>>(8, 33);
+  F2 oc = f(xc, yc);
+  CHECK(oc.device().is_cpu());
+  require_same(oc, F2(pointwise_fn(xc, yc)));
+  const auto xg = xc.to(gpu), yg = yc.to(gpu);
+  for (int call = 0; call < 3; ++call) require_same(F2(f(xg, yg)), F2(pointwise_fn(xg, yg)));
+  CHECK(f.stats().plans == 2);  // same extents, another device: its own class
+  CHECK(f.stats().graph_captures == 1);
+  CHECK(f.stats().graph_launches == 2);
+  CHECK_THROWS_AS(f(xg, yc), device_error);
+  try {
+    (void)f(xg, yc);
+  } catch (const device_error& e) {
+    CHECK(has(e.what(), "more than one device"));
+  }
+}
+
+TEST_CASE("compile on CUDA: reductions, softmax and layer_norm rows; shape change and a replaced weight",
+          "[cuda][compile]") {
+  F1 w = rnd1(256), b = rnd1(256);
+  auto rows_fn = [&](const auto& x) {
+    return std::make_tuple(sum<1>(x * x), softmax<-1>(x * 0.5f), layer_norm(x + 1.0f, w, b));
+  };
+  auto check_call = [&](auto& f, const F2& x) {
+    auto [s, p, n] = f(x);
+    auto [rs, rp, rn] = rows_fn(x);
+    require_same(s, F1(rs));
+    require_same(p, F2(rp));
+    require_same(n, F2(rn));
+  };
+  for (bool dynamic : {false, true}) {
+    INFO("dynamic " << dynamic);
+    w = rnd1(256), b = rnd1(256);
+    auto f = tenet::compile(rows_fn, {.mode = compile_mode::reduce_overhead, .dynamic = dynamic});
+    for (int call = 0; call < 3; ++call) check_call(f, rnd(64, 256, 2.0f));
+    CHECK(f.stats().graph_captures == 1);
+    CHECK(f.stats().graph_launches == 2);
+    // a replaced weight (new storage): the graph baked the old pointer in, so it is captured again
+    w = rnd1(256);
+    check_call(f, rnd(64, 256));
+    CHECK(f.stats().graph_captures == 2);
+    CHECK(has(f.explain(), "1 re-capture(s)"));
+    // an in-place change of a weight's values needs no re-capture (the graph reads it)
+    w.copy_(rnd1(256));
+    check_call(f, rnd(64, 256));
+    CHECK(f.stats().graph_captures == 2);
+    CHECK(f.stats().graph_launches == 4);
+    // another shape class: rows only (the weights fix the columns); recorded, then captured
+    for (int call = 0; call < 3; ++call) check_call(f, rnd(5, 256));
+    CHECK(f.stats().plans == 2);
+    if (!dynamic) CHECK(f.stats().guard_failures == 1);
+    CHECK(f.stats().graph_captures == 3);
+    CHECK(f.stats().graph_launches == 6);
+    const std::string ex = f.explain();
+    INFO(ex);
+    CHECK(has(ex, "launches 3 tenet kernel(s)"));  // sum, softmax, layer_norm (producers fused)
+  }
+  // a long row with few outputs: the split reduction's partial buffer comes from the graph's arena
+  w = rnd1(16384), b = rnd1(16384);
+  auto g = tenet::compile(rows_fn, {.mode = compile_mode::reduce_overhead});
+  for (int call = 0; call < 4; ++call) check_call(g, rnd(4, 16384));
+  CHECK(g.stats().graph_captures == 1);
+  CHECK(g.stats().graph_launches == 3);
+  CHECK(has(g.explain(), "graph memory: arena"));
+}
+
+TEST_CASE("compile on CUDA: linear + bias + gelu and an MLP block", "[cuda][compile]") {
+  F2 w1 = rnd(512, 256, 0.05f), w2 = rnd(256, 512, 0.05f);
+  F1 b1 = rnd1(512, 0.1f), b2 = rnd1(256, 0.1f);
+  auto lbg = [&](const auto& x) { return gelu(linear(x, w1, b1), approximate_tanh); };  // one cuBLASLt call
+  auto mlp = [&](const auto& x) { return x + linear(gelu(linear(x, w1, b1)), w2, b2); };
+  for (auto mode : {compile_mode::reduce_overhead, compile_mode::max_autotune}) {
+    auto f = tenet::compile(lbg, {.mode = mode});
+    auto m = tenet::compile(mlp, {.mode = mode});
+    for (int call = 0; call < 4; ++call) {
+      const F2 x = rnd(8, 256);
+      require_same(F2(f(x)), F2(lbg(x)));
+      require_same(F2(m(x)), F2(mlp(x)));
+    }
+    CHECK(f.stats().graph_captures == 1);
+    CHECK(f.stats().graph_launches == 3);
+    CHECK(m.stats().graph_captures == 1);
+    CHECK(m.stats().graph_launches == 3);
+    const F2 x = rnd(8, 256);
+    const std::int64_t k0 = detail::kernels_launched();
+    const F2 e = mlp(x);
+    const std::int64_t k = detail::kernels_launched() - k0;  // what eager launches for the MLP block
+    const std::string ef = f.explain(), em = m.explain();
+    INFO(ef << em);
+    CHECK(has(ef, "launches 1 tenet kernel(s) on the GPU (0 pointwise"));
+    CHECK(has(em, ("launches " + std::to_string(k) + " tenet kernel(s)").c_str()));
+    if (mode == compile_mode::max_autotune) {
+      CHECK(has(ef, "autotune: no pointwise kernel to tune"));
+      CHECK(has(em, "autotuned pointwise launch"));
+    }
+  }
+}
+
+TEST_CASE("compile on CUDA: what cannot be captured runs eagerly with the reason; bad indices still throw",
+          "[cuda][compile]") {
+  auto gat = [](const auto& x, const auto& i) { return gather<1>(x, i) * 2.0f; };
+  auto f = tenet::compile(gat, {.mode = compile_mode::reduce_overhead});
+  I2 idx = randint<std::int64_t, dyn_shape<2>>(0, 50, 16, 20);
+  const auto di = idx.to(gpu);
+  for (int call = 0; call < 3; ++call) {
+    const F2 x = rnd(16, 50);
+    require_same(F2(f(x, di)), F2(gat(x, di)));
+  }
+  CHECK(f.stats().graph_captures == 0);
+  CHECK(f.stats().graph_launches == 0);
+  CHECK(f.stats().graph_fallbacks == 2);  // call 1 records; call 2's capture fails; both run eagerly
+  const std::string ex = f.explain();
+  INFO(ex);
+  CHECK(has(ex, "no CUDA graph, the calls run eagerly: the capture failed"));
+  CHECK(has(ex, "checks its indices"));
+  // a bad index: index_error naming it, as eager
+  idx.data()[3] = 77;
+  CHECK_THROWS_AS(f(rnd(16, 50), idx.to(gpu)), index_error);
+  // the device is still usable
+  const F2 x = rnd(16, 50);
+  require_same(F2(f(x, di)), F2(gat(x, di)));
+}
