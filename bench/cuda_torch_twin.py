@@ -32,6 +32,26 @@ def measure(f, min_seconds=0.5, min_runs=5):
     return statistics.median(times)
 
 
+def us_per_call(f):
+    """bench/cuda_compile.cu's timing: wall time per call, 200 calls then one synchronize, median of 7."""
+    import time
+    for _ in range(20):
+        f()
+    torch.cuda.synchronize()
+    t = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        for _ in range(200):
+            f()
+        torch.cuda.synchronize()
+        t.append((time.perf_counter() - t0) / 200 * 1e6)
+    return statistics.median(t)
+
+
+def mlp_block(x, w1, b1, w2, b2):
+    return x + F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2)
+
+
 def report(workload, impl, metric, value, **extra):
     line = {"workload": workload, "impl": impl, "device": "cuda", "metric": metric,
             "value": None if value is None else float(f"{value:.4g}")}
@@ -72,6 +92,30 @@ def main():
                 report(workload, impl, metric, scale / s)
             except Exception as e:  # noqa: BLE001 - report and go on
                 report(workload, impl, metric, None, error=f"{type(e).__name__}: {e}"[:300])
+
+    # bench/cuda_compile.cu: an MLP block where launch overhead matters (wall us per call)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for hidden in (1024, 4096):
+        wl = f"mlp_block_8x1024_h{hidden}_fp32"
+        if not want.search(wl):
+            continue
+        xm = torch.randn(8, 1024, device=dev)
+        w1 = torch.randn(hidden, 1024, device=dev) * 0.03
+        w2 = torch.randn(1024, hidden, device=dev) * 0.03
+        b1 = torch.randn(hidden, device=dev) * 0.1
+        b2 = torch.randn(1024, device=dev) * 0.1
+        impls = [("torch eager", lambda: mlp_block(xm, w1, b1, w2, b2))]
+        if not args.no_compile:
+            ro = torch.compile(mlp_block, mode="reduce-overhead")
+            impls.append(("torch.compile(reduce-overhead)", lambda: ro(xm, w1, b1, w2, b2)))
+            co = torch.compile(mlp_block)
+            impls.append(("torch.compile", lambda: co(xm, w1, b1, w2, b2)))
+        for impl, f in impls:
+            try:
+                with torch.no_grad():
+                    report(wl, impl, "us/call", us_per_call(f))
+            except Exception as e:  # noqa: BLE001 - report and go on
+                report(wl, impl, "us/call", None, error=f"{type(e).__name__}: {e}"[:300])
 
     n = 64 << 20
     x = torch.randn(n, device=dev)
