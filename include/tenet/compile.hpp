@@ -31,6 +31,11 @@
 //     summation order: values then equal eager ones to rounding, not bit for bit.
 //   - A training step: fn returns backward_of(loss); the call evaluates the loss and its backward
 //     as one graph (gradients into .grad, shared forward values computed once) and returns the loss.
+//   - CUDA tensors (CUDA translation units; backend/cuda/graph.hpp, docs/cuda.md): the device is
+//     part of the shape class; the CUDA backend runs the expression; reduce_overhead and
+//     max_autotune record the first call, capture a CUDA graph on the second and replay it after
+//     (inputs copied into static tensors, results copied out); max_autotune tunes the pointwise
+//     launch configuration instead of threads and GEMM blocking.
 //   - fullgraph = true: fn must not evaluate anything itself (an `eval()` or a Tensor assignment
 //     inside fn splits the graph in two, like a graph break in torch.compile); if it does, the call
 //     throws tenet::value_error naming the count.

@@ -192,6 +192,17 @@ TEST_CASE("compile on CUDA: linear + bias + gelu and an MLP block", "[cuda][comp
       CHECK(has(ef, "autotune: no pointwise kernel to tune"));
       CHECK(has(em, "autotuned pointwise launch"));
     }
+    // autocast picks other kernels: the class is recorded and captured again, and still equals eager
+    {
+      tenet::autocast ac(gpu, dtype::bfloat16);
+      for (int call = 0; call < 3; ++call) {
+        const F2 xa = rnd(8, 256);
+        require_same(F2(f(xa)), F2(lbg(xa)));
+      }
+    }
+    CHECK(f.stats().plans == 2);
+    CHECK(f.stats().graph_captures == 2);
+    CHECK(f.stats().graph_launches == 5);
   }
 }
 

@@ -17,7 +17,8 @@
 //   the results out into fresh tensors (results the caller holds are never overwritten).
 // - fn is called again on every call (on the static inputs; it only builds the expression): the
 //   expression's leaves (the captured weights' pointers, sizes, strides), scalars and op
-//   parameters are compared with the captured ones; a difference re-captures.
+//   parameters are compared with the captured ones; a difference re-captures. A change of the
+//   autocast state or of set_allow_tf32 records the class again.
 // - What cannot be captured (something that synchronizes: gather / scatter's bad-index check, a
 //   host copy; an allocation sequence that differs from the recording; a graph break) makes the
 //   class run eagerly from then on, with the reason in explain().
@@ -602,11 +603,18 @@ compile_result_t<F, Args...> compiled_call(std::unique_ptr<device_class_state>& 
   using G = graph_class<F, Args...>;
   bool mixed = false;
   const device dev = args_device(mixed, args...);
+  // what the recording and a capture depend on besides the extents: autocast and TF32 choose other
+  // kernels and allocations, so a change records again
+  std::vector<std::int64_t> key = extents;
+  const auto& ac = cuda_autocast_slot();
+  key.push_back(ac.enabled ? 1 + static_cast<std::int64_t>(ac.low) : 0);
+  key.push_back(allow_tf32_flag().load() ? 1 : 0);
   auto* g = dynamic_cast<G*>(state.get());
-  // a new class, other argument types, or (dynamic = true) other extents: a fresh recording
-  if (!g || g->extents() != extents) {
+  // a new class, other argument types, (dynamic = true) other extents, another autocast / TF32
+  // setting: a fresh recording
+  if (!g || g->extents() != key) {
     if (g) ++stats.plans;
-    state = std::make_unique<G>(dev, opt, extents);
+    state = std::make_unique<G>(dev, opt, std::move(key));
     g = static_cast<G*>(state.get());
   }
   return g->call(fn, stats, args...);
