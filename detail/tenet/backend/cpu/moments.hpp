@@ -101,8 +101,6 @@ void run_var(const Tensor<T, OS>& out, const C& child, const std::array<bool, Ri
   // kept dims, then reduced dims, each group coalesced (as run_reduce)
   const auto arrays = stride_arrays(tree);
   const auto space = coalesce_reduction(in, mask, arrays);
-  const auto& sz = space.sizes;
-  const std::size_t nk = space.nk, nd = space.nd;
   const std::int64_t K = space.K, N = space.N;
   if (K == 0) return;
   T* o = out.data();
@@ -113,15 +111,10 @@ void run_var(const Tensor<T, OS>& out, const C& child, const std::array<bool, Ri
     ep(o, 0, K);
     return;
   }
-  const std::int64_t L = sz[nd - 1];
-  const int threads = omp_get_max_threads();
-  std::int64_t P = 1;
-  if (K < 2 * threads && N >= 2 * reduce_grain) P = std::min<std::int64_t>(N / reduce_grain, 4 * threads);
+  const std::int64_t P = reduce_parts(K, N);
   const std::int64_t chunk = (N + P - 1) / P;
   std::vector<moments> parts(static_cast<std::size_t>(K * P));
-  const std::size_t ndim = nd;
-  using index_t = std::array<std::int64_t, R + 1>;
-  auto work = [&](std::int64_t item) {
+  for_reduce_items(K * P, K, N, [&](std::int64_t item) {
     const std::int64_t k = item / P, j = item % P;
     alignas(64) T buf[var_chunk];
     std::int64_t filled = 0;
@@ -129,23 +122,10 @@ void run_var(const Tensor<T, OS>& out, const C& child, const std::array<bool, Ri
     using B = xsimd::batch<T>;
     B vsum(T(0));       // the chunk's sum, taken while it is copied (pass 1)
     double ssum = 0;  // its scalar part
-    const std::int64_t b = j * chunk, e = std::min(N, b + chunk);
-    index_t idx{};
-    std::int64_t rem = k;
-    for (std::size_t d = nk; d-- > 0;) {
-      idx[d] = rem % sz[d];
-      rem /= sz[d];
-    }
+    const std::int64_t e = std::min(N, j * chunk + chunk);
     tree_t t = tree;
-    for (std::int64_t pos = b; pos < e;) {
-      const std::int64_t row = pos / L, col = pos % L;
-      std::int64_t r = row;
-      for (std::size_t d = ndim - 1; d-- > nk;) {
-        idx[d] = r % sz[d];
-        r /= sz[d];
-      }
-      t.set_row(idx.data(), ndim);
-      const std::int64_t stop = std::min({L, col + (e - pos), col + (var_chunk - filled)});
+    walk_reduced_range(t, space, k, j * chunk, e, [&](std::int64_t col, std::int64_t stop, std::int64_t pos) {
+      stop = std::min(stop, col + (var_chunk - filled));
       std::int64_t i = col;
       if constexpr (tree_t::simd && !tree_t::mask && std::is_same_v<typename tree_t::lane, T>) {
         constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
@@ -162,31 +142,19 @@ void run_var(const Tensor<T, OS>& out, const C& child, const std::array<bool, Ri
         ssum += static_cast<double>(v);
       }
       filled += stop - col;
-      pos += stop - col;
-      if (filled == var_chunk || pos == e) {
+      if (filled == var_chunk || pos + (stop - col) == e) {
         acc.merge(chunk_moments(buf, filled, static_cast<double>(hsum(vsum)) + ssum));
         filled = 0;
         vsum = B(T(0));
         ssum = 0;
       }
-    }
+      return stop - col;
+    });
     parts[static_cast<std::size_t>(item)] = acc;
-  };
-  const std::int64_t items = K * P;
-  if (threads > 1 && items > 1 && K * N >= 2 * reduce_grain) {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t item = 0; item < items; ++item) work(item);
-  } else {
-    for (std::int64_t item = 0; item < items; ++item) work(item);
-  }
-  check_kernel_flags();
-  for (std::int64_t k = 0; k < K; ++k) {
-    moments m = parts[static_cast<std::size_t>(k * P)];
-    for (std::int64_t j = 1; j < P; ++j) m.merge(parts[static_cast<std::size_t>(k * P + j)]);
-    o[k] = static_cast<T>(m.m2) / denom;
-    if constexpr (!std::is_same_v<Ep, no_reduce_epilogue>)
-      if ((k + 1) % reduce_epilogue_block == 0 || k + 1 == K) ep(o, k / reduce_epilogue_block * reduce_epilogue_block, k + 1);
-  }
+  });
+  combine_parts(
+      parts, K, P, [](moments& a, const moments& b) { a.merge(b); },
+      [&](std::int64_t k, const moments& m) { o[k] = static_cast<T>(m.m2) / denom; }, o, ep);
 }
 
 }  // namespace tenet::detail::cpu

@@ -32,6 +32,67 @@ struct no_reduce_epilogue {
 };
 inline constexpr std::int64_t reduce_epilogue_block = 1024;
 
+/// Runs work(item) for every item in [0, items) of a reduction of K outputs of N elements each:
+/// on the OpenMP threads when there is enough work, else on this thread; then reports the
+/// kernel's flags (check_kernel_flags).
+template <class W>
+void for_reduce_items(std::int64_t items, std::int64_t K, std::int64_t N, W&& work) {
+  if (omp_get_max_threads() > 1 && items > 1 && K * N >= 2 * reduce_grain) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t item = 0; item < items; ++item) work(item);
+  } else {
+    for (std::int64_t item = 0; item < items; ++item) work(item);
+  }
+  check_kernel_flags();
+}
+
+/// How many parts each output's reduced range is split into: 1, unless there are too few outputs
+/// to keep the threads busy and the range is long (item = k * parts + j; reduce_chunk gives j's range).
+inline std::int64_t reduce_parts(std::int64_t K, std::int64_t N) {
+  const int threads = omp_get_max_threads();
+  return K < 2 * threads && N >= 2 * reduce_grain ? std::min<std::int64_t>(N / reduce_grain, 4 * threads) : 1;
+}
+
+/// Positions [b, e) of output k's reduced range in a reduce_space, a row segment at a time: t's
+/// row is set (tree.set_row), then f(col, stop, pos) handles columns [col, col + n) of the row
+/// for some 0 < n <= stop - col (positions pos .. pos + n) and returns n.
+template <std::size_t R, class Tree, class F>
+void walk_reduced_range(Tree& t, const reduce_space<R>& space, std::int64_t k, std::int64_t b, std::int64_t e, F&& f) {
+  const auto& sz = space.sizes;
+  const std::size_t nk = space.nk, nd = space.nd;
+  const std::int64_t L = sz[nd - 1];
+  std::array<std::int64_t, R + 1> idx{};
+  std::int64_t rem = k;
+  for (std::size_t d = nk; d-- > 0;) {
+    idx[d] = rem % sz[d];
+    rem /= sz[d];
+  }
+  for (std::int64_t pos = b; pos < e;) {
+    const std::int64_t col = pos % L;
+    std::int64_t r = pos / L;
+    for (std::size_t d = nd - 1; d-- > nk;) {
+      idx[d] = r % sz[d];
+      r /= sz[d];
+    }
+    t.set_row(idx.data(), nd);
+    pos += f(col, std::min(L, col + (e - pos)), pos);
+  }
+}
+
+/// Folds each output's parts (parts[k * P + j], j in [0, P)) with merge(a, b), writes the result
+/// with store(k, part), and runs the epilogue a block of outputs at a time.
+template <class Part, class Merge, class Store, class O, class Ep>
+void combine_parts(std::vector<Part>& parts, std::int64_t K, std::int64_t P, Merge&& merge, Store&& store, O* o,
+                   const Ep& ep) {
+  for (std::int64_t k = 0; k < K; ++k) {
+    Part& p = parts[static_cast<std::size_t>(k * P)];
+    for (std::int64_t j = 1; j < P; ++j) merge(p, parts[static_cast<std::size_t>(k * P + j)]);
+    store(k, p);
+    if constexpr (!std::is_same_v<Ep, no_reduce_epilogue>)
+      if ((k + 1) % reduce_epilogue_block == 0 || k + 1 == K) ep(o, k / reduce_epilogue_block * reduce_epilogue_block, k + 1);
+  }
+}
+
 template <class Kind, class T>
 struct reduce_acc {
   using type = typename Kind::template acc<T>;
@@ -209,13 +270,7 @@ bool column_reduce(OutT* o, const Tree& tree, std::int64_t* const* arrays, std::
       }
       if constexpr (!std::is_same_v<Ep, no_reduce_epilogue>) ep(o, ko * Lk + c0, ko * Lk + c1);
     };
-    if (omp_get_max_threads() > 1 && items > 1 && K * N >= 2 * reduce_grain) {
-#pragma omp parallel for schedule(static)
-      for (std::int64_t item = 0; item < items; ++item) work(item);
-    } else {
-      for (std::int64_t item = 0; item < items; ++item) work(item);
-    }
-    check_kernel_flags();
+    for_reduce_items(items, K, N, work);
     return true;
   }
 }
@@ -258,58 +313,30 @@ void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bo
     }
   }
   if (column_reduce<Kind, A>(o, tree, arrays.data(), na, sz.data(), nk, nd, K, N, ep)) return;
-  const std::int64_t L = sz[nd - 1];
-  const int threads = omp_get_max_threads();
-  std::int64_t P = 1;
-  if (K < 2 * threads && N >= 2 * reduce_grain) P = std::min<std::int64_t>(N / reduce_grain, 4 * threads);
+  const std::int64_t P = reduce_parts(K, N);
   const std::int64_t chunk = (N + P - 1) / P;
   std::vector<partial<A>> parts(static_cast<std::size_t>(K * P));
-  const std::size_t ndim = nd;
-  using index_t = std::array<std::int64_t, R + 1>;
-  auto work = [&](std::int64_t item) {
+  for_reduce_items(K * P, K, N, [&](std::int64_t item) {
     const std::int64_t k = item / P, j = item % P;
     partial<A> p{};
     if constexpr (!prim::is_arg_kind<Kind>) p.value = Kind::template identity<A>();
-    const std::int64_t b = j * chunk, e = std::min(N, b + chunk);
-    index_t idx{};
-    std::int64_t rem = k;
-    for (std::size_t d = nk; d-- > 0;) {
-      idx[d] = rem % sz[d];
-      rem /= sz[d];
-    }
     tree_t t = tree;
-    for (std::int64_t pos = b; pos < e;) {
-      const std::int64_t row = pos / L, col = pos % L;
-      std::int64_t r = row;
-      for (std::size_t d = ndim - 1; d-- > nk;) {
-        idx[d] = r % sz[d];
-        r /= sz[d];
-      }
-      t.set_row(idx.data(), ndim);
-      const std::int64_t stop = std::min(L, col + (e - pos));
-      reduce_segment<Kind>(p, t, col, stop, pos);
-      pos += stop - col;
-    }
+    walk_reduced_range(t, space, k, j * chunk, std::min(N, j * chunk + chunk),
+                       [&](std::int64_t col, std::int64_t stop, std::int64_t pos) {
+                         reduce_segment<Kind>(p, t, col, stop, pos);
+                         return stop - col;
+                       });
     parts[static_cast<std::size_t>(item)] = p;
-  };
-  const std::int64_t items = K * P;
-  if (threads > 1 && items > 1 && K * N >= 2 * reduce_grain) {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t item = 0; item < items; ++item) work(item);
-  } else {
-    for (std::int64_t item = 0; item < items; ++item) work(item);
-  }
-  check_kernel_flags();
-  for (std::int64_t k = 0; k < K; ++k) {
-    partial<A> p = parts[static_cast<std::size_t>(k * P)];
-    for (std::int64_t j = 1; j < P; ++j) fold<Kind>(p, parts[static_cast<std::size_t>(k * P + j)]);
-    if constexpr (prim::is_arg_kind<Kind>)
-      o[k] = static_cast<OutT>(p.index);
-    else
-      o[k] = static_cast<OutT>(p.value);
-    if constexpr (!std::is_same_v<Ep, no_reduce_epilogue>)
-      if ((k + 1) % reduce_epilogue_block == 0 || k + 1 == K) ep(o, k / reduce_epilogue_block * reduce_epilogue_block, k + 1);
-  }
+  });
+  combine_parts(
+      parts, K, P, [](partial<A>& a, const partial<A>& b) { fold<Kind>(a, b); },
+      [&](std::int64_t k, const partial<A>& p) {
+        if constexpr (prim::is_arg_kind<Kind>)
+          o[k] = static_cast<OutT>(p.index);
+        else
+          o[k] = static_cast<OutT>(p.value);
+      },
+      o, ep);
 }
 
 }  // namespace tenet::detail::cpu
