@@ -110,6 +110,12 @@ int main(int argc, char** argv) {
     std::cout << "digits_mlp: no CUDA device here; skipped (exit code 77)\n";
     return 77;
   }
+#else
+  if (!dev.is_cpu()) {
+    std::cerr << "digits_mlp: --device cuda needs the CUDA build of this program (digits_mlp_cuda, built by nvcc "
+                 "with -DTENET_CUDA=ON)\n";
+    return 2;
+  }
 #endif
   const auto rows = read_digits(path);
   // a fixed shuffle, 80% train / 20% test

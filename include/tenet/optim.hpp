@@ -12,7 +12,9 @@
 // reads the parameter, its gradient and its state once and writes them once (vectorized; split over
 // threads for tensors of at least `optim::parallel_threshold` elements). Parameters of float and
 // double are supported. step(grads) takes the gradients explicitly (one per parameter, undefined to
-// skip one), for gradients that do not come from autograd.
+// skip one), for gradients that do not come from autograd. Parameters on a CUDA device (in
+// nvcc-compiled code): SGD, Adam and AdamW update them with one kernel each, their state on the
+// device (autograd/device.hpp); RMSprop and Adagrad throw device_error.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
