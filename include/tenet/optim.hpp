@@ -12,7 +12,9 @@
 // reads the parameter, its gradient and its state once and writes them once (vectorized; split over
 // threads for tensors of at least `optim::parallel_threshold` elements). Parameters of float and
 // double are supported. step(grads) takes the gradients explicitly (one per parameter, undefined to
-// skip one), for gradients that do not come from autograd.
+// skip one), for gradients that do not come from autograd. Parameters on a CUDA device (in
+// nvcc-compiled code): SGD, Adam and AdamW update them with one kernel each, their state on the
+// device (autograd/device.hpp); RMSprop and Adagrad throw device_error.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -21,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include <tenet/autograd/device.hpp>  // the updates of parameters on a device (CUDA)
 #include <tenet/error.hpp>
 #include <tenet/nn/module.hpp>
 #include <tenet/tensor_dict.hpp>
@@ -150,6 +153,14 @@ class Optimizer {
                           " is " + tenet::name(g.scalar_type()) + " " + tenet::detail::sizes_text(g.sizes()) +
                           ", the parameter " + tenet::name(params_[i].scalar_type()) + " " +
                           tenet::detail::sizes_text(params_[i].sizes()));
+      const device pd = params_[i].device();
+      const device gd = g.scalar_type() == dtype::float32 ? g.flat<float>().device() : g.flat<double>().device();
+      if (gd != pd)
+        throw device_error(std::string("tenet: optim::") + name_ + ": the gradient of parameter " + std::to_string(i) +
+                           " is on " + gd.str() + ", the parameter on " + pd.str());
+      if (!pd.is_cpu() && !runs_on_device())
+        throw device_error(std::string("tenet: optim::") + name_ + " updates parameters on the CPU only (parameter " +
+                           std::to_string(i) + " is on " + pd.str() + "); SGD, Adam and AdamW run on CUDA");
     }
     for (std::size_t i = 0; i < params_.size(); ++i) {
       if (!grads[i].defined()) continue;
@@ -165,6 +176,7 @@ class Optimizer {
     for (auto& p : params_) {
       auto g = p.grad();
       if (!g.defined()) continue;
+      const device_guard on_device(p.device());  // zeros on the parameter's device
       p.set_grad(set_to_none ? any_tensor() : any_tensor::zeros(g.scalar_type(), g.sizes()));
     }
   }
@@ -310,12 +322,15 @@ class Optimizer {
     return true;
   }
   virtual bool has_step() const { return true; }
+  /// True when update() handles parameters on a device (SGD, Adam, AdamW: autograd/device.hpp).
+  virtual bool runs_on_device() const { return false; }
 
   /// Buffer `n` of parameter i as T*, created (filled with `init`) when absent.
   template <class T>
   T* buffer(std::size_t i, const std::string& n, double init = 0.0) {
     auto& s = state_[i];
     if (const any_tensor* b = find(s, n)) return b->flat<T>().data();
+    const device_guard on_device(params_[i].device());  // the state lives with its parameter
     any_tensor t = any_tensor::zeros(dtype_of<T>, params_[i].sizes());
     if (init != 0.0) t.flat<T>().fill_(init);
     s.buffers.emplace_back(n, t);
@@ -382,6 +397,12 @@ class SGD final : public Optimizer {
     const T wd = static_cast<T>(options.weight_decay), mu = static_cast<T>(options.momentum),
             keep = static_cast<T>(1.0 - options.dampening), neg_lr = static_cast<T>(-lr_);
     const bool maximize = options.maximize, nesterov = options.nesterov, use_wd = options.weight_decay != 0;
+    if (const device dev = params_[i].device(); !dev.is_cpu()) {
+      const bool fresh = first || options.momentum == 0 || !find(s, "momentum_buffer");
+      T* buf = options.momentum == 0 ? nullptr : buffer<T>(i, "momentum_buffer");
+      detail::sgd_on_device<T>(dev, p, g, buf, n, wd, mu, keep, neg_lr, maximize, nesterov, use_wd, fresh);
+      return;
+    }
     if (options.momentum == 0) {
       detail::for_each_element<T>(n, [&](auto lane, std::int64_t k) {
         using V = typename decltype(lane)::type;
@@ -418,6 +439,7 @@ class SGD final : public Optimizer {
     return {"momentum_buffer"};
   }
   bool has_step() const override { return false; }
+  bool runs_on_device() const override { return true; }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -435,13 +457,16 @@ namespace detail {
 /// Adam's update of one parameter (decoupled: AdamW's weight decay p *= 1 - lr wd).
 template <class T>
 void adam_update(T* p, const T* g, T* m, T* v, T* vmax_buf, std::int64_t n, const adam_options& o, double lr,
-                 double step, bool decoupled) {
+                 double step, bool decoupled, device dev = tenet::cpu) {
   const double bc1 = 1.0 - std::pow(o.beta1, step), bc2 = 1.0 - std::pow(o.beta2, step);
   const T neg_step_size = static_cast<T>(-(lr / bc1)), bc2_sqrt = static_cast<T>(std::sqrt(bc2));
   const T w1 = static_cast<T>(1.0 - o.beta1), b2 = static_cast<T>(o.beta2), w2 = static_cast<T>(1.0 - o.beta2),
           eps = static_cast<T>(o.eps), wd = static_cast<T>(o.weight_decay),
           decay = static_cast<T>(1.0 - lr * o.weight_decay);
   const bool maximize = o.maximize, use_wd = o.weight_decay != 0, ams = o.amsgrad;
+  if (!dev.is_cpu())
+    return adam_on_device<T>(dev, p, g, m, v, ams ? vmax_buf : nullptr, n, neg_step_size, bc2_sqrt, w1, b2, w2, eps, wd,
+                             decay, maximize, use_wd, decoupled);
   for_each_element<T>(n, [&](auto lane, std::int64_t k) {
     using V = typename decltype(lane)::type;
     V d = detail::load<V>(g + k);
@@ -495,7 +520,7 @@ class Adam : public Optimizer {
     T* m = buffer<T>(i, "exp_avg");
     T* v = buffer<T>(i, "exp_avg_sq");
     T* vmax = options.amsgrad ? buffer<T>(i, "max_exp_avg_sq") : nullptr;
-    detail::adam_update(p, g, m, v, vmax, n, options, lr_, s.step, decoupled_);
+    detail::adam_update(p, g, m, v, vmax, n, options, lr_, s.step, decoupled_, params_[i].device());
   }
   void update(std::size_t i, float* p, const float* g, std::int64_t n) override { run(i, p, g, n); }
   void update(std::size_t i, double* p, const double* g, std::int64_t n) override { run(i, p, g, n); }
@@ -507,6 +532,7 @@ class Adam : public Optimizer {
     if (options.amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
     return {"exp_avg", "exp_avg_sq"};
   }
+  bool runs_on_device() const override { return true; }
 
  private:
   bool decoupled_;

@@ -5,8 +5,8 @@
 #
 # TENET_DEPS_DIR: a folder made by scripts/gpu/make-deps.sh (xsimd/ and Catch2 v2's
 # catch2/catch.hpp), needed where the system lacks them. Configures with TENET_CUDA=ON, builds
-# the CUDA test program and the bench/cuda_*.cu programs with ninja -j16, runs the tests, then
-# the benchmarks and their PyTorch twin (bench/cuda_torch_twin.py, default python3), printing
+# the CUDA test programs (forward; autograd) and the bench/cuda_*.cu programs with ninja -j16,
+# runs the tests, then the benchmarks and their PyTorch twin (bench/cuda_torch_twin.py, default python3), printing
 # JSON lines. Exit status: the tests' (0 when they pass).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -47,7 +47,7 @@ cmake -S "$here" -B "$build" -G Ninja \
   -DTENET_BUILD_EXAMPLES=OFF \
   ${deps:+-DTENET_DEPS_DIR="$deps"} || exit 1
 
-targets=(tenet_cuda_tests)
+targets=(tenet_cuda_tests tenet_cuda_autograd_tests)
 if [[ $bench -eq 1 ]]; then
   for f in "$here"/bench/cuda_*.cu; do targets+=("bench_$(basename "${f%.cu}")"); done
 fi
@@ -60,6 +60,11 @@ echo "== tests"
 "$build/tests/tenet_cuda_tests" --durations yes
 status=$?
 echo "(tests exit status $status)"
+echo "== autograd tests"
+"$build/tests/tenet_cuda_autograd_tests" --durations yes
+ag_status=$?
+echo "(autograd tests exit status $ag_status)"
+[[ $status -eq 0 ]] && status=$ag_status
 
 if [[ $bench -eq 1 ]]; then
   echo "== benchmarks (tenet)"

@@ -45,6 +45,7 @@ auto jvp(F&& f, const std::tuple<Tensor<T, S>...>& primals, const std::tuple<Ten
   }();
   using Y = decltype(y);
   const detail::ag::grad_mode_guard off(false);
+  const device_guard on_device(y.device());  // zero tangents on the output's device
   auto dy = detail::ag::meta_tangent<typename Y::value_type, Y::rank>(y.autograd_meta(), y.sizes(), ctx);
   return std::pair<Y, Y>(y.detach(), Y(dy));
 }

@@ -69,6 +69,7 @@ std::tuple<Tensor<Ts, Ss>...> grad(const Tensor<T, S>& output, const std::tuple<
     eo.create_graph = opt.create_graph;
     eo.accumulate_leaves = false;
     eo.captures = &captures;
+    const device_guard on_device(output.device());  // what the rules allocate goes to the output's device
     ag::run_backward(om->grad_fn, std::any(seed), eo);
   }
   i = 0;
@@ -94,7 +95,7 @@ std::tuple<Tensor<Ts, Ss>...> grad(const Tensor<T, S>& output, const std::tuple<
   if (output.defined() && output.numel() != 1)
     throw value_error("tenet: autograd::grad: grad can be implicitly created only for an output with one element, "
                       "this one has sizes " + detail::sizes_text(output.sizes()) + "; pass grad_output");
-  Tensor<T, S> seed(output.defined() ? output.sizes() : typename Tensor<T, S>::sizes_type{});
+  Tensor<T, S> seed(output.defined() ? output.sizes() : typename Tensor<T, S>::sizes_type{}, output.device());
   seed.fill_(1);
   return grad(output, inputs, seed, opt);
 }

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include <tenet/autograd/device.hpp>
 #include <tenet/autograd/mode.hpp>
 #include <tenet/error.hpp>
 #include <tenet/expr/node.hpp>
@@ -347,6 +348,33 @@ void copy_into_strided(const T* src, const sizes_t<R>& sizes, T* dst, const size
 template <class T, std::size_t RI, std::size_t RO>
 struct relayout_node;
 
+/// view_backward of a gradient on a device (autograd/device.hpp): g's storage when it is laid out
+/// as the view reads a contiguous base one to one, else a scatter-add and a gather kernel.
+template <class T, std::size_t RB, std::size_t RV>
+grad_tensor<T, RB> view_backward_device(const grad_tensor<T, RV>& g, const sizes_t<RV>& vsizes, const sizes_t<RV>& vstrides,
+                                        std::int64_t voffset, const sizes_t<RB>& bsizes, const sizes_t<RB>& bstrides,
+                                        std::int64_t boffset) {
+  if constexpr (TENET_AUTOGRAD >= 2)
+    if (grad_mode() && is_tracked(g))
+      throw value_error("tenet: autograd: create_graph (second order) through a view of a tensor on " +
+                        g.device().str() + " is not implemented; only on the CPU");
+  const auto [blo, bhi] = offset_span(bsizes, bstrides, boffset);
+  const auto [vlo, vhi] = offset_span(vsizes, vstrides, voffset);
+  std::int64_t bn = 1, vn = 1;
+  for (auto s : bsizes) bn *= s;
+  for (auto s : vsizes) vn *= s;
+  if (bn > 0 && vn == bn && bstrides == contiguous_strides(bsizes) && view_is_injective(vsizes, vstrides) &&
+      vlo >= boffset && vhi < boffset + bn) {
+    bool same = true;
+    for (std::size_t d = 0; d < RV; ++d) same = same && (vsizes[d] == 1 || g.strides()[d] == vstrides[d]);
+    if (same)
+      return g.template with_layout<dyn_shape<RB>>(bsizes, contiguous_strides(bsizes), g.offset() + (boffset - voffset));
+  }
+  grad_tensor<T, RB> out(bsizes, g.device());
+  view_backward_on_device<T, RV, RB>(g, vstrides, voffset, out, bstrides, boffset, std::min(blo, vlo), std::max(bhi, vhi));
+  return out;
+}
+
 /// The gradient of the base of a view: g (the view's gradient) added at the storage positions the
 /// view reads, read back at the positions the base reads. @post exact for a base whose elements
 /// are distinct storage positions (every tensor but an expanded one). A linear map whose adjoint
@@ -358,6 +386,7 @@ grad_tensor<T, RB> view_backward(const grad_tensor<T, RV>& g, const sizes_t<RV>&
                                  std::int64_t boffset) {
   std::int64_t bn = 1;
   for (auto s : bsizes) bn *= s;
+  if (!g.device().is_cpu()) return view_backward_device<T, RB, RV>(g, vsizes, vstrides, voffset, bsizes, bstrides, boffset);
   // Fast path: a contiguous base and a view reading distinct positions inside it (transpose,
   // permute, slice, select, narrow): the base's gradient is g written through the view's strides
   // into a zeroed base-shaped tensor. Not under create_graph (the general path records).

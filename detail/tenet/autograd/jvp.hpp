@@ -61,8 +61,7 @@ template <class E>
 auto tangent(const E& e, jvp_context& ctx);
 
 template <class Op, class... C>
-  requires(sizeof...(C) > 0)
-auto tangent_node(const tenet::node<Op, C...>& e, jvp_context& ctx) {
+auto tangent_node_inputs(const tenet::node<Op, C...>& e, jvp_context& ctx) {
   using E = tenet::node<Op, C...>;
   using T = value_type_of<E>;
   constexpr std::size_t r = rank_of<E>;
@@ -152,9 +151,10 @@ auto tangent_node(const tenet::node<Op, C...>& e, jvp_context& ctx) {
       return make_node(e.op, tx);
     } else if constexpr (std::is_same_v<Kind, prim::prod_kind>) {
       const auto xv = forward_value(x);
+      const auto xh = xv.cpu();  // (a host copy of a device tensor)
       bool zero = false;
-      for_each_offset(xv.sizes(), xv.strides(), xv.offset(), [&](std::int64_t, std::int64_t off) {
-        zero = zero || to_double(static_cast<const T*>(xv.storage()->data)[off]) == 0.0;
+      for_each_offset(xh.sizes(), xh.strides(), xh.offset(), [&](std::int64_t, std::int64_t off) {
+        zero = zero || to_double(static_cast<const T*>(xh.storage()->data)[off]) == 0.0;
       });
       if (zero) throw value_error("tenet: autograd: the JVP of cumprod at an input equal to 0 is not implemented yet");
       return pw::mul(forward_value(e), value(make_node(prim::scan_<prim::sum_kind, D>{}, value(pw::div(tx, xv)))));
@@ -173,9 +173,14 @@ auto tangent_node(const tenet::node<Op, C...>& e, jvp_context& ctx) {
     static_assert(compile_error::always_false<Op>, "tenet: autograd: no JVP rule for this op (see 'Op' above)");
   }
 }
-template <class Op>
-auto tangent_node(const tenet::node<Op>& e, jvp_context&) {  // iota, uniform: no inputs
-  return zeros_of<value_type_of<tenet::node<Op>>, rank_of<tenet::node<Op>>>(e.sizes());
+// One template with a branch, not an overload for node<Op> beside node<Op, C...>: while resolving
+// such an overload set nvcc 13 instantiates node<Op> with no children for a binary op (a hard error).
+template <class Op, class... C>
+auto tangent_node(const tenet::node<Op, C...>& e, jvp_context& ctx) {
+  if constexpr (sizeof...(C) == 0)  // iota, uniform: no inputs
+    return zeros_of<value_type_of<tenet::node<Op>>, rank_of<tenet::node<Op>>>(e.sizes());
+  else
+    return tangent_node_inputs(e, ctx);
 }
 
 template <class E>
@@ -194,6 +199,14 @@ auto tangent(const E& e, jvp_context& ctx) {
 template <class T, std::size_t RB, std::size_t RV>
 std::any view_node<T, RB, RV>::tangent(jvp_context& ctx) const {
   const auto tb = meta_tangent<T, RB>(inputs[0], bsizes, ctx);  // contiguous, base's sizes
+  if (!tb.device().is_cpu()) {  // on a device: the view of the tangent, for a view of a contiguous base
+    if (bstrides != contiguous_strides(bsizes))
+      throw value_error("tenet: jvp: the tangent of a view of a non-contiguous tensor on " + tb.device().str() +
+                        " is not implemented; only on the CPU");
+    const auto tc = tb.contiguous();
+    return std::any(grad_tensor<T, RV>(
+        tc.template with_layout<dyn_shape<RV>>(vsizes, vstrides, tc.offset() + (voffset - boffset)).clone()));
+  }
   const auto [blo, bhi] = offset_span(bsizes, bstrides, boffset);
   std::vector<std::int64_t> at(static_cast<std::size_t>(std::max<std::int64_t>(bhi - blo + 1, 0)), -1);
   for_each_offset(bsizes, bstrides, boffset,

@@ -119,6 +119,7 @@ void Tensor<T, S>::backward(const Tensor& seed, const backward_options& options)
   detail::ag::engine_options opt;
   opt.retain_graph = options.retain_graph;
   opt.create_graph = options.create_graph;
+  const device_guard on_device(device());  // what the rules allocate (zeros) goes to this tensor's device
   detail::ag::run_backward(ag_->grad_fn, std::any(g), opt);
 }
 

@@ -252,6 +252,15 @@ grad_tensor<T, R> reduce_to(const Tensor<T, S>& g, const sizes_t<R>& target) {
   }
   if constexpr (Rg == R)
     if (same) return grad_tensor<T, R>(g.template with_layout<dyn_shape<R>>(target, g.strides(), g.offset()));
+  if (!g.device().is_cpu()) {  // a kernel on g's device (autograd/device.hpp)
+    if constexpr (TENET_AUTOGRAD >= 2)
+      if (grad_mode() && is_tracked(g))
+        throw value_error("tenet: autograd: create_graph (second order) through a broadcast on " + g.device().str() +
+                          " is not implemented; only on the CPU");
+    grad_tensor<T, R> out(target, g.device());
+    sum_to_on_device<T, Rg, R>(grad_tensor<T, Rg>(g), out);
+    return out;
+  }
   grad_tensor<T, R> out(target);
   const auto cs = contiguous_strides(target);
   sizes_t<Rg> ostr{};
@@ -755,8 +764,9 @@ struct vjp_rule<prim::reduce_<Kind, K, Dims...>> {
       const auto xv = forward_value(x);
       if (TENET_AUTOGRAD >= 2 && grad_mode()) {  // create_graph: this rule's derivative is wrong at zeros
         bool zero_seen = false;
-        const T* xp = static_cast<const T*>(xv.storage()->data);
-        for_each_offset(xv.sizes(), xv.strides(), xv.offset(),
+        const auto xh = xv.cpu();  // (a host copy of a device tensor)
+        const T* xp = static_cast<const T*>(xh.storage()->data);
+        for_each_offset(xh.sizes(), xh.strides(), xh.offset(),
                         [&](std::int64_t, std::int64_t off) { zero_seen = zero_seen || to_double(xp[off]) == 0.0; });
         if (zero_seen)
           throw value_error("tenet: autograd: create_graph through prod of an input with an element equal to 0 is not "
@@ -926,9 +936,10 @@ struct vjp_rule<prim::scan_<Kind, Dim>> {
       backprop(x, reverse_cumsum(gv));
     } else if constexpr (std::is_same_v<Kind, prim::prod_kind>) {
       const auto xv = forward_value(x);
+      const auto xh = xv.cpu();  // (a host copy of a device tensor)
       bool zero = false;
-      for_each_offset(xv.sizes(), xv.strides(), xv.offset(),
-                      [&](std::int64_t, std::int64_t off) { zero = zero || to_double(static_cast<const T*>(xv.storage()->data)[off]) == 0.0; });
+      for_each_offset(xh.sizes(), xh.strides(), xh.offset(),
+                      [&](std::int64_t, std::int64_t off) { zero = zero || to_double(static_cast<const T*>(xh.storage()->data)[off]) == 0.0; });
       if (zero)
         throw value_error("tenet: autograd: the gradient of cumprod at an input equal to 0 is not implemented yet");
       backprop(x, pw::div(reverse_cumsum(pw::mul(gv, forward_value(e))), xv));

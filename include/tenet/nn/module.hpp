@@ -57,6 +57,8 @@ class tensor_slot {
   virtual tenet::device device() const = 0;
   virtual const void* address() const = 0;
   virtual bool is_contiguous() const = 0;
+  /// Rebinds the tensor to its copy on d (requires_grad kept, .grad dropped); nothing when it is there.
+  virtual void move_to(tenet::device d) = 0;
 };
 
 template <class T, class S>
@@ -77,9 +79,10 @@ class typed_slot final : public tensor_slot {
       throw shape_error("tenet: load_state_dict: size mismatch for \"" + name + "\": copying a tensor of sizes " +
                         tenet::detail::sizes_text(v.sizes()) + " from the state_dict, the module's tensor has sizes " +
                         tenet::detail::sizes_text(want));
-    if (!t_->defined() || !t_->is_contiguous()) {
+    if (!t_->defined() || !t_->is_contiguous() || !t_->device().is_cpu()) {
       const bool rg = requires_grad();
-      *t_ = v.clone().template as<T, S>();
+      const tenet::device d = t_->defined() ? t_->device() : tenet::device(tenet::cpu);
+      *t_ = v.clone().template as<T, S>().to(d);
       if (rg) requires_grad_(true);
       return;
     }
@@ -108,6 +111,12 @@ class typed_slot final : public tensor_slot {
   tenet::device device() const override { return t_->device(); }
   const void* address() const override { return t_; }
   bool is_contiguous() const override { return t_->defined() && t_->is_contiguous(); }
+  void move_to(tenet::device d) override {
+    if (!t_->defined() || t_->device() == d) return;
+    const bool rg = requires_grad();
+    *t_ = t_->detach().to(d);
+    if (rg) requires_grad_(true);
+  }
   Tensor<T, S>& tensor() const { return *t_; }
 
  private:
@@ -228,14 +237,25 @@ class Module {
       }
     }
   }
-  /// Moves every parameter and buffer to `d`. tenet's CPU build holds CPU tensors only: `to(cpu)`
-  /// keeps them, another device throws device_error (no backend for it compiled in).
+  /// Moves every parameter and buffer to `d` (each tensor rebound to its copy there; requires_grad
+  /// kept, gradients dropped). A CPU build holds CPU tensors only: `to(cpu)` keeps them, another
+  /// device throws device_error (no backend for it compiled in); CUDA needs an nvcc-compiled caller.
   Module& to(tenet::device d) {
-    tenet::detail::require_backend(d, "Module::to");
-    for (auto& [n, r] : named_parameters())
-      if (r.device() != d)
+#if defined(__CUDACC__)
+    if (d.type != device_type::cuda)  // (an nvcc-compiled caller has the CUDA backend)
+#endif
+      tenet::detail::require_backend(d, "Module::to");
+    for (auto& [n, r] : named_parameters()) {
+      if (r.device() == d) continue;
+      try {
+        r.slot().move_to(d);
+      } catch (const device_error& e) {
         throw device_error("tenet: Module::to(" + d.str() + "): parameter \"" + n + "\" is on " + r.device().str() +
-                           " and no copy between these devices is compiled in");
+                           ": " + e.what());
+      }
+    }
+    for (auto& [n, r] : named_buffers())
+      if (r.device() != d) r.slot().move_to(d);
     return *this;
   }
 

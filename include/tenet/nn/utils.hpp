@@ -19,6 +19,9 @@ void for_each_grad(const std::vector<tensor_ref>& params, F&& f, bool write_back
   for (const auto& p : params) {
     auto g = p.grad();
     if (!g.defined()) continue;
+    if (!p.device().is_cpu())  // (host loops below)
+      throw device_error("tenet: nn::utils::clip_grad_*: gradients on " + p.device().str() +
+                         " are not supported yet (CPU only)");
     if (g.scalar_type() == dtype::float32) f(g.flat<float>().data(), g.numel());
     else if (g.scalar_type() == dtype::float64) f(g.flat<double>().data(), g.numel());
     else throw dtype_error(std::string("tenet: nn::utils: gradients of ") + name(g.scalar_type()) + " are not supported");

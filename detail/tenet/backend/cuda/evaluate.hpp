@@ -274,7 +274,8 @@ bool try_bias_act_gemm(const E& e, Out& out) {
   if (with_autocast_dtype<T>([&](auto low) {
         // autocast (torch's autocast linear): operands and bias in L, one rounding of act(x w + b) to L
         using L = decltype(low);
-        const auto al = cast_on_device<L>(a), bl = cast_on_device<L>(b);
+        const auto al = cast_on_device<L>(a);  // (two declarations: a and b may differ in static shape)
+        const auto bl = cast_on_device<L>(b);
         const auto biasl = cast_on_device<L>(bc);
         Tensor<L, shape_of<Out>> tmp(es, dev);
         const epilogue ep = P::kind == bias_act_kind::relu        ? epilogue::bias_relu

@@ -1,0 +1,91 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// The device side of autograd and of the optimizers: what the backward and optim.hpp run on a
+// tensor that is not on the CPU. Each entry forwards to the backend's kernels (CUDA:
+// backend/cuda/autograd.hpp, compiled only in translation units nvcc compiles) or throws a
+// device_error naming the device when this translation unit has no backend for it.
+#include <cstdint>
+#include <string>
+
+#include <tenet/device.hpp>
+#include <tenet/error.hpp>
+#include <tenet/tensor.hpp>
+
+#if defined(__CUDACC__)
+namespace tenet::detail::cuda {
+template <class T, std::size_t Rg, std::size_t R>
+void sum_to_into(const Tensor<T, dyn_shape<Rg>>& g, const Tensor<T, dyn_shape<R>>& out);
+template <class T, std::size_t RV, std::size_t RB>
+void view_backward_into(const Tensor<T, dyn_shape<RV>>& g, const sizes_t<RV>& vstrides, std::int64_t voffset,
+                        const Tensor<T, dyn_shape<RB>>& out, const sizes_t<RB>& bstrides, std::int64_t boffset,
+                        std::int64_t lo, std::int64_t hi);
+template <class T>
+void optim_sgd(device dev, T* p, const T* g, T* buf, std::int64_t n, T wd, T mu, T keep, T neg_lr, bool maximize,
+               bool nesterov, bool use_wd, bool fresh);
+template <class T>
+void optim_adam(device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, T neg_step_size, T bc2_sqrt, T w1,
+                T b2, T w2, T eps, T wd, T decay, bool maximize, bool use_wd, bool decoupled);
+}  // namespace tenet::detail::cuda
+#endif
+
+namespace tenet::detail::ag {
+
+[[noreturn]] inline void no_device_kernel(const device& d, const char* what) {
+  require_backend(d, what);
+  throw device_error(std::string("tenet: ") + what + " has no kernel for tensors on " + d.str());
+}
+
+/// out (contiguous, on g's device) = g summed over the dims where out has size 1 and over g's
+/// leading extra dims (autograd's sum_to_size, vjp.hpp reduce_to).
+template <class T, std::size_t Rg, std::size_t R>
+void sum_to_on_device(const Tensor<T, dyn_shape<Rg>>& g, const Tensor<T, dyn_shape<R>>& out) {
+#if defined(__CUDACC__)
+  if (out.device().type == device_type::cuda) return tenet::detail::cuda::sum_to_into<T, Rg, R>(g, out);
+#endif
+  no_device_kernel(out.device(), "autograd's backward (sum_to_size)");
+}
+
+/// out (contiguous, the base's sizes) = the gradient of a base read through (bstrides, boffset)
+/// given the gradient g of a view reading (g's sizes, vstrides, voffset) of the same storage; lo
+/// and hi bound the storage positions both touch (graph.hpp view_backward).
+template <class T, std::size_t RV, std::size_t RB>
+void view_backward_on_device(const Tensor<T, dyn_shape<RV>>& g, const sizes_t<RV>& vstrides, std::int64_t voffset,
+                             const Tensor<T, dyn_shape<RB>>& out, const sizes_t<RB>& bstrides, std::int64_t boffset,
+                             std::int64_t lo, std::int64_t hi) {
+#if defined(__CUDACC__)
+  if (out.device().type == device_type::cuda)
+    return tenet::detail::cuda::view_backward_into<T, RV, RB>(g, vstrides, voffset, out, bstrides, boffset, lo, hi);
+#endif
+  no_device_kernel(out.device(), "autograd's backward (a view's gradient)");
+}
+
+}  // namespace tenet::detail::ag
+
+namespace tenet::optim::detail {
+
+/// The SGD update (optim.hpp SGD::run) of n elements of device memory; buf null without momentum.
+template <class T>
+void sgd_on_device(device dev, T* p, const T* g, T* buf, std::int64_t n, T wd, T mu, T keep, T neg_lr, bool maximize,
+                   bool nesterov, bool use_wd, bool fresh) {
+#if defined(__CUDACC__)
+  if (dev.type == device_type::cuda)
+    return tenet::detail::cuda::optim_sgd<T>(dev, p, g, buf, n, wd, mu, keep, neg_lr, maximize, nesterov, use_wd, fresh);
+#endif
+  tenet::detail::ag::no_device_kernel(dev, "optim::SGD::step");
+}
+
+/// The Adam / AdamW update (optim.hpp adam_update) of n elements of device memory; vmax null
+/// without amsgrad.
+template <class T>
+void adam_on_device(device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, T neg_step_size, T bc2_sqrt,
+                    T w1, T b2, T w2, T eps, T wd, T decay, bool maximize, bool use_wd, bool decoupled) {
+#if defined(__CUDACC__)
+  if (dev.type == device_type::cuda)
+    return tenet::detail::cuda::optim_adam<T>(dev, p, g, m, v, vmax, n, neg_step_size, bc2_sqrt, w1, b2, w2, eps, wd,
+                                              decay, maximize, use_wd, decoupled);
+#endif
+  tenet::detail::ag::no_device_kernel(dev, "optim::Adam::step");
+}
+
+}  // namespace tenet::optim::detail

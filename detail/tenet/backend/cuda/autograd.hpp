@@ -1,0 +1,222 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// The CUDA kernels of autograd's backward that are not tenet expressions (declared in
+// autograd/graph.hpp): a gradient summed onto the sizes it was broadcast from (reduce_to), the
+// gradient of a strided view scattered back into its base (view_backward), and the fused
+// optimizer updates of optim.hpp (SGD, Adam/AdamW) for parameters on a CUDA device.
+#include <cstdint>
+#include <cstring>
+#include <algorithm>
+#include <type_traits>
+
+#include <cuda_runtime.h>
+
+#include <tenet/backend/cuda/pointwise.hpp>  // grid_for, check_launch
+#include <tenet/backend/cuda/runtime.hpp>
+#include <tenet/tensor.hpp>
+
+namespace tenet::detail::cuda {
+
+/// Sizes and strides of a rank-R walk, passed to kernels by value.
+template <std::size_t R>
+struct ag_layout {
+  std::int64_t size[R > 0 ? R : 1];
+  std::int64_t stride[R > 0 ? R : 1];
+};
+
+/// base + the offset of row-major flat index f under L.
+template <std::size_t R>
+__device__ __forceinline__ std::int64_t ag_offset(const ag_layout<R>& L, std::int64_t f, std::int64_t base) {
+  std::int64_t off = base;
+  for (int d = static_cast<int>(R) - 1; d >= 0; --d) {
+    const std::int64_t s = L.size[d];
+    off += (f % s) * L.stride[d];
+    f /= s;
+  }
+  return off;
+}
+
+// --- reduce_to: out (contiguous, target sizes) = g summed over the broadcast dims, in double as
+// the CPU does. keep: g's dims that survive (the others size 1); red: the summed dims (the others
+// size 1); both with g's strides.
+template <class T, std::size_t R>
+__global__ void ag_sum_to_thread_kernel(T* __restrict__ out, const T* __restrict__ g, ag_layout<R> keep,
+                                        ag_layout<R> red, std::int64_t nout, std::int64_t nred) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < nout; o += stride) {
+    const std::int64_t base = ag_offset(keep, o, 0);
+    double acc = 0;
+    for (std::int64_t j = 0; j < nred; ++j) acc += static_cast<double>(g[ag_offset(red, j, base)]);
+    out[o] = static_cast<T>(acc);
+  }
+}
+template <class T, std::size_t R>
+__global__ void ag_sum_to_block_kernel(T* __restrict__ out, const T* __restrict__ g, ag_layout<R> keep,
+                                       ag_layout<R> red, std::int64_t nout, std::int64_t nred) {
+  __shared__ double part[256];
+  for (std::int64_t o = blockIdx.x; o < nout; o += gridDim.x) {
+    const std::int64_t base = ag_offset(keep, o, 0);
+    double acc = 0;
+    for (std::int64_t j = threadIdx.x; j < nred; j += blockDim.x) acc += static_cast<double>(g[ag_offset(red, j, base)]);
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
+      if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) out[o] = static_cast<T>(part[0]);
+    __syncthreads();
+  }
+}
+
+template <class T, std::size_t Rg, std::size_t R>
+void sum_to_into(const Tensor<T, dyn_shape<Rg>>& g, const Tensor<T, dyn_shape<R>>& out) {
+  const std::int64_t nout = out.numel();
+  if (nout == 0) return;
+  const device dev = out.device();
+  device_context ctx(dev);
+  constexpr std::size_t lead = Rg - R;
+  ag_layout<Rg> keep{}, red{};
+  std::int64_t nred = 1;
+  for (std::size_t d = 0; d < Rg; ++d) {
+    const std::int64_t gs = g.sizes()[d];
+    const bool kept = d >= lead && out.sizes()[d - lead] == gs;
+    keep.size[d] = kept ? gs : 1;
+    red.size[d] = kept ? 1 : gs;
+    keep.stride[d] = red.stride[d] = g.strides()[d];
+    if (!kept) nred *= gs;
+  }
+  if (nred == 0) {
+    TENET_CUDA_CHECK(cudaMemsetAsync(out.data(), 0, static_cast<std::size_t>(nout) * sizeof(T), current_stream()));
+    return;
+  }
+  if (nred >= 256)
+    ag_sum_to_block_kernel<T, Rg><<<grid_for(nout * 256, 256, dev.index), 256, 0, current_stream()>>>(
+        out.data(), g.data(), keep, red, nout, nred);
+  else
+    ag_sum_to_thread_kernel<T, Rg><<<grid_for(nout, 256, dev.index), 256, 0, current_stream()>>>(
+        out.data(), g.data(), keep, red, nout, nred);
+  check_launch("autograd's sum_to_size kernel launch");
+}
+
+// --- view_backward: buf (the storage span both layouts touch, zeroed) += g at the positions the
+// view reads; out = buf read at the positions the base reads.
+template <class T, std::size_t R>
+__global__ void ag_scatter_add_kernel(T* __restrict__ buf, const T* __restrict__ g, ag_layout<R> gl, ag_layout<R> vl,
+                                      std::int64_t vbase, std::int64_t n) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    atomicAdd(buf + ag_offset(vl, i, vbase), g[ag_offset(gl, i, 0)]);
+}
+template <class T, std::size_t R>
+__global__ void ag_gather_kernel(T* __restrict__ out, const T* __restrict__ buf, ag_layout<R> bl, std::int64_t bbase,
+                                 std::int64_t n) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = buf[ag_offset(bl, i, bbase)];
+}
+
+template <class T, std::size_t RV, std::size_t RB>
+void view_backward_into(const Tensor<T, dyn_shape<RV>>& g, const sizes_t<RV>& vstrides, std::int64_t voffset,
+                        const Tensor<T, dyn_shape<RB>>& out, const sizes_t<RB>& bstrides, std::int64_t boffset,
+                        std::int64_t lo, std::int64_t hi) {
+  const std::int64_t nb = out.numel();
+  if (nb == 0) return;
+  const device dev = out.device();
+  device_context ctx(dev);
+  const std::int64_t span = std::max<std::int64_t>(hi - lo + 1, 1);
+  Tensor<T, dyn_shape<1>> buf(sizes_t<1>{span}, dev);
+  TENET_CUDA_CHECK(cudaMemsetAsync(buf.data(), 0, static_cast<std::size_t>(span) * sizeof(T), current_stream()));
+  const std::int64_t nv = g.numel();
+  if (nv > 0) {
+    ag_layout<RV> gl{}, vl{};
+    for (std::size_t d = 0; d < RV; ++d) {
+      gl.size[d] = vl.size[d] = g.sizes()[d];
+      gl.stride[d] = g.strides()[d];
+      vl.stride[d] = vstrides[d];
+    }
+    ag_scatter_add_kernel<T, RV><<<grid_for(nv, 256, dev.index), 256, 0, current_stream()>>>(buf.data(), g.data(), gl, vl,
+                                                                                          voffset - lo, nv);
+    check_launch("autograd's view-backward scatter kernel launch");
+  }
+  ag_layout<RB> bl{};
+  for (std::size_t d = 0; d < RB; ++d) bl.size[d] = out.sizes()[d], bl.stride[d] = bstrides[d];
+  ag_gather_kernel<T, RB><<<grid_for(nb, 256, dev.index), 256, 0, current_stream()>>>(out.data(), buf.data(), bl,
+                                                                                     boffset - lo, nb);
+  check_launch("autograd's view-backward gather kernel launch");
+}
+
+// --- optimizers (optim.hpp): the same per-element formulas as the CPU loops, one thread each.
+template <class T>
+__global__ void optim_sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, std::int64_t n,
+                                 T wd, T mu, T keep, T neg_lr, bool maximize, bool nesterov, bool use_wd, bool fresh) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+    T d = g[k];
+    if (maximize) d = -d;
+    const T pk = p[k];
+    if (use_wd) d = d + wd * pk;
+    if (buf) {
+      const T b = fresh ? d : T(buf[k] * mu + keep * d);
+      buf[k] = b;
+      d = nesterov ? T(d + mu * b) : b;
+    }
+    p[k] = pk + neg_lr * d;
+  }
+}
+template <class T>
+void optim_sgd(device dev, T* p, const T* g, T* buf, std::int64_t n, T wd, T mu, T keep, T neg_lr, bool maximize,
+               bool nesterov, bool use_wd, bool fresh) {
+  if (n == 0) return;
+  device_context ctx(dev);
+  optim_sgd_kernel<T><<<grid_for(n, 256, dev.index), 256, 0, current_stream()>>>(p, g, buf, n, wd, mu, keep, neg_lr,
+                                                                               maximize, nesterov, use_wd, fresh);
+  check_launch("the SGD update kernel launch");
+}
+
+template <class T>
+__device__ __forceinline__ T ag_sqrt(T x) {  // correctly rounded, as std::sqrt on the host
+  if constexpr (std::is_same_v<T, float>) return ::sqrtf(x);
+  else return ::sqrt(x);
+}
+template <class T>
+__global__ void optim_adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
+                                  T* __restrict__ vmax, std::int64_t n, T neg_step_size, T bc2_sqrt, T w1, T b2, T w2,
+                                  T eps, T wd, T decay, bool maximize, bool use_wd, bool decoupled) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+    T d = g[k];
+    if (maximize) d = -d;
+    T pk = p[k];
+    if (use_wd) {
+      if (decoupled) pk = pk * decay;
+      else d = d + wd * pk;
+    }
+    const T a = m[k];
+    const T mk = w1 < T(0.5) ? T(a + w1 * (d - a)) : T(d - (d - a) * (T(1) - w1));  // torch's lerp
+    const T vk = v[k] * b2 + w2 * d * d;
+    m[k] = mk;
+    v[k] = vk;
+    T denom;
+    if (vmax) {
+      const T mx = vmax[k] < vk ? vk : vmax[k];  // std::max, as the CPU loop
+      vmax[k] = mx;
+      denom = ag_sqrt(mx) / bc2_sqrt + eps;
+    } else {
+      denom = ag_sqrt(vk) / bc2_sqrt + eps;
+    }
+    p[k] = pk + neg_step_size * mk / denom;
+  }
+}
+template <class T>
+void optim_adam(device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, T neg_step_size, T bc2_sqrt, T w1,
+                T b2, T w2, T eps, T wd, T decay, bool maximize, bool use_wd, bool decoupled) {
+  if (n == 0) return;
+  device_context ctx(dev);
+  optim_adam_kernel<T><<<grid_for(n, 256, dev.index), 256, 0, current_stream()>>>(
+      p, g, m, v, vmax, n, neg_step_size, bc2_sqrt, w1, b2, w2, eps, wd, decay, maximize, use_wd, decoupled);
+  check_launch("the Adam update kernel launch");
+}
+
+}  // namespace tenet::detail::cuda

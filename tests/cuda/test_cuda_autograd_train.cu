@@ -1,0 +1,106 @@
+// CUDA autograd tests, part 5: a small MLP trained with AdamW and SGD on cuda(0) and on the CPU
+// from the same parameters and batches, parameters compared after every step; optimizer errors.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <tenet/cuda.hpp>
+
+#include "autograd_checks.hpp"
+
+using namespace tenet;
+using namespace tenet::test;
+
+// --- an MLP trained with AdamW / SGD on both devices ---------------------------------------------
+namespace {
+template <class T>
+struct mlp : nn::Module {
+  M<T> w1, w2;
+  V1<T> b1, b2;
+  mlp(std::int64_t k, std::int64_t h, std::int64_t o)
+      : w1(randn<T, dyn_shape<2>>(h, k) * 0.2), w2(randn<T, dyn_shape<2>>(o, h) * 0.2),
+        b1(randn<T, dyn_shape<1>>(h) * 0.1), b2(randn<T, dyn_shape<1>>(o) * 0.1) {
+    register_parameter("w1", w1);
+    register_parameter("b1", b1);
+    register_parameter("w2", w2);
+    register_parameter("b2", b2);
+  }
+  S0<T> loss(const M<T>& x, const Tensor<std::int64_t, dyn_shape<1>>& y) const {
+    return cross_entropy(linear(relu(linear(x, w1, b1)), w2, b2), y);
+  }
+};
+
+template <class T, class Opt, class Options>
+void run_training(const Options& o, const char* what) {
+  INFO(what);
+  manual_seed(21);
+  const std::int64_t batch = 32, k = 20, h = 48, classes = 7;
+  mlp<T> cpu_model(k, h, classes);
+  mlp<T> gpu_model(k, h, classes);
+  gpu_model.load_state_dict(cpu_model.state_dict());
+  gpu_model.to(gpu);
+  for (const auto& [n, r] : gpu_model.named_parameters()) {
+    CHECK(r.device() == gpu);
+    CHECK(r.requires_grad());
+  }
+  Opt cpu_opt(cpu_model.parameters(), o);
+  Opt gpu_opt(gpu_model.parameters(), o);
+  for (int step = 0; step < 4; ++step) {
+    M<T> x = randn<T, dyn_shape<2>>(batch, k);
+    Tensor<std::int64_t, dyn_shape<1>> y = randint<std::int64_t, dyn_shape<1>>(0, classes, batch);
+    S0<T> lc = cpu_model.loss(x, y);
+    S0<T> lg = gpu_model.loss(x.to(gpu), y.to(gpu));
+    check_same(lg.detach(), lc.detach(), "loss");
+    lc.backward();
+    lg.backward();
+    cpu_opt.step();
+    gpu_opt.step();
+    cpu_opt.zero_grad(step % 2 == 0);  // set_to_none, then zeroing in place on the device
+    gpu_opt.zero_grad(step % 2 == 0);
+    if (step % 2 == 1) CHECK(gpu_model.w1.grad().device() == gpu);
+    check_same(gpu_model.w1, cpu_model.w1, "w1 after a step");
+    check_same(gpu_model.b1, cpu_model.b1, "b1 after a step");
+    check_same(gpu_model.w2, cpu_model.w2, "w2 after a step");
+    check_same(gpu_model.b2, cpu_model.b2, "b2 after a step");
+  }
+  // the optimizer state lives on the device
+  const auto sd = gpu_opt.state_dict();
+  std::int64_t buffers = 0;
+  for (const auto& key : sd.keys())
+    if (key.rfind("state.", 0) == 0 && (key.find(".exp_avg") != std::string::npos ||
+                                        key.find(".momentum_buffer") != std::string::npos)) {
+      CHECK(sd.at(key).template flat<T>().device() == gpu);
+      ++buffers;
+    }
+  CHECK(buffers >= 4);  // one buffer or more for each of the 4 parameters
+}
+}  // namespace
+
+TEST_CASE("cuda autograd: an MLP trained with AdamW and SGD matches the CPU's parameters (fp32, fp64)") {
+  run_training<float, optim::AdamW>(optim::adamw_options{.lr = 1e-2, .weight_decay = 0.05}, "AdamW fp32");
+  run_training<double, optim::AdamW>(optim::adamw_options{.lr = 1e-2, .weight_decay = 0.05, .amsgrad = true},
+                                     "AdamW amsgrad fp64");
+  run_training<float, optim::SGD>(optim::sgd_options{.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-3}, "SGD fp32");
+  run_training<double, optim::SGD>(optim::sgd_options{.lr = 0.1, .momentum = 0.9, .nesterov = true}, "SGD nesterov fp64");
+}
+
+TEST_CASE("cuda autograd: optimizers refuse a gradient on another device and RMSprop on CUDA") {
+  manual_seed(22);
+  mlp<float> model(4, 5, 3);
+  model.to(gpu);
+  optim::RMSprop rms(model.parameters());
+  for (const auto& r : model.parameters()) {
+    auto g = r.value().clone();
+    r.set_grad(g);
+  }
+  CHECK_THROWS_AS(rms.step(), device_error);
+  optim::SGD sgd(model.parameters(), {.lr = 0.1});
+  mlp<float> host(4, 5, 3);
+  std::vector<any_tensor> grads;
+  for (const auto& r : host.parameters()) grads.push_back(r.value());
+  CHECK_THROWS_AS(sgd.step(grads), device_error);
+}
+
