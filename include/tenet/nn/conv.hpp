@@ -15,29 +15,27 @@
 namespace tenet::nn {
 
 namespace detail {
-template <class W, class B>
-void conv_default_init(const W& weight, const B& bias, bool has_bias) {
-  init::kaiming_uniform_(weight, std::sqrt(5.0));
-  if (has_bias) {
-    const auto fan_in = init::calculate_fan_in_and_fan_out(weight).first;
-    const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
-    init::uniform_(bias, -bound, bound);
-  }
-}
-}  // namespace detail
-
-/// (N, In, L) -> (N, Out, L'); weight [Out, In/Groups, K].
-template <int In, int Out, int K, int Groups = 1, bool Bias = true, class T = float>
-class Conv1d : public Module {
-  static_assert(Groups > 0 && In % Groups == 0 && Out % Groups == 0,
-                "tenet: nn::Conv1d: in_channels and out_channels must be divisible by groups");
-
+/// What Conv1d, Conv2d and ConvTranspose2d share: the options (groups fixed by the type), the
+/// weight (of shape W, sizes given by the module), the bias of Out elements when Bias, registered
+/// by torch's names, and torch's reset_parameters: W ~ kaiming_uniform_(a = √5), b ~ U(±1/√fan_in).
+template <class Opts, class W, int Out, bool Bias, class T>
+class conv_module : public Module {
  public:
-  conv1d_options options;
-  Tensor<T, shape<Out, In / Groups, K>> weight{{Out, In / Groups, K}};
+  Opts options;
+  W weight;
   Tensor<T, shape<Out>> bias;
-  explicit Conv1d(conv1d_options o = {}) : options(o) {
-    options.groups = Groups;
+  void reset_parameters() {
+    init::kaiming_uniform_(weight, std::sqrt(5.0));
+    if constexpr (Bias) {
+      const auto fan_in = init::calculate_fan_in_and_fan_out(weight).first;
+      const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+      init::uniform_(bias, -bound, bound);
+    }
+  }
+
+ protected:
+  conv_module(Opts o, int groups, const typename W::sizes_type& sizes) : options(o), weight(sizes) {
+    options.groups = groups;
     register_parameter("weight", weight);
     if constexpr (Bias) {
       bias = Tensor<T, shape<Out>>({Out});
@@ -45,67 +43,62 @@ class Conv1d : public Module {
     }
     reset_parameters();
   }
-  void reset_parameters() { detail::conv_default_init(weight, bias, Bias); }
+  /// conv(x, weight[, bias], options): the functional form of the module
+  template <class X, class F>
+  auto apply(const X& x, F conv) const {
+    if constexpr (Bias) return conv(x, weight, bias, options);
+    else return conv(x, weight, options);
+  }
+};
+}  // namespace detail
+
+/// (N, In, L) -> (N, Out, L'); weight [Out, In/Groups, K].
+template <int In, int Out, int K, int Groups = 1, bool Bias = true, class T = float>
+class Conv1d : public detail::conv_module<conv1d_options, Tensor<T, shape<Out, In / Groups, K>>, Out, Bias, T> {
+  static_assert(Groups > 0 && In % Groups == 0 && Out % Groups == 0,
+                "tenet: nn::Conv1d: in_channels and out_channels must be divisible by groups");
+  using base = detail::conv_module<conv1d_options, Tensor<T, shape<Out, In / Groups, K>>, Out, Bias, T>;
+
+ public:
+  explicit Conv1d(conv1d_options o = {}) : base(o, Groups, {Out, In / Groups, K}) {}
   template <Expression X>
   auto operator()(const X& x) const {
-    if constexpr (Bias) return conv1d(x, weight, bias, options);
-    else return conv1d(x, weight, options);
+    return this->apply(x, [](const auto&... a) { return conv1d(a...); });
   }
 };
 
 /// (N, In, H, W) -> (N, Out, H', W'); weight [Out, In/Groups, KH, KW].
 template <int In, int Out, int KH, int KW = KH, int Groups = 1,
           bool Bias = true, class T = float>
-class Conv2d : public Module {
+class Conv2d
+    : public detail::conv_module<conv2d_options, Tensor<T, shape<Out, In / Groups, KH, KW>>, Out, Bias, T> {
   static_assert(Groups > 0 && In % Groups == 0 && Out % Groups == 0,
                 "tenet: nn::Conv2d: in_channels and out_channels must be divisible by groups");
+  using base = detail::conv_module<conv2d_options, Tensor<T, shape<Out, In / Groups, KH, KW>>, Out, Bias, T>;
 
  public:
-  conv2d_options options;
-  Tensor<T, shape<Out, In / Groups, KH, KW>> weight{{Out, In / Groups, KH, KW}};
-  Tensor<T, shape<Out>> bias;
-  explicit Conv2d(conv2d_options o = {}) : options(o) {
-    options.groups = Groups;
-    register_parameter("weight", weight);
-    if constexpr (Bias) {
-      bias = Tensor<T, shape<Out>>({Out});
-      register_parameter("bias", bias);
-    }
-    reset_parameters();
-  }
-  void reset_parameters() { detail::conv_default_init(weight, bias, Bias); }
+  explicit Conv2d(conv2d_options o = {}) : base(o, Groups, {Out, In / Groups, KH, KW}) {}
   template <Expression X>
   auto operator()(const X& x) const {
-    if constexpr (Bias) return conv2d(x, weight, bias, options);
-    else return conv2d(x, weight, options);
+    return this->apply(x, [](const auto&... a) { return conv2d(a...); });
   }
 };
 
 /// (N, In, H, W) -> (N, Out, H', W'); weight [In, Out/Groups, KH, KW].
 template <int In, int Out, int KH, int KW = KH, int Groups = 1,
           bool Bias = true, class T = float>
-class ConvTranspose2d : public Module {
+class ConvTranspose2d : public detail::conv_module<conv_transpose2d_options,
+                                                   Tensor<T, shape<In, Out / Groups, KH, KW>>, Out, Bias, T> {
   static_assert(Groups > 0 && In % Groups == 0 && Out % Groups == 0,
                 "tenet: nn::ConvTranspose2d: in_channels and out_channels must be divisible by groups");
+  using base =
+      detail::conv_module<conv_transpose2d_options, Tensor<T, shape<In, Out / Groups, KH, KW>>, Out, Bias, T>;
 
  public:
-  conv_transpose2d_options options;
-  Tensor<T, shape<In, Out / Groups, KH, KW>> weight{{In, Out / Groups, KH, KW}};
-  Tensor<T, shape<Out>> bias;
-  explicit ConvTranspose2d(conv_transpose2d_options o = {}) : options(o) {
-    options.groups = Groups;
-    register_parameter("weight", weight);
-    if constexpr (Bias) {
-      bias = Tensor<T, shape<Out>>({Out});
-      register_parameter("bias", bias);
-    }
-    reset_parameters();
-  }
-  void reset_parameters() { detail::conv_default_init(weight, bias, Bias); }
+  explicit ConvTranspose2d(conv_transpose2d_options o = {}) : base(o, Groups, {In, Out / Groups, KH, KW}) {}
   template <Expression X>
   auto operator()(const X& x) const {
-    if constexpr (Bias) return conv_transpose2d(x, weight, bias, options);
-    else return conv_transpose2d(x, weight, options);
+    return this->apply(x, [](const auto&... a) { return conv_transpose2d(a...); });
   }
 };
 
