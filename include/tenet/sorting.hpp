@@ -67,8 +67,8 @@ auto sort_both(const X& x, bool descending) {
   const auto t = eval(x);
   using T = value_type_of<X>;
   using S = shape_of<X>;
-  Tensor<T, S> values(t.sizes());
-  Tensor<std::int64_t, S> indices(t.sizes());
+  Tensor<T, S> values(t.sizes(), t.device());
+  Tensor<std::int64_t, S> indices(t.sizes(), t.device());
   prim::sort_<D, prim::sort_output::values>::run_on_cpu_both(t, values, indices, descending);
   // autograd: the values are the sort prim's (its VJP scatters the gradient back by the indices)
   if constexpr (ag::is_autograd_dtype<T>)
@@ -266,7 +266,8 @@ auto median(const X& x0) {
     }
   }
   const Tensor<T, shape<dyn>> s = make_node(prim::sort_<0, prim::sort_output::values>{false}, x);
-  return Tensor<T, shape<>>(s.template select<0>(std::isnan(static_cast<double>(static_cast<compute_t<T>>(s(n - 1)))) ? n - 1 : (n - 1) / 2));
+  const T last = s.template select<0>(n - 1).cpu().item();  // (one element from the device)
+  return Tensor<T, shape<>>(s.template select<0>(std::isnan(static_cast<double>(static_cast<compute_t<T>>(last))) ? n - 1 : (n - 1) / 2));
 }
 
 namespace detail {

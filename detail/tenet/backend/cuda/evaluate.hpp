@@ -4,8 +4,8 @@
 // The CUDA side of evaluation (nvcc only; included by backend/evaluate.hpp in CUDA translation
 // units). The plan is the CPU's, decomposed for cuda_gpu (native.hpp): decompose -> materialize
 // -> fused pointwise; every pointwise tree becomes one kernel (pointwise.hpp); the non-pointwise
-// nodes run here: reductions (reduce.hpp), argmax / argmin and scans (lines.hpp), gather / scatter
-// (indexing.hpp), matmul (cuBLASLt, gemm.hpp), softmax / log_softmax / layer_norm / rms_norm
+// nodes run here: reductions (reduce.hpp), argmax / argmin and scans (lines.hpp), sort (sort.hpp),
+// gather / scatter (indexing.hpp), matmul (cuBLASLt, gemm.hpp), softmax / log_softmax / layer_norm / rms_norm
 // (one-pass row kernels, rows.hpp). Any other non-pointwise op throws device_error naming it.
 #include <cmath>
 #include <cstdint>
@@ -20,6 +20,7 @@
 #include <tenet/backend/cuda/reduce.hpp>
 #include <tenet/backend/cuda/rows.hpp>
 #include <tenet/backend/cuda/runtime.hpp>
+#include <tenet/backend/cuda/sort.hpp>
 
 namespace tenet::detail::cuda {
 
@@ -315,6 +316,14 @@ void run_into(const E& e, const Out& out) {
     const auto& child = std::get<0>(e.children);
     using C = std::remove_cvref_t<decltype(child)>;
     run_scan<typename Op::kind>(out, to_tensor(child), Op::template dim<C>);
+  } else if constexpr (sort_op<Op>::value) {  // sort / argsort / msort (backend/cuda/sort.hpp)
+    const auto& child = std::get<0>(e.children);
+    using C = std::remove_cvref_t<decltype(child)>;
+    const auto x = to_tensor(child);
+    if constexpr (sort_op<Op>::values)
+      run_sort(x, Op::template dim<C>, e.op.descending, &out, static_cast<const Tensor<std::int64_t, shape_of<Out>>*>(nullptr));
+    else
+      run_sort(x, Op::template dim<C>, e.op.descending, static_cast<const Tensor<value_type_of<C>, shape_of<Out>>*>(nullptr), &out);
   } else if constexpr (is_gather_op<Op>) {
     auto x = to_tensor(std::get<0>(e.children));
     auto idx = to_tensor(std::get<1>(e.children));
