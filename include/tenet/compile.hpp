@@ -54,6 +54,7 @@
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/error.hpp>
 #include <tenet/explain.hpp>
+#include <tenet/schedule/backward_fusion.hpp>
 #include <tenet/schedule/plan.hpp>
 #include <tenet/tensor.hpp>
 
@@ -266,7 +267,7 @@ auto run_loss_backward(const L& loss) {
     }
     if constexpr (TENET_AUTOGRAD) {
       if (ag::grad_mode() && ag::needs_grad(d)) {
-        ag::attach(d, value);
+        ag::attach(ag::wrap_regions(d), value);  // the backward's pointwise regions fused (backward_fusion.hpp)
         value.backward();
       }
     }

@@ -86,6 +86,10 @@ void append_bytes(std::string& k, const V& v) {
 /// Appends e's structural key to k; false when e holds something that cannot be compared exactly.
 template <class E>
 bool append_cse_key(std::string& k, const E& e) {
+  if constexpr (Node<E>) {
+    // a marker node with no value of its own (the fused backward's regions) keys as its child
+    if constexpr (requires { E::op_type::cse_transparent; }) return append_cse_key(k, std::get<0>(e.children));
+  }
   append_bytes(k, type_tag<E>());
   if constexpr (SharedNode<E>) {
     append_bytes(k, static_cast<const void*>(e.cache.get()));
