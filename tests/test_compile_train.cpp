@@ -173,6 +173,7 @@ void check_bias_gelu_backward(double tol) {
 }  // namespace
 
 TEST_CASE("compile: the backward of bias + gelu is one kernel, with eager's gradients", "[compile][autograd]") {
+  const detail::ag::fused_backward_scope fused(true);
   check_bias_gelu_backward<float>(1e-6);
   check_bias_gelu_backward<double>(1e-12);
 }

@@ -267,7 +267,10 @@ auto run_loss_backward(const L& loss) {
     }
     if constexpr (TENET_AUTOGRAD) {
       if (ag::grad_mode() && ag::needs_grad(d)) {
-        ag::attach(ag::wrap_regions(d), value);  // the backward's pointwise regions fused (backward_fusion.hpp)
+        if (ag::fused_backward_enabled())
+          ag::attach(ag::wrap_regions(d), value);  // pointwise regions fused (schedule/backward_fusion.hpp)
+        else
+          ag::attach(d, value);
         value.backward();
       }
     }

@@ -45,6 +45,21 @@
 
 namespace tenet::detail::ag {
 
+/// Whether compiled training steps fuse their backward's pointwise regions (default off: on the
+/// relu MLP 784-1024-1024-10 step the fused backward measured more kernels than the unfused one,
+/// cause not found yet; docs/compile.md). tenet::detail::ag::fused_backward_scope turns it on.
+inline bool& fused_backward_enabled() {
+  static bool on = false;
+  return on;
+}
+struct fused_backward_scope {
+  bool previous;
+  explicit fused_backward_scope(bool on) : previous(fused_backward_enabled()) { fused_backward_enabled() = on; }
+  ~fused_backward_scope() { fused_backward_enabled() = previous; }
+  fused_backward_scope(const fused_backward_scope&) = delete;
+  fused_backward_scope& operator=(const fused_backward_scope&) = delete;
+};
+
 /// The marker of a pointwise region whose backward runs fused (not a prim: decompose removes it).
 struct fused_region {
   static constexpr bool is_prim = false;
@@ -75,6 +90,14 @@ namespace tenet::detail::ag {
 
 /// A prim node the region walks through: a pointwise op with a VJP rule, of a differentiable
 /// dtype.
+#ifndef TENET_FUSE_RELU_MASKS
+#define TENET_FUSE_RELU_MASKS 0
+#endif
+/// maximum/minimum against a constant (relu, hardtanh) inside regions, their mask read from the
+/// forward's output: off by default (the relu MLP step measured more kernels with it; see
+/// docs/compile.md), so relu keeps its eager rule and the region starts below it.
+inline constexpr bool fuse_relu_masks = TENET_FUSE_RELU_MASKS;
+
 template <class E>
 constexpr bool in_region() {
   if constexpr (!Node<E>) {
@@ -86,7 +109,9 @@ constexpr bool in_region() {
     } else if constexpr (requires { chain_rule<Op>::is_unary; }) {
       return true;
     } else if constexpr (requires { sizeof(binary_rule<Op>); }) {
-      return true;
+      using B = std::remove_cvref_t<std::tuple_element_t<1, std::remove_cvref_t<decltype(std::declval<E>().children)>>>;
+      return !(ScalarLeaf<B> && (std::is_same_v<Op, prim::maximum_> || std::is_same_v<Op, prim::minimum_>)) ||
+             fuse_relu_masks;
     } else if constexpr (std::is_same_v<Op, prim::where_>) {
       return true;
     } else if constexpr (requires { typename Op::target; }) {  // convert_element_type
@@ -301,7 +326,9 @@ region_output<T> make_output(const F& input, const X& gx) {
   constexpr std::size_t R = rank_of<X>, r = rank_of<F>;
   const auto xs = gx.sizes();
   const auto fs = input.sizes();
-  o.key = cse_key(gx);
+  // a bare tensor (add's gradient passed through) needs no kernel for its full-size input: its
+  // bias takes the eager sum (reduce_to), not a copy of it
+  if constexpr (!TensorType<X>) o.key = cse_key(gx);
   if constexpr (r == R) o.full = fs == xs;
   if constexpr (R >= 1 && r >= 1 && r <= R) {
     bool b = fs[r - 1] == xs[R - 1];
