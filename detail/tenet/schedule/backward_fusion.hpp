@@ -45,11 +45,10 @@
 
 namespace tenet::detail::ag {
 
-/// Whether compiled training steps fuse their backward's pointwise regions (default off: on the
-/// relu MLP 784-1024-1024-10 step the fused backward measured more kernels than the unfused one,
-/// cause not found yet; docs/compile.md). tenet::detail::ag::fused_backward_scope turns it on.
+/// Whether compiled training steps fuse their backward's pointwise regions (default on;
+/// tenet::detail::ag::fused_backward_scope(false) runs the per-prim backward, for comparison).
 inline bool& fused_backward_enabled() {
-  static bool on = false;
+  static bool on = true;
   return on;
 }
 struct fused_backward_scope {
@@ -94,8 +93,8 @@ namespace tenet::detail::ag {
 #define TENET_FUSE_RELU_MASKS 0
 #endif
 /// maximum/minimum against a constant (relu, hardtanh) inside regions, their mask read from the
-/// forward's output: off by default (the relu MLP step measured more kernels with it; see
-/// docs/compile.md), so relu keeps its eager rule and the region starts below it.
+/// forward's output (so a bias's sum joins the mask's kernel): off by default until its gradients
+/// are tested against eager's; relu keeps its eager rule and the region starts below it.
 inline constexpr bool fuse_relu_masks = TENET_FUSE_RELU_MASKS;
 
 template <class E>
