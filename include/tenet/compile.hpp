@@ -59,6 +59,7 @@
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/error.hpp>
 #include <tenet/explain.hpp>
+#include <tenet/schedule/backward_fusion.hpp>
 #include <tenet/schedule/plan.hpp>
 #include <tenet/tensor.hpp>
 
@@ -271,7 +272,10 @@ auto run_loss_backward(const L& loss) {
     }
     if constexpr (TENET_AUTOGRAD) {
       if (ag::grad_mode() && ag::needs_grad(d)) {
-        ag::attach(d, value);
+        if (ag::fused_backward_enabled())
+          ag::attach(ag::wrap_regions(d), value);  // pointwise regions fused (schedule/backward_fusion.hpp)
+        else
+          ag::attach(d, value);
         value.backward();
       }
     }

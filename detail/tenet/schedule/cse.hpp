@@ -78,6 +78,29 @@ struct cse_scope {
   cse_scope& operator=(const cse_scope&) = delete;
 };
 
+/// E with every marker node of no value of its own (an op with `cse_transparent`: the fused
+/// backward's regions, schedule/backward_fusion.hpp) replaced by its child: keys are tagged with
+/// it, so a tree with markers keys as the same tree without them.
+template <class E>
+struct strip_transparent {
+  using type = E;
+};
+template <class E>
+using strip_transparent_t = typename strip_transparent<E>::type;
+template <class Op, class... C>
+struct strip_transparent<node<Op, C...>> {
+  using type = node<Op, strip_transparent_t<C>...>;
+};
+template <class Op, class C>
+  requires requires { Op::cse_transparent; }
+struct strip_transparent<node<Op, C>> {
+  using type = strip_transparent_t<C>;
+};
+template <class E, class S>
+struct strip_transparent<shared_node<E, S>> {
+  using type = shared_node<strip_transparent_t<E>, S>;
+};
+
 template <class V>
 void append_bytes(std::string& k, const V& v) {
   k.append(reinterpret_cast<const char*>(&v), sizeof(V));
@@ -86,7 +109,11 @@ void append_bytes(std::string& k, const V& v) {
 /// Appends e's structural key to k; false when e holds something that cannot be compared exactly.
 template <class E>
 bool append_cse_key(std::string& k, const E& e) {
-  append_bytes(k, type_tag<E>());
+  if constexpr (Node<E>) {
+    // a marker node with no value of its own (the fused backward's regions) keys as its child
+    if constexpr (requires { E::op_type::cse_transparent; }) return append_cse_key(k, std::get<0>(e.children));
+  }
+  append_bytes(k, type_tag<strip_transparent_t<E>>());
   if constexpr (SharedNode<E>) {
     append_bytes(k, static_cast<const void*>(e.cache.get()));
     return true;
