@@ -124,7 +124,7 @@ void run_var(const Tensor<T, OS>& out, const C& child, const std::array<bool, Ri
     double ssum = 0;  // its scalar part
     const std::int64_t e = std::min(N, j * chunk + chunk);
     tree_t t = tree;
-    walk_reduced_range(t, space, k, j * chunk, e, [&](std::int64_t col, std::int64_t stop, std::int64_t pos) {
+    walk_reduced_range(t, space, k, j * chunk, e, [&](std::int64_t col, std::int64_t stop, std::int64_t pos) TENET_INLINE_LAMBDA {
       stop = std::min(stop, col + (var_chunk - filled));
       std::int64_t i = col;
       if constexpr (tree_t::simd && !tree_t::mask && std::is_same_v<typename tree_t::lane, T>) {

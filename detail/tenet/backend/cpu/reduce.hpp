@@ -57,7 +57,7 @@ inline std::int64_t reduce_parts(std::int64_t K, std::int64_t N) {
 /// row is set (tree.set_row), then f(col, stop, pos) handles columns [col, col + n) of the row
 /// for some 0 < n <= stop - col (positions pos .. pos + n) and returns n.
 template <std::size_t R, class Tree, class F>
-void walk_reduced_range(Tree& t, const reduce_space<R>& space, std::int64_t k, std::int64_t b, std::int64_t e, F&& f) {
+TENET_INLINE void walk_reduced_range(Tree& t, const reduce_space<R>& space, std::int64_t k, std::int64_t b, std::int64_t e, F&& f) {
   const auto& sz = space.sizes;
   const std::size_t nk = space.nk, nd = space.nd;
   const std::int64_t L = sz[nd - 1];
