@@ -253,14 +253,14 @@ inline tensor_dict load_file(const std::string& path, metadata* meta = nullptr) 
   return deserialize(bytes, meta, path);
 }
 
-/// Saves module.state_dict() (parameters and persistent buffers by torch's dotted names).
-inline void save_model(const nn::Module& module, const std::string& path, const metadata& meta = {{"format", "pt"}}) {
-  save_file(module.state_dict(), path, meta);
+/// Saves model.state_dict() (parameters and persistent buffers by torch's dotted names).
+inline void save_model(const nn::Module& model, const std::string& path, const metadata& meta = {{"format", "pt"}}) {
+  save_file(model.state_dict(), path, meta);
 }
-/// Loads a file into module.load_state_dict(..., strict): missing or unexpected keys, dtypes or
+/// Loads a file into model.load_state_dict(..., strict): missing or unexpected keys, dtypes or
 /// sizes that differ give value_error / dtype_error / shape_error naming the key.
-inline void load_model(nn::Module& module, const std::string& path, bool strict = true) {
-  module.load_state_dict(load_file(path), strict);
+inline void load_model(nn::Module& model, const std::string& path, bool strict = true) {
+  model.load_state_dict(load_file(path), strict);
 }
 
 }  // namespace tenet::safetensors
