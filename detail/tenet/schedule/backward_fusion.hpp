@@ -48,7 +48,7 @@ namespace tenet::detail::ag {
 /// Whether compiled training steps fuse their backward's pointwise regions (default on;
 /// tenet::detail::ag::fused_backward_scope(false) runs the per-prim backward, for comparison).
 inline bool& fused_backward_enabled() {
-  static bool on = true;
+  thread_local bool on = true;  // per thread, as grad mode and the other mode flags
   return on;
 }
 struct fused_backward_scope {
