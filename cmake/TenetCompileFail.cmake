@@ -59,8 +59,13 @@ function(tenet_add_compile_fail_test)
     endif()
     if(NOT MSVC)
       # Only diagnostics matter: compile as fast as possible. -march=native as for the tests, so
-      # that the same SIMD code paths are instantiated.
+      # that the same SIMD code paths are instantiated. -fsyntax-only: every template is still
+      # instantiated (where tenet's static errors fire) but no code is generated, which halves a
+      # control build (17 s to 10 s for a matmul); ninja accepts the object it never gets.
       target_compile_options(${t} PRIVATE -O0 -g0)
+      if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" OR CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+        target_compile_options(${t} PRIVATE -fsyntax-only)
+      endif()
       if(TENET_USE_MARCH_NATIVE)
         target_compile_options(${t} PRIVATE -march=native)
       endif()

@@ -10,6 +10,8 @@
 
 #include <tenet/cuda.hpp>
 
+#include "check_close.hpp"
+
 namespace tenet::test {
 using namespace tenet;
 
@@ -19,8 +21,6 @@ template <class T>
 using V1 = Tensor<T, dyn_shape<1>>;
 template <class T>
 using S0 = Tensor<T, dyn_shape<0>>;
-
-inline const device gpu = tenet::cuda(0);
 
 /// A CPU tensor's copy on d (itself on the CPU), a fresh leaf that requires grad.
 template <class T, class S>

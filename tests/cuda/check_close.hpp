@@ -9,6 +9,9 @@
 
 namespace tenet::test {
 
+/// The device every CUDA test runs on.
+inline const device gpu = tenet::cuda(0);
+
 /// max |a - b| / (atol + rtol |b|) <= 1 over every element (a from the GPU, b from the CPU).
 template <class T, class S, class U, class S2>
 void check_close(const Tensor<T, S>& gpu, const Tensor<U, S2>& cpu_ref, double rtol, double atol) {

@@ -5,9 +5,9 @@
 // slice, reshape of a non-contiguous tensor) and a non-contiguous leaf; accumulation into .grad,
 // retain_graph and its error; autograd::grad; and a small MLP trained a few steps with AdamW and
 // SGD (momentum, nesterov), parameters compared with the CPU's after every step. This file: main,
-// accumulation / retain_graph / autograd::grad; the other cases in test_cuda_autograd_*.cu (one
-// translation unit each: nvcc compiles the VJP kernels of a case in minutes, so they build in
-// parallel).
+// accumulation / retain_graph / autograd::grad; the other cases in test_cuda_autograd_*.cu. The
+// files are compiled two translation units (tu_autograd_1.cu, tu_autograd_2.cu), balanced so that
+// they build in parallel.
 //
 // One function per case, run on both devices: the expression types are the same on the CPU and on
 // the GPU (the device is a run-time property), so each case compiles its VJPs once.

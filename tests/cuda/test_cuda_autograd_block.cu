@@ -61,8 +61,10 @@ void run_block() {
 
 }  // namespace
 
-TEST_CASE("cuda autograd: linear, gelu, layer_norm, softmax, log_softmax, cross_entropy, mse_loss (fp32, fp64)") {
+// fp32 only (to 1e-5), the dtype such a block trains in: each dtype compiles the case's VJP
+// kernels again (minutes of nvcc); fp64 backward kernels are checked to 1e-12 by the pointwise,
+// views and training cases.
+TEST_CASE("cuda autograd: linear, gelu, layer_norm, softmax, log_softmax, cross_entropy, mse_loss (fp32)") {
   run_block<float>();
-  run_block<double>();
 }
 

@@ -17,13 +17,15 @@
 #include <tenet/compile.hpp>
 #include <tenet/cuda.hpp>
 
+#include "check_close.hpp"
+
 using namespace tenet;
 using F1 = Tensor<float, dyn_shape<1>>;
 using F2 = Tensor<float, dyn_shape<2>>;
 using I2 = Tensor<std::int64_t, dyn_shape<2>>;
 
 namespace {
-const tenet::device gpu = tenet::cuda(0);
+using tenet::test::gpu;
 
 F2 rnd(std::int64_t r, std::int64_t c, float scale = 1.0f) {
   F2 x = randn<float, dyn_shape<2>>(r, c) * scale;

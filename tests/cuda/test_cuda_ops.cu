@@ -21,7 +21,7 @@ using I1 = Tensor<std::int64_t, dyn_shape<1>>;
 using I2 = Tensor<std::int64_t, dyn_shape<2>>;
 
 namespace {
-const tenet::device gpu = tenet::cuda(0);
+using tenet::test::gpu;
 
 template <class A, class B>
 void check_equal(const A& g, const B& c) {

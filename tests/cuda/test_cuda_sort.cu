@@ -15,10 +15,12 @@
 
 #include <tenet/cuda.hpp>
 
+#include "check_close.hpp"
+
 using namespace tenet;
 
 namespace {
-const tenet::device gpu = tenet::cuda(0);
+using tenet::test::gpu;
 
 /// a (from the GPU) and b (CPU) hold the same bytes, element by element.
 template <class T, class S, class S2>

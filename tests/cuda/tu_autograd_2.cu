@@ -1,0 +1,3 @@
+// One nvcc translation unit of tenet_cuda_autograd_tests: see tu_forward_1.cu.
+#include "test_cuda_autograd_block.cu"
+#include "test_cuda_autograd_train.cu"
