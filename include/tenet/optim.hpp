@@ -13,8 +13,8 @@
 // threads for tensors of at least `optim::parallel_threshold` elements). Parameters of float and
 // double are supported. step(grads) takes the gradients explicitly (one per parameter, undefined to
 // skip one), for gradients that do not come from autograd. Parameters on a CUDA device (in
-// nvcc-compiled code): SGD, Adam and AdamW update them with one kernel each, their state on the
-// device (autograd/device.hpp); RMSprop and Adagrad throw device_error.
+// nvcc-compiled code): every optimizer updates them with one kernel each, the CPU loop's formula,
+// their state on the device (autograd/device.hpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -581,6 +581,7 @@ class RMSprop final : public Optimizer {
   void set_momentum(double m) override { options.momentum = m; }
 
  protected:
+  bool runs_on_device() const override { return true; }
   template <class T>
   void run(std::size_t i, T* p, const T* g, std::int64_t n) {
     auto& s = state(i);
@@ -594,6 +595,8 @@ class RMSprop final : public Optimizer {
             mu = static_cast<T>(options.momentum), neg_lr = static_cast<T>(-lr_);
     const bool maximize = options.maximize, use_wd = options.weight_decay != 0, centered = options.centered,
                use_mom = options.momentum > 0;
+    if (const device dev = params_[i].device(); !dev.is_cpu())
+      return detail::rmsprop_on_device<T>(dev, p, g, sq, buf, ga, n, alpha, w, eps, wd, mu, neg_lr, maximize, use_wd);
     detail::for_each_element<T>(n, [&](auto lane, std::int64_t k) {
       using V = typename decltype(lane)::type;
       V d = detail::load<V>(g + k);
@@ -658,6 +661,7 @@ class Adagrad final : public Optimizer {
   }
 
  protected:
+  bool runs_on_device() const override { return true; }
   template <class T>
   void run(std::size_t i, T* p, const T* g, std::int64_t n) {
     auto& s = state(i);
@@ -667,6 +671,8 @@ class Adagrad final : public Optimizer {
     const T neg_clr = static_cast<T>(-(lr_ / (1.0 + (s.step - 1.0) * options.lr_decay))),
             eps = static_cast<T>(options.eps), wd = static_cast<T>(options.weight_decay);
     const bool maximize = options.maximize, use_wd = options.weight_decay != 0;
+    if (const device dev = params_[i].device(); !dev.is_cpu())
+      return detail::adagrad_on_device<T>(dev, p, g, sum, n, neg_clr, eps, wd, maximize, use_wd);
     detail::for_each_element<T>(n, [&](auto lane, std::int64_t k) {
       using V = typename decltype(lane)::type;
       V d = detail::load<V>(g + k);

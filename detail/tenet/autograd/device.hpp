@@ -26,6 +26,12 @@ void optim_sgd(device dev, T* p, const T* g, T* buf, std::int64_t n, T wd, T mu,
 template <class T>
 void optim_adam(device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, T neg_step_size, T bc2_sqrt, T w1,
                 T b2, T w2, T eps, T wd, T decay, bool maximize, bool use_wd, bool decoupled);
+template <class T>
+void optim_rmsprop(device dev, T* p, const T* g, T* sq, T* buf, T* ga, std::int64_t n, T alpha, T w, T eps, T wd, T mu,
+                   T neg_lr, bool maximize, bool use_wd);
+template <class T>
+void optim_adagrad(device dev, T* p, const T* g, T* sum, std::int64_t n, T neg_clr, T eps, T wd, bool maximize,
+                   bool use_wd);
 }  // namespace tenet::detail::cuda
 #endif
 
@@ -86,6 +92,30 @@ void adam_on_device(device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int6
                                               decay, maximize, use_wd, decoupled);
 #endif
   tenet::detail::ag::no_device_kernel(dev, "optim::Adam::step");
+}
+
+/// The RMSprop update (optim.hpp RMSprop::run) of n elements of device memory; buf null without
+/// momentum, ga null unless centered.
+template <class T>
+void rmsprop_on_device(device dev, T* p, const T* g, T* sq, T* buf, T* ga, std::int64_t n, T alpha, T w, T eps, T wd,
+                       T mu, T neg_lr, bool maximize, bool use_wd) {
+#if defined(__CUDACC__)
+  if (dev.type == device_type::cuda)
+    return tenet::detail::cuda::optim_rmsprop<T>(dev, p, g, sq, buf, ga, n, alpha, w, eps, wd, mu, neg_lr, maximize,
+                                                 use_wd);
+#endif
+  tenet::detail::ag::no_device_kernel(dev, "optim::RMSprop::step");
+}
+
+/// The Adagrad update (optim.hpp Adagrad::run) of n elements of device memory.
+template <class T>
+void adagrad_on_device(device dev, T* p, const T* g, T* sum, std::int64_t n, T neg_clr, T eps, T wd, bool maximize,
+                       bool use_wd) {
+#if defined(__CUDACC__)
+  if (dev.type == device_type::cuda)
+    return tenet::detail::cuda::optim_adagrad<T>(dev, p, g, sum, n, neg_clr, eps, wd, maximize, use_wd);
+#endif
+  tenet::detail::ag::no_device_kernel(dev, "optim::Adagrad::step");
 }
 
 }  // namespace tenet::optim::detail

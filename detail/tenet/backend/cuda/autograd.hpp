@@ -219,4 +219,73 @@ void optim_adam(device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t 
   check_launch("the Adam update kernel launch");
 }
 
+// torch's lerp: a + w (b - a) for w < 0.5, else b - (b - a)(1 - w) (optim.hpp detail::lerp)
+template <class T>
+__device__ __forceinline__ T ag_lerp(T a, T b, T w) {
+  return w < T(0.5) ? T(a + w * (b - a)) : T(b - (b - a) * (T(1) - w));
+}
+template <class T>
+__global__ void optim_rmsprop_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ sq,
+                                     T* __restrict__ buf, T* __restrict__ ga, std::int64_t n, T alpha, T w, T eps, T wd,
+                                     T mu, T neg_lr, bool maximize, bool use_wd) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+    T d = g[k];
+    if (maximize) d = -d;
+    const T pk = p[k];
+    if (use_wd) d = d + wd * pk;
+    const T s2 = sq[k] * alpha + w * d * d;
+    sq[k] = s2;
+    T avg;
+    if (ga) {
+      const T a = ag_lerp(ga[k], d, w);
+      ga[k] = a;
+      avg = ag_sqrt(T(s2 + T(-1) * a * a));
+    } else {
+      avg = ag_sqrt(s2);
+    }
+    avg = avg + eps;
+    if (buf) {
+      const T b = buf[k] * mu + T(1) * d / avg;
+      buf[k] = b;
+      p[k] = pk + neg_lr * b;
+    } else {
+      p[k] = pk + neg_lr * d / avg;
+    }
+  }
+}
+template <class T>
+void optim_rmsprop(device dev, T* p, const T* g, T* sq, T* buf, T* ga, std::int64_t n, T alpha, T w, T eps, T wd, T mu,
+                   T neg_lr, bool maximize, bool use_wd) {
+  if (n == 0) return;
+  device_context ctx(dev);
+  optim_rmsprop_kernel<T><<<grid_for(n, 256, dev.index), 256, 0, current_stream()>>>(p, g, sq, buf, ga, n, alpha, w, eps,
+                                                                                   wd, mu, neg_lr, maximize, use_wd);
+  check_launch("the RMSprop update kernel launch");
+}
+
+template <class T>
+__global__ void optim_adagrad_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ sum, std::int64_t n,
+                                     T neg_clr, T eps, T wd, bool maximize, bool use_wd) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+    T d = g[k];
+    if (maximize) d = -d;
+    const T pk = p[k];
+    if (use_wd) d = d + wd * pk;
+    const T s2 = sum[k] + T(1) * d * d;
+    sum[k] = s2;
+    p[k] = pk + neg_clr * d / (ag_sqrt(s2) + eps);
+  }
+}
+template <class T>
+void optim_adagrad(device dev, T* p, const T* g, T* sum, std::int64_t n, T neg_clr, T eps, T wd, bool maximize,
+                   bool use_wd) {
+  if (n == 0) return;
+  device_context ctx(dev);
+  optim_adagrad_kernel<T><<<grid_for(n, 256, dev.index), 256, 0, current_stream()>>>(p, g, sum, n, neg_clr, eps, wd,
+                                                                                   maximize, use_wd);
+  check_launch("the Adagrad update kernel launch");
+}
+
 }  // namespace tenet::detail::cuda
