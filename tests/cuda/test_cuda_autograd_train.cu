@@ -95,6 +95,31 @@ TEST_CASE("cuda autograd: an MLP trained with each optimizer matches the CPU's p
   run_training<double, optim::Adagrad>(optim::adagrad_options{.lr = 0.1, .maximize = true}, "Adagrad maximize fp64");
 }
 
+TEST_CASE("cuda autograd: clip_grad_norm_ and clip_grad_value_ on CUDA gradients match the CPU's") {
+  for (const double p : {2.0, 1.0, 3.0, static_cast<double>(INFINITY)}) {
+    INFO("norm_type " << p);
+    manual_seed(23);
+    mlp<double> cpu_model(6, 9, 4);
+    mlp<double> gpu_model(6, 9, 4);
+    gpu_model.load_state_dict(cpu_model.state_dict());
+    gpu_model.to(gpu);
+    M<double> x = randn<double, dyn_shape<2>>(16, 6) * 3.0;
+    Tensor<std::int64_t, dyn_shape<1>> y = randint<std::int64_t, dyn_shape<1>>(0, 4, 16);
+    cpu_model.loss(x, y).backward();
+    gpu_model.loss(x.to(gpu), y.to(gpu)).backward();
+    const double tc = nn::utils::clip_grad_norm_(cpu_model.parameters(), 0.05, p);
+    const double tg = nn::utils::clip_grad_norm_(gpu_model.parameters(), 0.05, p);
+    CHECK(std::abs(tg - tc) <= 1e-12 * tc);
+    CHECK(tc > 0.05);  // the clip scaled the gradients
+    check_same(gpu_model.w1.grad(), cpu_model.w1.grad(), "d w1 clipped by norm");
+    check_same(gpu_model.b2.grad(), cpu_model.b2.grad(), "d b2 clipped by norm");
+    nn::utils::clip_grad_value_(cpu_model.parameters(), 0.004);
+    nn::utils::clip_grad_value_(gpu_model.parameters(), 0.004);
+    check_same(gpu_model.w1.grad(), cpu_model.w1.grad(), "d w1 clipped by value");
+    check_same(gpu_model.w2.grad(), cpu_model.w2.grad(), "d w2 clipped by value");
+  }
+}
+
 TEST_CASE("cuda autograd: optimizers refuse a gradient on another device") {
   manual_seed(22);
   mlp<float> model(4, 5, 3);

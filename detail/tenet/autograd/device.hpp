@@ -32,6 +32,10 @@ void optim_rmsprop(device dev, T* p, const T* g, T* sq, T* buf, T* ga, std::int6
 template <class T>
 void optim_adagrad(device dev, T* p, const T* g, T* sum, std::int64_t n, T neg_clr, T eps, T wd, bool maximize,
                    bool use_wd);
+template <class T>
+double clip_norm_partial(device dev, const T* g, std::int64_t n, double p, bool inf);
+template <class T>
+void clip_apply(device dev, T* g, std::int64_t n, bool clamp, T c, T lo, T hi);
 }  // namespace tenet::detail::cuda
 #endif
 
@@ -119,3 +123,25 @@ void adagrad_on_device(device dev, T* p, const T* g, T* sum, std::int64_t n, T n
 }
 
 }  // namespace tenet::optim::detail
+
+namespace tenet::nn::utils::detail {
+
+/// sum |g_i|^p (max |g_i| when inf) over n elements of device memory, in double (clip_grad_norm_).
+template <class T>
+double norm_partial_on_device(device dev, const T* g, std::int64_t n, double p, bool inf) {
+#if defined(__CUDACC__)
+  if (dev.type == device_type::cuda) return tenet::detail::cuda::clip_norm_partial<T>(dev, g, n, p, inf);
+#endif
+  tenet::detail::ag::no_device_kernel(dev, "nn::utils::clip_grad_norm_");
+}
+
+/// g *= c, or g = min(max(g, lo), hi) when clamp, over n elements of device memory.
+template <class T>
+void clip_on_device(device dev, T* g, std::int64_t n, bool clamp, T c, T lo, T hi) {
+#if defined(__CUDACC__)
+  if (dev.type == device_type::cuda) return tenet::detail::cuda::clip_apply<T>(dev, g, n, clamp, c, lo, hi);
+#endif
+  tenet::detail::ag::no_device_kernel(dev, clamp ? "nn::utils::clip_grad_value_" : "nn::utils::clip_grad_norm_");
+}
+
+}  // namespace tenet::nn::utils::detail

@@ -288,4 +288,77 @@ void optim_adagrad(device dev, T* p, const T* g, T* sum, std::int64_t n, T neg_c
   check_launch("the Adagrad update kernel launch");
 }
 
+// --- nn::utils::clip_grad_norm_ / clip_grad_value_ on device gradients -----------------------
+__device__ __forceinline__ double clip_nanmax(double a, double b) {  // nan wins, as the CPU loop
+  return (a != a || b != b) ? NAN : (a < b ? b : a);
+}
+/// part[block] = sum |g|^p (or max |g| when inf) over a grid-stride share of g, in double.
+template <class T>
+__global__ void clip_norm_partial_kernel(const T* __restrict__ g, std::int64_t n, double p, bool inf,
+                                         double* __restrict__ part) {
+  __shared__ double sm[32];
+  double acc = 0.0;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+    const double a = ::fabs(static_cast<double>(g[k]));
+    acc = inf ? clip_nanmax(acc, a) : acc + (p == 2.0 ? a * a : ::pow(a, p));
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const double u = __shfl_xor_sync(0xffffffffu, acc, o);
+    acc = inf ? clip_nanmax(acc, u) : acc + u;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  if (lane == 0) sm[warp] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double r = sm[0];
+    for (int i = 1; i < warps; ++i) r = inf ? clip_nanmax(r, sm[i]) : r + sm[i];
+    part[blockIdx.x] = r;
+  }
+}
+/// sum |g_i|^p over the n elements of device memory g (max |g_i| when inf), in double.
+template <class T>
+double clip_norm_partial(device dev, const T* g, std::int64_t n, double p, bool inf) {
+  if (n == 0) return 0.0;
+  device_context ctx(dev);
+  const unsigned blocks = std::min(grid_for(n, 256, dev.index), 1024u);
+  Tensor<double, dyn_shape<1>> part({static_cast<std::int64_t>(blocks)}, dev);
+  clip_norm_partial_kernel<T><<<blocks, 256, 0, current_stream()>>>(g, n, p, inf, part.data());
+  check_launch("the clip_grad_norm_ kernel launch");
+  const auto h = part.cpu();  // waits for the kernel
+  double r = 0.0;
+  for (unsigned b = 0; b < blocks; ++b) {
+    const double v = h.data()[b];
+    r = inf ? ((v != v || r != r) ? NAN : std::max(r, v)) : r + v;
+  }
+  return r;
+}
+template <class T>
+__global__ void clip_scale_kernel(T* __restrict__ g, std::int64_t n, T c) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride)
+    g[k] = g[k] * c;
+}
+template <class T>
+__global__ void clip_clamp_kernel(T* __restrict__ g, std::int64_t n, T lo, T hi) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+    const T a = g[k];
+    const T m = a < lo ? lo : a;  // std::min(std::max(a, lo), hi), as the CPU loop (nan stays)
+    g[k] = hi < m ? hi : m;
+  }
+}
+/// g *= c (scale) or g = min(max(g, lo), hi) (clamp) over n elements of device memory.
+template <class T>
+void clip_apply(device dev, T* g, std::int64_t n, bool clamp, T c, T lo, T hi) {
+  if (n == 0) return;
+  device_context ctx(dev);
+  if (clamp)
+    clip_clamp_kernel<T><<<grid_for(n, 256, dev.index), 256, 0, current_stream()>>>(g, n, lo, hi);
+  else
+    clip_scale_kernel<T><<<grid_for(n, 256, dev.index), 256, 0, current_stream()>>>(g, n, c);
+  check_launch("the clip_grad kernel launch");
+}
+
 }  // namespace tenet::detail::cuda
