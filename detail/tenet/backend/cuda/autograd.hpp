@@ -148,22 +148,33 @@ void view_backward_into(const Tensor<T, dyn_shape<RV>>& g, const sizes_t<RV>& vs
 }
 
 // --- optimizers (optim.hpp): the same per-element formulas as the CPU loops, one thread each.
+/// f(k) for every k < n, grid-stride (the update and clip kernels).
+template <class F>
+__device__ __forceinline__ void for_each_index(std::int64_t n, F&& f) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) f(k);
+}
+/// The gradient an update uses: g[k], negated for maximize, plus wd * p (L2 weight decay).
+template <class T>
+__device__ __forceinline__ T update_grad(const T* g, std::int64_t k, T pk, bool maximize, bool use_wd, T wd) {
+  T d = g[k];
+  if (maximize) d = -d;
+  if (use_wd) d = d + wd * pk;
+  return d;
+}
 template <class T>
 __global__ void optim_sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, std::int64_t n,
                                  T wd, T mu, T keep, T neg_lr, bool maximize, bool nesterov, bool use_wd, bool fresh) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
-    T d = g[k];
-    if (maximize) d = -d;
+  for_each_index(n, [&](std::int64_t k) {
     const T pk = p[k];
-    if (use_wd) d = d + wd * pk;
+    T d = update_grad(g, k, pk, maximize, use_wd, wd);
     if (buf) {
       const T b = fresh ? d : T(buf[k] * mu + keep * d);
       buf[k] = b;
       d = nesterov ? T(d + mu * b) : b;
     }
     p[k] = pk + neg_lr * d;
-  }
+  });
 }
 template <class T>
 void optim_sgd(device dev, T* p, const T* g, T* buf, std::int64_t n, T wd, T mu, T keep, T neg_lr, bool maximize,
@@ -184,15 +195,10 @@ template <class T>
 __global__ void optim_adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
                                   T* __restrict__ vmax, std::int64_t n, T neg_step_size, T bc2_sqrt, T w1, T b2, T w2,
                                   T eps, T wd, T decay, bool maximize, bool use_wd, bool decoupled) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
-    T d = g[k];
-    if (maximize) d = -d;
+  for_each_index(n, [&](std::int64_t k) {
     T pk = p[k];
-    if (use_wd) {
-      if (decoupled) pk = pk * decay;
-      else d = d + wd * pk;
-    }
+    const T d = update_grad(g, k, pk, maximize, use_wd && !decoupled, wd);
+    if (use_wd && decoupled) pk = pk * decay;
     const T a = m[k];
     const T mk = w1 < T(0.5) ? T(a + w1 * (d - a)) : T(d - (d - a) * (T(1) - w1));  // torch's lerp
     const T vk = v[k] * b2 + w2 * d * d;
@@ -207,7 +213,7 @@ __global__ void optim_adam_kernel(T* __restrict__ p, const T* __restrict__ g, T*
       denom = ag_sqrt(vk) / bc2_sqrt + eps;
     }
     p[k] = pk + neg_step_size * mk / denom;
-  }
+  });
 }
 template <class T>
 void optim_adam(device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, T neg_step_size, T bc2_sqrt, T w1,
@@ -228,12 +234,9 @@ template <class T>
 __global__ void optim_rmsprop_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ sq,
                                      T* __restrict__ buf, T* __restrict__ ga, std::int64_t n, T alpha, T w, T eps, T wd,
                                      T mu, T neg_lr, bool maximize, bool use_wd) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
-    T d = g[k];
-    if (maximize) d = -d;
+  for_each_index(n, [&](std::int64_t k) {
     const T pk = p[k];
-    if (use_wd) d = d + wd * pk;
+    const T d = update_grad(g, k, pk, maximize, use_wd, wd);
     const T s2 = sq[k] * alpha + w * d * d;
     sq[k] = s2;
     T avg;
@@ -252,7 +255,7 @@ __global__ void optim_rmsprop_kernel(T* __restrict__ p, const T* __restrict__ g,
     } else {
       p[k] = pk + neg_lr * d / avg;
     }
-  }
+  });
 }
 template <class T>
 void optim_rmsprop(device dev, T* p, const T* g, T* sq, T* buf, T* ga, std::int64_t n, T alpha, T w, T eps, T wd, T mu,
@@ -267,16 +270,13 @@ void optim_rmsprop(device dev, T* p, const T* g, T* sq, T* buf, T* ga, std::int6
 template <class T>
 __global__ void optim_adagrad_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ sum, std::int64_t n,
                                      T neg_clr, T eps, T wd, bool maximize, bool use_wd) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
-    T d = g[k];
-    if (maximize) d = -d;
+  for_each_index(n, [&](std::int64_t k) {
     const T pk = p[k];
-    if (use_wd) d = d + wd * pk;
+    const T d = update_grad(g, k, pk, maximize, use_wd, wd);
     const T s2 = sum[k] + T(1) * d * d;
     sum[k] = s2;
     p[k] = pk + neg_clr * d / (ag_sqrt(s2) + eps);
-  }
+  });
 }
 template <class T>
 void optim_adagrad(device dev, T* p, const T* g, T* sum, std::int64_t n, T neg_clr, T eps, T wd, bool maximize,
@@ -298,11 +298,10 @@ __global__ void clip_norm_partial_kernel(const T* __restrict__ g, std::int64_t n
                                          double* __restrict__ part) {
   __shared__ double sm[32];
   double acc = 0.0;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+  for_each_index(n, [&](std::int64_t k) {
     const double a = ::fabs(static_cast<double>(g[k]));
     acc = inf ? clip_nanmax(acc, a) : acc + (p == 2.0 ? a * a : ::pow(a, p));
-  }
+  });
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     const double u = __shfl_xor_sync(0xffffffffu, acc, o);
@@ -336,18 +335,15 @@ double clip_norm_partial(device dev, const T* g, std::int64_t n, double p, bool 
 }
 template <class T>
 __global__ void clip_scale_kernel(T* __restrict__ g, std::int64_t n, T c) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride)
-    g[k] = g[k] * c;
+  for_each_index(n, [&](std::int64_t k) { g[k] = g[k] * c; });
 }
 template <class T>
 __global__ void clip_clamp_kernel(T* __restrict__ g, std::int64_t n, T lo, T hi) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+  for_each_index(n, [&](std::int64_t k) {
     const T a = g[k];
     const T m = a < lo ? lo : a;  // std::min(std::max(a, lo), hi), as the CPU loop (nan stays)
     g[k] = hi < m ? hi : m;
-  }
+  });
 }
 /// g *= c (scale) or g = min(max(g, lo), hi) (clamp) over n elements of device memory.
 template <class T>
