@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,39 @@ TEST_CASE("cuda autograd: clip_grad_norm_ and clip_grad_value_ on CUDA gradients
     check_same(gpu_model.w1.grad(), cpu_model.w1.grad(), "d w1 clipped by value");
     check_same(gpu_model.w2.grad(), cpu_model.w2.grad(), "d w2 clipped by value");
   }
+}
+
+TEST_CASE("cuda: nn::init fills CUDA tensors with the values a CPU tensor gets from the same seed") {
+  using F2 = Tensor<float, dyn_shape<2>>;
+  auto both = [](auto&& init, const char* what) {
+    INFO(what);
+    F2 c({24, 40}, tenet::cpu), g({24, 40}, gpu), gt({40, 24}, gpu);
+    manual_seed(31);
+    init(c);
+    manual_seed(31);
+    init(g);
+    CHECK(g.device() == gpu);
+    check_same(g, c, what);
+    manual_seed(31);
+    init(F2(gt.transpose<0, 1>()));  // a non-contiguous view of a device tensor
+    check_same(F2(gt.transpose<0, 1>().contiguous()), c, what);
+  };
+  both([](const F2& t) { nn::init::kaiming_uniform_(t, std::sqrt(5.0)); }, "kaiming_uniform_");
+  both([](const F2& t) { nn::init::xavier_normal_(t); }, "xavier_normal_");
+  both([](const F2& t) { nn::init::trunc_normal_(t, 0.0, 0.02); }, "trunc_normal_");
+  both([](const F2& t) { nn::init::eye_(t); }, "eye_");
+  both([](const F2& t) { nn::init::constant_(t, 0.25); }, "constant_");
+  // a module built while CUDA is the default device: its parameters are initialized there
+  manual_seed(32);
+  nn::Linear<40, 24> cpu_lin;
+  manual_seed(32);
+  std::optional<nn::Linear<40, 24>> gpu_lin;
+  {
+    device_guard on(gpu);
+    gpu_lin.emplace();
+  }
+  check_same(gpu_lin->weight, cpu_lin.weight, "Linear weight made on cuda(0)");
+  check_same(gpu_lin->bias, cpu_lin.bias, "Linear bias made on cuda(0)");
 }
 
 TEST_CASE("cuda autograd: optimizers refuse a gradient on another device") {

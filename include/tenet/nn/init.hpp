@@ -9,6 +9,8 @@
 //   xavier_uniform_: U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out))
 //   xavier_normal_: N(0, gain * sqrt(2 / (fan_in + fan_out)))
 //   trunc_normal_: N(mean, std) restricted to [a, b] (inverse-CDF sampling, as torch)
+// A tensor on a device (CUDA) is filled on the host and copied to it: it gets the same values as a
+// CPU tensor initialized after the same manual_seed (torch draws from the device's generator).
 #include <cmath>
 #include <cstdint>
 #include <numbers>
@@ -62,20 +64,26 @@ template <class T, class S>
 void require_float(const Tensor<T, S>& t, const char* what) {
   static_assert(is_floating_v<T>, "tenet: nn::init's random fills need a floating tensor");
   if (!t.defined()) throw value_error(std::string("tenet: nn::init::") + what + " on an undefined tensor");
-  if (!t.device().is_cpu()) throw device_error(std::string("tenet: nn::init::") + what + " needs a CPU tensor");
 }
-/// Fills t (any strides) from a contiguous buffer of the same sizes made by fill(T*, n).
+/// t = a CPU tensor of t's sizes made by make(host) (host: contiguous, on the CPU): a copy to t's
+/// device and/or into its strides. A device tensor thus gets the CPU generator's values, the same
+/// as a CPU tensor initialized after the same manual_seed.
+template <class T, class S, class F>
+void set_from_host(const Tensor<T, S>& t, F&& make) {
+  Tensor<T, S> host(t.sizes(), tenet::cpu);  // (never the default device)
+  make(host);
+  t.copy_(t.device().is_cpu() ? host : host.to(t.device()));
+}
+/// Fills t (any strides, any device) from a contiguous host buffer of the same sizes made by
+/// fill(T*, n).
 template <class T, class S, class F>
 void fill_with(const Tensor<T, S>& t, F&& fill) {
   const std::int64_t n = t.numel();
   if (n == 0) return;
-  if (t.is_contiguous()) {
+  if (t.is_contiguous() && t.device().is_cpu())
     fill(t.data(), n);
-  } else {
-    Tensor<T, S> tmp(t.sizes());
-    fill(tmp.data(), n);
-    t.copy_(tmp);
-  }
+  else
+    set_from_host(t, [&](const Tensor<T, S>& h) { fill(h.data(), n); });
 }
 /// erfinv(y) for y in (-1, 1): Giles' single-precision approximation refined by two Newton steps on erf.
 inline double erfinv(double y) {
@@ -168,6 +176,10 @@ template <class T, class S>
 const Tensor<T, S>& eye_(const Tensor<T, S>& t) {
   tenet::no_grad guard;
   static_assert(S::rank == 2, "tenet: nn::init::eye_ needs a 2-D tensor");
+  if (!t.device().is_cpu()) {  // (element writes need the host)
+    detail::set_from_host(t, [](const Tensor<T, S>& h) { eye_(h); });
+    return t;
+  }
   t.fill_(0);
   for (std::int64_t i = 0; i < std::min(t.sizes()[0], t.sizes()[1]); ++i) t(i, i) = T(1);
   return t;
