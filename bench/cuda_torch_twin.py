@@ -67,6 +67,24 @@ def linear_gelu(x, w, b):
     return F.gelu(F.linear(x, w, b), approximate="tanh")
 
 
+def resnet_stage1():
+    """bench/resnet_stage.hpp in torch (random parameters: only the time is compared)."""
+    import torch.nn as nn
+
+    def conv_bn(cin, cout, k, stride, pad):
+        return nn.Sequential(nn.Conv2d(cin, cout, k, stride, pad, bias=False), nn.BatchNorm2d(cout))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = conv_bn(64, 64, 3, 1, 1), conv_bn(64, 64, 3, 1, 1)
+
+        def forward(self, x):
+            return F.relu(self.b(F.relu(self.a(x))) + x)
+
+    return nn.Sequential(conv_bn(3, 64, 7, 2, 3), nn.ReLU(), nn.MaxPool2d(3, 2, 1), Block(), Block())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--filter", default="")
@@ -182,6 +200,27 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = True
     run("gemm_4096_fp32_tf32", "TFLOP/s", 2 * k ** 3 / 1e12, [("torch.mm", lambda: torch.mm(xf, yf))])
     torch.backends.cuda.matmul.allow_tf32 = False
+
+    # bench/cuda_conv.cu: convolutions in fp32 without TF32 (cuDNN's default allows it)
+    torch.backends.cudnn.allow_tf32 = False
+    nc, cc, hc = 32, 64, 56
+    xc = torch.randn(nc, cc, hc, hc, device=dev)
+    wc = torch.randn(cc, cc, 3, 3, device=dev) * 0.05
+    cflops = 2 * nc * cc * hc * hc * cc * 9 / 1e12
+    conv = torch.compile(lambda t, k: F.conv2d(t, k, padding=1))
+    with torch.no_grad():
+        run("conv2d_3x3_64_56x56_b32_fp32", "TFLOP/s", cflops,
+            [("torch eager", lambda: F.conv2d(xc, wc, padding=1)), ("torch.compile", lambda: conv(xc, wc))])
+    xg, wg = xc.clone().requires_grad_(), wc.clone().requires_grad_()
+    run("conv2d_3x3_64_56x56_b32_fp32_fwd_bwd", "TFLOP/s", 3 * cflops,
+        [("torch eager", lambda: F.conv2d(xg, wg, padding=1).sum().backward())])
+    del xc, wc, xg, wg
+    stage = resnet_stage1().to(dev).eval()
+    xr = torch.randn(32, 3, 224, 224, device=dev)
+    cstage = torch.compile(stage)
+    with torch.no_grad():
+        run("resnet18_stage1_b32_fp32", "img/s", 32, [("torch eager", lambda: stage(xr)), ("torch.compile", lambda: cstage(xr))])
+    torch.backends.cudnn.allow_tf32 = True
     return 0
 
 

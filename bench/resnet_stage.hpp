@@ -35,11 +35,23 @@ struct conv_bn {
       : w(make_param<S4>(seed, std::sqrt(2.0 / static_cast<double>(in * k * k)), 0.0, out, in, k, k)),
         scale(make_param<C3>(seed + 1, 0.25, 1.0, out)),
         shift(make_param<C3>(seed + 2, 0.1, 0.0, out)) {}
+  /// The parameters on device d.
+  void to(tenet::device d) {
+    w = w.to(d);
+    scale = scale.to(d);
+    shift = shift.to(d);
+  }
 };
 
 struct stage1 {
   conv_bn stem{1, 64, 3, 7};
   conv_bn blocks[4] = {{11, 64, 64, 3}, {21, 64, 64, 3}, {31, 64, 64, 3}, {41, 64, 64, 3}};
+
+  /// Moves every parameter to device d (x must then live there too).
+  void to(tenet::device d) {
+    stem.to(d);
+    for (auto& b : blocks) b.to(d);
+  }
 
   tenet::Tensor<float, S4> operator()(const tenet::Tensor<float, S4>& x) const {
     using namespace tenet;

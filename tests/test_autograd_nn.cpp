@@ -42,6 +42,30 @@ TEST_CASE("autograd ops: linear, matmul, conv2d, pooling", "[autograd]") {
   gradcheck([](const auto& a) { return avg_pool2d(a, {3, 3}, {.stride = {2, 2}, .padding = {1, 1}}); }, img);
 }
 
+TEST_CASE("autograd ops: conv2d's own VJP and JVP (groups, dilation, strides that leave a remainder)", "[autograd]") {
+  // conv2d is kept whole by autograd: its VJP is two convolutions (include/tenet/conv.hpp)
+  const M4 img = filled<4>({2, 4, 7, 6}, -1, 1, 0.2);
+  const M4 k = filled<4>({6, 2, 3, 2}, -1, 1, 0.5);
+  // stride 2 over 7 + 2 - 3 leaves a remainder (dw's convolution is sliced); groups 2; dilation
+  gradcheck([](const auto& a, const auto& kk) { return conv2d(a, kk, {.stride = 2, .padding = 1, .dilation = {1, 2}, .groups = 2}); },
+            img, k);
+  // 'same' with an even kernel: unequal low and high padding
+  const M4 k2 = filled<4>({3, 4, 2, 2}, -1, 1, 0.7);
+  gradcheck([](const auto& a, const auto& kk) { return conv2d(a, kk, {.padding = conv_padding::same}); }, img, k2);
+  // padding larger than the kernel's reach: the spread gradient is cropped
+  gradcheck([](const auto& a, const auto& kk) { return conv2d(a, kk, {.stride = {3, 1}, .padding = {2, 1}}); }, img,
+            filled<4>({2, 4, 1, 2}, -1, 1, 0.3));
+  // conv1d and conv_transpose2d hold a conv2d node
+  const M3 seq = filled<3>({2, 3, 9}, -1, 1, 0.4);
+  gradcheck([](const auto& a, const auto& kk) { return conv1d(a, kk, {.stride = 2, .dilation = 2}); }, seq,
+            filled<3>({4, 3, 2}, -1, 1, 0.6));
+  gradcheck([](const auto& a, const auto& kk) { return conv_transpose2d(a, kk, {.stride = 2, .padding = 1, .output_padding = 1}); },
+            filled<4>({1, 2, 3, 4}, -1, 1, 0.1), filled<4>({2, 3, 3, 3}, -1, 1, 0.9));
+  // forward mode through the same node (its JVP is bilinear: conv(tx, w) + conv(x, tw))
+  tenet_test::jvpcheck([](const auto& a, const auto& kk) { return conv2d(a, kk, {.stride = 2, .padding = 1, .dilation = {1, 2}, .groups = 2}); },
+                       img, k);
+}
+
 TEST_CASE("autograd ops: indexing and views", "[autograd]") {
   const M w = filled<2>({6, 3}, -1, 1);
   Tensor<std::int64_t, dyn_shape<2>> idx({2, 3});

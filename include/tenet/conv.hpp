@@ -115,6 +115,13 @@ constexpr void check_conv_dtype(const char* what) {
                                   "torch on the CPU); convert with .to<float>()");
 }
 
+/// t (built on the host) on the device of x's tensors.
+template <class T, class S, class X>
+Tensor<T, S> on_device_of(const Tensor<T, S>& t, const X& x) {
+  const device d = expr_device(x);
+  return d.is_cpu() ? t : t.to(d);
+}
+
 /// Output extent of a window op: floor/ceil((n + pads - d*(k-1) - 1) / s) + 1.
 inline std::int64_t window_count(std::int64_t n, std::int64_t pads, std::int64_t k, std::int64_t s, std::int64_t d,
                                  const char* what, const std::string& sizes) {
@@ -139,6 +146,7 @@ inline void check_positive(const char* what, const char* name, std::int64_t v) {
 namespace aten {
 struct conv2d {
   static constexpr bool is_prim = false;
+  static constexpr bool bilinear = true;  // autograd: its own VJP (below) and JVP (jvp.hpp)
   static constexpr std::string_view name = "conv2d";
   std::array<std::int64_t, 2> stride{1, 1}, dilation{1, 1}, pad_low{0, 0}, pad_high{0, 0};
   std::int64_t groups = 1;
@@ -204,6 +212,49 @@ struct conv2d {
     auto w = detail::to_tensor(std::get<1>(e.children)).contiguous();
     const auto g = e.op.geometry(x.sizes(), w.sizes());
     detail::cpu::run_conv2d(x.data(), w.data(), out.data(), g);
+  }
+};
+
+/// conv2d's weight gradient (autograd's VJP of conv2d, below): children x (N, C, H, W) and the
+/// output gradient g (N, O, oh, ow); the result has the weight's sizes. Decomposed into a
+/// convolution of x (channels as the batch) with g (images as the channels); CUDA runs it as
+/// im2col + one GEMM over all positions per group (backend/cuda/conv.hpp).
+struct conv2d_weight {
+  static constexpr bool is_prim = false;
+  static constexpr std::string_view name = "conv2d_weight";
+  conv2d forward;          // the convolution differentiated
+  sizes_t<4> weight_sizes{};
+  template <class X, class G>
+  using result_type = value_type_of<X>;
+  template <class X, class G>
+  using result_shape = dyn_shape<4>;
+  template <class X, class G>
+  sizes_t<4> sizes(const X&, const G&) const {
+    return weight_sizes;
+  }
+  /// dw = conv2d(x as (C/G, G*N, H, W), g as (O, N, oh, ow); stride dil, dilation stride, the
+  /// forward's padding, groups G) = (C/G, O, kh', kw') with kh' >= kh, sliced to kh, kw and
+  /// permuted to (O, C/G, kh, kw).
+  template <class X, class G>
+  auto decompose(const X& x, const G& g) const {
+    const auto xs = x.sizes();
+    const auto geo = forward.geometry(xs, weight_sizes);
+    const std::int64_t groups = geo.groups, Cg = geo.C / groups;
+    auto x5 = make_node(prim::reshape_<dyn_shape<5>>{{xs[0], groups, Cg, geo.H, geo.W}}, x);
+    auto xt = make_node(prim::reshape_<dyn_shape<4>>{{Cg, groups * xs[0], geo.H, geo.W}},
+                        make_node(prim::permute_<2, 1, 0, 3, 4>{}, x5));
+    auto gt = make_node(prim::permute_<1, 0, 2, 3>{}, g);
+    conv2d op;
+    op.groups = groups;
+    for (std::size_t i = 0; i < 2; ++i) {
+      op.stride[i] = forward.dilation[i];
+      op.dilation[i] = forward.stride[i];
+      op.pad_low[i] = forward.pad_low[i];
+      op.pad_high[i] = forward.pad_high[i];
+    }
+    auto full = make_node(op, xt, gt);  // (C/G, O, kh', kw')
+    auto cut = make_node(prim::slice_<4>{{0, 0, 0, 0}, {Cg, geo.O, geo.kh, geo.kw}, {1, 1, 1, 1}}, full);
+    return make_node(prim::permute_<1, 0, 2, 3>{}, cut);
   }
 };
 }  // namespace aten
@@ -527,14 +578,14 @@ auto avg_pool2d(const X& x, const ints<2>& kernel, const avg_pool2d_options& o =
     }
   }
   auto sums = make_node(prim::reduce_<prim::sum_kind, false, 4, 5>{}, detail::pool_windows(x, pl, 0.0));
-  return make_node(prim::div_{}, sums, divisor);
+  return make_node(prim::div_{}, sums, detail::on_device_of(divisor, x));
 }
 
 namespace detail {
-/// y = A_h . x . A_w^T for x (N, C, H, W), A_h (oh, H), A_w^T (W, ow).
+/// y = A_h . x . A_w^T for x (N, C, H, W), A_h (oh, H), A_w^T (W, ow) (host tensors, copied to x's device).
 template <class X, class T>
 auto separable_resample(const X& x, const Tensor<T, dyn_shape<2>>& ah, const Tensor<T, dyn_shape<2>>& awt) {
-  return make_node(prim::matmul_{}, make_node(prim::matmul_{}, ah, x), awt);
+  return make_node(prim::matmul_{}, make_node(prim::matmul_{}, on_device_of(ah, x), x), on_device_of(awt, x));
 }
 }  // namespace detail
 
@@ -773,3 +824,58 @@ auto pad(const X& x, const std::int64_t (&pads)[N], double value = 0.0) {
 }
 
 }  // namespace tenet
+
+// ---------------------------------------------------------------------------------------------
+// conv2d's own VJP (autograd keeps conv2d whole): both gradients are convolutions, so they run
+// on each backend's native conv2d (im2col + GEMM) instead of the decomposition's window views
+// and scatter-adds. With x (N, C, H, W), w (O, C/G, kh, kw), g (N, O, oh, ow):
+//   dx = conv2d(g spread by stride - 1 zeros and padded by dil*(k-1) - pad_low (a crop where
+//        negative) / whatever reaches H at the end, w flipped with its channel dims swapped per
+//        group; dilation dil, groups G)
+//   dw = aten::conv2d_weight(x, g) (above: a convolution of x with g, or CUDA's own GEMMs).
+namespace tenet::detail {
+template <class X, class W>
+inline constexpr bool runs_natively<ag::autograd_backend, aten::conv2d, X, W> = true;
+}  // namespace tenet::detail
+
+namespace tenet::detail::ag {
+template <>
+struct vjp_rule<aten::conv2d> {
+  static constexpr bool has_rule = true;
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    const auto& x = std::get<0>(e.children);
+    const auto& w = std::get<1>(e.children);
+    const auto xs = x.sizes(), ws = w.sizes();
+    const auto geo = e.op.geometry(xs, ws);
+    const auto gv = value(exact(g, e.sizes()));
+    if (xs[0] == 0 || geo.O == 0 || geo.oh * geo.ow == 0 || ws[1] == 0) {
+      // nothing to convolve: the decomposition's VJP gives the zeros
+      backprop(std::apply([&](const auto&... c) { return e.op.decompose(c...); }, e.children), g);
+      return;
+    }
+    const std::int64_t groups = geo.groups, Cg = geo.C / groups, Og = geo.O / groups;
+    const std::int64_t k[2] = {geo.kh, geo.kw}, st[2] = {geo.stride_h, geo.stride_w}, dil[2] = {geo.dil_h, geo.dil_w};
+    const std::int64_t plo[2] = {geo.pad_top, geo.pad_left}, phi[2] = {geo.pad_bottom, geo.pad_right};
+    const std::int64_t in[2] = {geo.H, geo.W}, out[2] = {geo.oh, geo.ow};
+    if (needs_grad(x)) {
+      const auto wv = forward_value(w);
+      prim::pad_<4> spread{};
+      aten::conv2d op;
+      op.groups = groups;
+      for (std::size_t i = 0; i < 2; ++i) {
+        spread.interior[2 + i] = st[i] - 1;
+        spread.low[2 + i] = dil[i] * (k[i] - 1) - plo[i];
+        spread.high[2 + i] = in[i] + plo[i] - (out[i] - 1) * st[i] - 1;
+        op.dilation[i] = dil[i];
+      }
+      auto flipped = make_node(prim::slice_<4>{{0, 0, k[0] - 1, k[1] - 1}, {ws[0], ws[1], -1, -1}, {1, 1, -1, -1}}, wv);
+      auto w5 = make_node(prim::reshape_<dyn_shape<5>>{{groups, Og, Cg, k[0], k[1]}}, flipped);
+      auto wt = make_node(prim::reshape_<dyn_shape<4>>{{geo.C, Og, k[0], k[1]}},
+                          make_node(prim::permute_<0, 2, 1, 3, 4>{}, w5));
+      backprop(x, make_node(op, make_node(spread, gv), wt));
+    }
+    if (needs_grad(w)) backprop(w, make_node(aten::conv2d_weight{e.op, ws}, forward_value(x), gv));
+  }
+};
+}  // namespace tenet::detail::ag

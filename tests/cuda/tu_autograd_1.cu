@@ -2,3 +2,4 @@
 #include "test_cuda_autograd.cu"  // main
 #include "test_cuda_autograd_pointwise.cu"
 #include "test_cuda_autograd_views.cu"
+#include "test_cuda_autograd_conv.cu"

@@ -75,6 +75,10 @@ auto tangent_node_inputs(const tenet::node<Op, C...>& e, jvp_context& ctx) {
       return pw::mul(y, pw::sub(tx, value(make_node(prim::reduce_<prim::sum_kind, true, D>{}, pw::mul(tx, y)))));
     else
       return pw::sub(tx, value(make_node(prim::reduce_<prim::sum_kind, true, D>{}, pw::mul(pw::un<prim::exp_>(y), tx))));
+  } else if constexpr (requires { Op::bilinear; }) {  // conv2d, kept whole by autograd: bilinear
+    const auto& b = std::get<1>(e.children);
+    return pw::add(value(make_node(e.op, value(tangent(x, ctx)), forward_value(b))),
+                   value(make_node(e.op, forward_value(x), value(tangent(b, ctx)))));
   } else if constexpr (requires { chain_rule<Op>::is_unary; }) {
     const auto xv = forward_value(x);
     return chain_rule<Op>::template apply<T>(xv, make_node(e.op, xv), tangent(x, ctx));

@@ -22,6 +22,12 @@
 #include <tenet/expr/concepts.hpp>
 #include <tenet/shape/rules.hpp>
 
+namespace tenet::detail {
+/// pad_'s kernel for any backend (defined in backend/cpu/movement.hpp).
+template <class E, class Out, class Run>
+void pad_into(const E& e, const Out& out, Run&& run);
+}  // namespace tenet::detail
+
 namespace tenet::prim {
 
 struct movement_group {};

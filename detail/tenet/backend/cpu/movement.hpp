@@ -12,6 +12,54 @@
 #include <tenet/prims/movement.hpp>
 #include <tenet/runtime/views.hpp>  // detail::view_strides
 
+namespace tenet::detail {
+/// pad_'s value into out (contiguous, e's sizes) by two pointwise runs of the backend's
+/// run(dst, src): the fill where anything is padded, then one strided copy of the kept input
+/// elements (a negative low/high crops). The CPU and CUDA backends share it.
+template <class E, class Out, class Run>
+void pad_into(const E& e, const Out& out, Run&& run) {
+  using T = value_type_of<E>;
+  constexpr std::size_t R = rank_of<E>;
+  auto x = to_tensor(std::get<0>(e.children));
+  const auto& op = e.op;
+  const auto xs = x.sizes();
+  const auto os = out.sizes();
+  bool fills = false;
+  // per dim: the first kept input index, how many are kept, where the first lands in out
+  sizes_t<R> first{}, kept{}, dst_start{}, dst_stride{};
+  bool empty = false;
+  for (std::size_t d = 0; d < R; ++d) {
+    const std::int64_t pitch = op.interior[d] + 1;
+    fills = fills || op.low[d] > 0 || op.high[d] > 0 || (op.interior[d] > 0 && xs[d] > 1);
+    // input index i lands at low + i * pitch; keep those in [0, os[d])
+    std::int64_t i0 = op.low[d] >= 0 ? 0 : (-op.low[d] + pitch - 1) / pitch;
+    std::int64_t i1 = xs[d];  // exclusive
+    if (os[d] - 1 - op.low[d] < 0) {
+      i1 = 0;
+    } else {
+      i1 = std::min<std::int64_t>(i1, (os[d] - 1 - op.low[d]) / pitch + 1);
+    }
+    first[d] = i0;
+    kept[d] = std::max<std::int64_t>(0, i1 - i0);
+    if (kept[d] == 0) empty = true;
+    dst_start[d] = op.low[d] + i0 * pitch;
+    dst_stride[d] = out.strides()[d] * pitch;
+  }
+  if (fills || empty) run(out, scalar<T>{static_cast<T>(op.value)});
+  if (empty || out.numel() == 0) return;
+  std::int64_t doff = out.offset(), soff = x.offset();
+  sizes_t<R> sst{};
+  for (std::size_t d = 0; d < R; ++d) {
+    doff += dst_start[d] * out.strides()[d];
+    soff += first[d] * x.strides()[d];
+    sst[d] = x.strides()[d];
+  }
+  auto dst = out.template with_layout<dyn_shape<R>>(kept, dst_stride, doff);
+  auto src = x.template with_layout<dyn_shape<R>>(kept, sst, soff);
+  run(dst, src);
+}
+}  // namespace tenet::detail
+
 namespace tenet::prim {
 
 template <class S>
@@ -86,44 +134,7 @@ Tensor<value_type_of<E>, shape_of<E>> unfold_<D, Size, Step>::materialize_on_cpu
 template <std::size_t R>
 template <class E, class Out>
 void pad_<R>::run_on_cpu_into(const E& e, const Out& out) {
-  using T = value_type_of<E>;
-  auto x = tenet::detail::to_tensor(std::get<0>(e.children));
-  const auto& op = e.op;
-  const auto xs = x.sizes();
-  const auto os = out.sizes();
-  bool fills = false;
-  // per dim: the first kept input index, how many are kept, where the first lands in out
-  sizes_t<R> first{}, kept{}, dst_start{}, dst_stride{};
-  bool empty = false;
-  for (std::size_t d = 0; d < R; ++d) {
-    const std::int64_t pitch = op.interior[d] + 1;
-    fills = fills || op.low[d] > 0 || op.high[d] > 0 || (op.interior[d] > 0 && xs[d] > 1);
-    // input index i lands at low + i * pitch; keep those in [0, os[d])
-    std::int64_t i0 = op.low[d] >= 0 ? 0 : (-op.low[d] + pitch - 1) / pitch;
-    std::int64_t i1 = xs[d];  // exclusive
-    if (os[d] - 1 - op.low[d] < 0) {
-      i1 = 0;
-    } else {
-      i1 = std::min<std::int64_t>(i1, (os[d] - 1 - op.low[d]) / pitch + 1);
-    }
-    first[d] = i0;
-    kept[d] = std::max<std::int64_t>(0, i1 - i0);
-    if (kept[d] == 0) empty = true;
-    dst_start[d] = op.low[d] + i0 * pitch;
-    dst_stride[d] = out.strides()[d] * pitch;
-  }
-  if (fills || empty) detail::cpu::run_pointwise(out, scalar<T>{static_cast<T>(op.value)});
-  if (empty || out.numel() == 0) return;
-  std::int64_t doff = out.offset(), soff = x.offset();
-  sizes_t<R> sst{};
-  for (std::size_t d = 0; d < R; ++d) {
-    doff += dst_start[d] * out.strides()[d];
-    soff += first[d] * x.strides()[d];
-    sst[d] = x.strides()[d];
-  }
-  auto dst = out.template with_layout<dyn_shape<R>>(kept, dst_stride, doff);
-  auto src = x.template with_layout<dyn_shape<R>>(kept, sst, soff);
-  detail::cpu::run_pointwise(dst, src);
+  tenet::detail::pad_into(e, out, [](const auto& dst, const auto& src) { tenet::detail::cpu::run_pointwise(dst, src); });
 }
 
 }  // namespace tenet::prim

@@ -5,7 +5,8 @@
 // units). The plan is the CPU's, decomposed for cuda_gpu (native.hpp): decompose -> materialize
 // -> fused pointwise; every pointwise tree becomes one kernel (pointwise.hpp); the non-pointwise
 // nodes run here: reductions (reduce.hpp), argmax / argmin and scans (lines.hpp), sort (sort.hpp),
-// gather / scatter (indexing.hpp), matmul (cuBLASLt, gemm.hpp), softmax / log_softmax / layer_norm / rms_norm
+// gather / scatter (indexing.hpp), pad (a fill and a strided copy), conv2d and max_pool2d
+// (conv.hpp), matmul (cuBLASLt, gemm.hpp), softmax / log_softmax / layer_norm / rms_norm
 // (one-pass row kernels, rows.hpp). Any other non-pointwise op throws device_error naming it.
 #include <cmath>
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <type_traits>
 
 #include <tenet/autocast.hpp>
+#include <tenet/backend/cuda/conv.hpp>
 #include <tenet/backend/cuda/gemm.hpp>
 #include <tenet/backend/cuda/indexing.hpp>
 #include <tenet/backend/cuda/lines.hpp>
@@ -36,6 +38,10 @@ template <class Op>
 inline constexpr bool is_gather_op = false;
 template <std::int64_t D>
 inline constexpr bool is_gather_op<prim::gather_<D>> = true;
+template <class Op>
+inline constexpr bool is_pad_op = false;
+template <std::size_t R>
+inline constexpr bool is_pad_op<prim::pad_<R>> = true;
 template <class Op>
 inline constexpr bool is_scatter_op = false;
 template <std::int64_t D, prim::scatter_op O>
@@ -301,6 +307,42 @@ bool try_bias_act_gemm(const E& e, Out& out) {
   return true;
 }
 
+/// conv2d (im2col + cuBLASLt); under autocast, fp32 operands run in the low dtype (as matmul).
+template <class E, class Out>
+void run_conv2d_node(const E& e, const Out& out) {
+  using T = value_type_of<E>;
+  const auto x = to_tensor(std::get<0>(e.children));
+  const auto w = to_tensor(std::get<1>(e.children)).contiguous();
+  const auto g = e.op.geometry(x.sizes(), w.sizes());
+  const bool cast = with_autocast_dtype<T>([&](auto low) {
+    using L = decltype(low);
+    const auto xl = cast_on_device<L>(x);
+    const auto wl = cast_on_device<L>(w);
+    Tensor<L, shape_of<Out>> tmp(out.sizes(), out.device());
+    run_conv2d<L>(tmp.data(), xl.data(), xl.strides(), wl.data(), g, out.device());
+    run_pointwise(out, cast_to<T>(tmp));
+  });
+  if (!cast) run_conv2d<T>(out.data(), x.data(), x.strides(), w.data(), g, out.device());
+}
+
+/// conv2d's weight gradient (autograd): x's columns and one GEMM per group.
+template <class E, class Out>
+void run_conv2d_weight_node(const E& e, const Out& out) {
+  using T = value_type_of<E>;
+  const auto x = to_tensor(std::get<0>(e.children));
+  const auto gp = to_tensor(std::get<1>(e.children)).template permute<1, 0, 2, 3>().contiguous();  // (O, N, oh, ow)
+  const auto geo = e.op.forward.geometry(x.sizes(), e.op.weight_sizes);
+  run_conv2d_weight<T>(out.data(), x.data(), x.strides(), gp.data(), geo, out.device());
+}
+
+template <class E, class Out>
+void run_max_pool2d_node(const E& e, const Out& out) {
+  using T = value_type_of<E>;
+  const auto x = to_tensor(std::get<0>(e.children));
+  run_max_pool2d<T>(out.data(), x.data(), x.sizes(), x.strides(), e.op.plan,
+                    static_cast<T>(E::op_type::template lowest<T>()), out.device());
+}
+
 /// The non-pointwise node e written into out (fresh, contiguous, on a CUDA device).
 template <class E, class Out>
 void run_into(const E& e, const Out& out) {
@@ -341,8 +383,16 @@ void run_into(const E& e, const Out& out) {
       run_scatter<Op::op>(at_least_1d(out), at_least_1d(idx), src, d, e.op.include_self);
     else
       run_scatter<Op::op>(at_least_1d(out), at_least_1d(idx), at_least_1d(src), d, e.op.include_self);
+  } else if constexpr (is_pad_op<Op>) {  // a fill and a strided copy, as on the CPU
+    pad_into(e, out, [](const auto& dst, const auto& src) { run_pointwise(dst, src); });
   } else if constexpr (std::is_same_v<Op, prim::matmul_>) {
     run_matmul_node(e, out);
+  } else if constexpr (std::is_same_v<Op, aten::conv2d>) {
+    run_conv2d_node(e, out);
+  } else if constexpr (std::is_same_v<Op, aten::conv2d_weight>) {
+    run_conv2d_weight_node(e, out);
+  } else if constexpr (std::is_same_v<Op, aten::max_pool2d>) {
+    run_max_pool2d_node(e, out);
   } else if constexpr (softmax_kind<Op>::value) {
     run_row_node<softmax_kind<Op>::log ? row_kind::log_softmax : row_kind::softmax>(e, out);
   } else if constexpr (norm_kind<Op>::value) {

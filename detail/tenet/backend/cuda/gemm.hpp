@@ -93,7 +93,7 @@ enum class epilogue { none, bias, bias_relu, bias_gelu_tanh };
 
 /// Every parameter that decides cuBLASLt's algorithm choice.
 struct algo_key {
-  std::array<std::int64_t, 20> v;
+  std::array<std::int64_t, 21> v;
   bool operator<(const algo_key& o) const { return v < o.v; }
 };
 class lt_algo_cache {
@@ -128,10 +128,12 @@ struct lt_operand {
   std::int64_t stride;  // between batch entries
 };
 
-/// D (m x n, column-major, ldd, stride_d) = op(A) (m x k) * op(B) (k x n) [+ bias (m), act].
+/// D (m x n, column-major, ldd, stride_d) = op(A) (m x k) * op(B) (k x n) [+ bias (m), act]
+/// (+ D itself when accumulate).
 template <class T>
 void lt_matmul(int dev, std::int64_t m, std::int64_t n, std::int64_t k, const lt_operand& A, const lt_operand& B,
-               T* D, std::int64_t ldd, std::int64_t stride_d, int batch, const T* bias, epilogue ep) {
+               T* D, std::int64_t ldd, std::int64_t stride_d, int batch, const T* bias, epilogue ep,
+               bool accumulate = false) {
   static_assert(lt_supported<T>);
   using L = lt_types<T>;
   auto& ctx = lt_for(dev);
@@ -194,7 +196,7 @@ void lt_matmul(int dev, std::int64_t m, std::int64_t n, std::int64_t k, const lt
   };
   const algo_key key{{static_cast<std::int64_t>(L::data), static_cast<std::int64_t>(L::compute()), dev, m, n, k,
                       A.trans, B.trans, A.ld, B.ld, ldd, A.stride, B.stride, stride_d, batch,
-                      static_cast<std::int64_t>(ep), align(A.p), align(B.p), align(D), align(bias)}};
+                      static_cast<std::int64_t>(ep), align(A.p), align(B.p), align(D), align(bias), accumulate}};
   cublasLtMatmulAlgo_t algo{};
   if (!algo_cache().find(key, algo)) {
     cublasLtMatmulHeuristicResult_t result{};
@@ -207,7 +209,7 @@ void lt_matmul(int dev, std::int64_t m, std::int64_t n, std::int64_t k, const lt
     algo = result.algo;
     algo_cache().put(key, algo);
   }
-  const typename L::scale_t alpha = 1, beta = 0;
+  const typename L::scale_t alpha = 1, beta = accumulate ? 1 : 0;
   check_lt(cublasLtMatmul(ctx.handle, desc, &alpha, A.p, la, B.p, lb, &beta, D, ld, D, ld, &algo, ctx.workspace,
                           ctx.workspace_bytes, s),
            "cublasLtMatmul");

@@ -7,6 +7,8 @@
 //   softmax / log_softmax over the last dim      one row kernel (backend/cuda/rows.hpp)
 //   layer_norm / rms_norm (aten::norm_last)      one row kernel, weight/bias of the input's dtype
 //   pointwise composites (gelu, sigmoid, ...)    inside the fused pointwise kernel (their apply)
+//   conv2d, conv2d_weight (float types)          im2col + cuBLASLt (backend/cuda/conv.hpp)
+//   max_pool2d                                   a thread per output (backend/cuda/conv.hpp)
 // for float, double, float16 and bfloat16 (row kernels accumulate in float, or double for double).
 // Everything else is decomposed into prims.
 #include <cstddef>
@@ -19,6 +21,9 @@
 namespace tenet::aten {
 template <std::size_t K, bool Rms>
 struct norm_last;  // include/tenet/functional.hpp
+struct conv2d;      // include/tenet/conv.hpp
+struct conv2d_weight;
+struct max_pool2d;  // include/tenet/conv.hpp
 }  // namespace tenet::aten
 
 namespace tenet::detail {
@@ -41,6 +46,15 @@ inline constexpr bool runs_natively<cuda_gpu, aten::log_softmax<D>, C> = runs_na
 template <std::size_t K, bool Rms, class X, class... P>
 inline constexpr bool runs_natively<cuda_gpu, aten::norm_last<K, Rms>, X, P...> =
     cuda_row_dtype<value_type_of<X>> && (std::is_same_v<value_type_of<P>, value_type_of<X>> && ...);
+
+template <class X, class W>
+inline constexpr bool runs_natively<cuda_gpu, aten::conv2d, X, W> =
+    cuda_row_dtype<value_type_of<X>> && std::is_same_v<value_type_of<X>, value_type_of<W>>;
+template <class X, class G>
+inline constexpr bool runs_natively<cuda_gpu, aten::conv2d_weight, X, G> =
+    cuda_row_dtype<value_type_of<X>> && std::is_same_v<value_type_of<X>, value_type_of<G>>;
+template <class X>
+inline constexpr bool runs_natively<cuda_gpu, aten::max_pool2d, X> = true;
 
 template <class Op, class C>
   requires std::is_same_v<typename Op::group, prim::pointwise_composite_group>
