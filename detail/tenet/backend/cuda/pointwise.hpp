@@ -8,7 +8,8 @@
 // node applies its prim's scalar `apply` (host and device code). The tree is passed to the kernel
 // by value. The host coalesces dims as the CPU kernel does (cpu::coalesce); then
 // - flat case (one dim, every stride 0 or 1, 16-byte aligned pointers): each thread handles
-//   16 bytes of output, every unit-stride leaf is read with vector loads of its whole lane group;
+//   16-byte groups of output (four per loop step for 4- and 8-byte types, loaded before any is
+//   computed), every unit-stride leaf is read with vector loads of its whole lane group;
 // - any other layout: each thread turns its linear index into an index over the (coalesced) dims
 //   and every leaf takes the dot product with its strides.
 // Both loops are grid-stride loops over a grid sized to the card (SM count x blocks per SM).
@@ -178,18 +179,39 @@ struct dpw<node<P, C...>, R> {
   }
 };
 
+/// 16-byte groups each thread keeps in flight per loop step of the flat kernel: 4 for 4- and
+/// 8-byte outputs, 1 for 16-bit ones. Measured on an H100 (docs/cuda.md, 20 calls per timing):
+/// gelu(x*a+b)*c on 64 Mi fp32 went from 2751 GB/s (1 group) to 2837 (4), its copy from 2802 to
+/// 2847; in bf16 the same gelu is bound by its arithmetic (8 elements per group, each rounded to
+/// bf16 four times) and fell from 2509 to 2347 with 4 groups (more registers, fewer warps).
+template <class T>
+inline constexpr int flat_groups_per_step = sizeof(T) >= 4 ? 4 : 1;
+
 template <class T, class Tree>
 __global__ void pointwise_flat_kernel(T* __restrict__ out, Tree tree, std::int64_t n) {
   constexpr int N = 16 / sizeof(T) > 0 ? static_cast<int>(16 / sizeof(T)) : 1;
+  constexpr int U = flat_groups_per_step<T>;
   const std::int64_t groups = n / N;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t g = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += stride) {
-    const std::int64_t i = g * N;
-    const auto v = tree.template load<N>(i);
-    lanes<T, N> o;
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x * U;
+  // a block's step covers U * blockDim consecutive groups, thread t takes t, t + blockDim, ...:
+  // every load of the U is coalesced across the warp, and all U are issued before any is used
+  for (std::int64_t b = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U + threadIdx.x; b < groups; b += step) {
+    typename Tree::template group<N> v[U];
 #pragma unroll
-    for (int j = 0; j < N; ++j) o.v[j] = static_cast<T>(v[j]);
-    *reinterpret_cast<lanes<T, N>*>(out + i) = o;
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t g = b + static_cast<std::int64_t>(u) * blockDim.x;
+      if (g < groups) v[u] = tree.template load<N>(g * N);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t g = b + static_cast<std::int64_t>(u) * blockDim.x;
+      if (g < groups) {
+        lanes<T, N> o;
+#pragma unroll
+        for (int j = 0; j < N; ++j) o.v[j] = static_cast<T>(v[u][j]);
+        *reinterpret_cast<lanes<T, N>*>(out + g * N) = o;
+      }
+    }
   }
   // the tail (fewer than N elements)
   const std::int64_t t = groups * N + static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -224,6 +246,18 @@ inline unsigned grid_for(std::int64_t work, int threads, int dev, int blocks_per
   const std::int64_t want = (work + threads - 1) / threads;
   const std::int64_t cap = static_cast<std::int64_t>(sm_count(dev)) * blocks_per_sm;
   return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(want, cap)));
+}
+
+/// The most threads per block kernel K can be launched with on the current device (its registers
+/// per thread decide it: a tree that needs more than 64 cannot run 1024 threads). Asked once.
+template <auto K>
+int kernel_max_threads() {
+  static const int m = [] {
+    cudaFuncAttributes a{};
+    check(cudaFuncGetAttributes(&a, K), "cudaFuncGetAttributes of the pointwise kernel");
+    return std::max(32, a.maxThreadsPerBlock / 32 * 32);
+  }();
+  return m;
 }
 
 /// Throws device_error if the last launch failed (bad configuration, no kernel image ...).
@@ -263,15 +297,18 @@ void run_pointwise(const Tensor<T, S>& out, const E& e) {
     });
     if (reinterpret_cast<std::uintptr_t>(obase) % 16 != 0) flat = false;
   }
-  const pointwise_launch cfg = pointwise_config();
+  pointwise_launch cfg = pointwise_config();  // its thread count capped by what the kernel allows
   ++pointwise_launches();
   if (flat) {
-    const std::int64_t groups = std::max<std::int64_t>(n / N, 1);
-    pointwise_flat_kernel<T, tree_t><<<grid_for(groups, cfg.threads, dev, cfg.blocks_per_sm), cfg.threads, 0, s>>>(obase, tree, n);
+    constexpr int U = flat_groups_per_step<T>;
+    const std::int64_t steps = std::max<std::int64_t>((n / N + U - 1) / U, 1);
+    cfg.threads = std::min(cfg.threads, kernel_max_threads<pointwise_flat_kernel<T, tree_t>>());
+    pointwise_flat_kernel<T, tree_t><<<grid_for(steps, cfg.threads, dev, cfg.blocks_per_sm), cfg.threads, 0, s>>>(obase, tree, n);
   } else {
     out_layout<T, R> lay{};
     lay.nd = static_cast<int>(sp.nd);
     for (std::size_t d = 0; d < sp.nd; ++d) lay.sizes[d] = sp.sizes[d], lay.st[d] = ost[d];
+    cfg.threads = std::min(cfg.threads, kernel_max_threads<pointwise_strided_kernel<T, R, tree_t>>());
     pointwise_strided_kernel<T, R, tree_t><<<grid_for(n, cfg.threads, dev, cfg.blocks_per_sm), cfg.threads, 0, s>>>(obase, tree, lay, n);
   }
   check_launch("the pointwise kernel launch");
