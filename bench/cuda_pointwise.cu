@@ -1,4 +1,5 @@
-// CUDA memory-bound workloads: device copy bandwidth, gelu(x*a+b)*c on 64 Mi fp32 and bf16,
+// CUDA memory-bound workloads: device copy bandwidth, gelu(x*a+b)*c on 64 Mi fp32 and bf16, dropout
+// (p = 0.1) on 64 Mi fp32,
 // softmax and layer_norm on 8192x4096 bf16. GB/s counts bytes read + written once.
 #include <cstdint>
 
@@ -32,6 +33,13 @@ int main() {
     bench::report("copy_64Mi_fp32", "tenet", "GB/s", bench::gbps(2.0 * n * 4, s), "cuda");
   }
   run_gelu<float>("fp32");
+  {  // dropout: the mask drawn on the GPU (a uniform_ kernel), then one pointwise kernel
+    const std::int64_t n = std::int64_t{64} << 20;
+    Tensor<float, dyn_shape<1>> x = randn<float, dyn_shape<1>>(n).to(tenet::cuda(0));
+    Tensor<float, dyn_shape<1>> y;
+    const double s = bench::measure_cuda([&] { y = dropout(x, 0.1); });
+    bench::report("dropout_64Mi_fp32", "tenet", "GB/s", bench::gbps(2.0 * n * 4, s), "cuda");
+  }
   run_gelu<bfloat16>("bf16");
   {
     const std::int64_t r = 8192, c = 4096;

@@ -155,6 +155,9 @@ def main():
         run(f"gelu_affine_64Mi_{name}", "GB/s", 2 * n * size / 1e9,
             [("torch eager", lambda: gelu_affine(xd, 1.25, 0.5, 0.75)),
              ("torch.compile", lambda: comp(xd, 1.25, 0.5, 0.75))])
+    drop = torch.compile(lambda t: F.dropout(t, 0.1))
+    run("dropout_64Mi_fp32", "GB/s", 2 * n * 4 / 1e9,
+        [("torch eager", lambda: F.dropout(x, 0.1)), ("torch.compile", lambda: drop(x))])
     del x, y
     r, c = 8192, 4096
     xb = torch.randn(r, c, device=dev, dtype=torch.bfloat16)

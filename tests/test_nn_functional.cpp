@@ -81,6 +81,22 @@ TEST_CASE("nn_functional: the uniform_ prim draws rand's stream") {
   CHECK_THAT(text, Catch::Contains("uniform[seed=5, offset=0]") && Catch::Contains("random"));
 }
 
+TEST_CASE("nn_functional: a uniform_ draw lives on the device it was made for") {
+  // rand_lazy takes the default device (as rand); an expression mixing it with tensors of another
+  // device is a device_error naming both, and a CUDA draw in a translation unit without the CUDA
+  // backend says how to get it
+  const auto x = randn<float, shape<dyn>>(6);
+  const device_guard on(tenet::cuda(0));
+  const auto u = rand_lazy<float, shape<dyn>>(6);
+  CHECK(detail::expr_device(u) == tenet::device(tenet::cuda(0)));
+  using F1 = Tensor<float, shape<dyn>>;
+  CHECK_THROWS_AS(F1(x * u), device_error);
+  CHECK_THROWS_WITH(F1(x * u), Catch::Contains("mixes tensors on cpu and cuda:0"));
+  CHECK_THROWS_WITH(F1(u), Catch::Contains("the CUDA backend is not compiled in"));
+  F1 host({6}, tenet::cpu);
+  CHECK_THROWS_AS(host.copy_(u), device_error);
+}
+
 TEST_CASE("nn_functional: dropout statistics, scale and edge cases") {
   manual_seed(21);
   constexpr std::int64_t n = 200000;

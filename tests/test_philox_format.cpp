@@ -2,6 +2,7 @@
 // tensor printing (detail/tenet/io/format.hpp).
 #define TENET_PUBLIC_HEADER_INCLUDED 1  // these are tests of internal headers
 #include <tenet/io/format.hpp>
+#include <tenet/runtime/half.hpp>  // tenet::bfloat16, float16
 #include <tenet/runtime/philox.hpp>
 
 #include <catch2/catch.hpp>
@@ -213,6 +214,27 @@ TEST_CASE("philox uniform and normal: mean and variance of 1e6 draws", "[philox]
   CHECK(std::all_of(f.begin(), f.end(), [](float x) { return std::isfinite(x); }));
 }
 
+template <class T>
+void check_unit_uniform_fast_path() {
+  // uniform_element's [0, 1) path computes in float; the general formula, in double
+  constexpr int bits = td::uniform_random_bits<T>();
+  std::int64_t differ = 0;
+  for (std::uint64_t b = 0; b < 4096; ++b) {
+    const auto block = td::philox_block(77, 5, b);
+    for (std::int64_t k = 4 * static_cast<std::int64_t>(b); k < 4 * static_cast<std::int64_t>(b) + 4; ++k) {
+      const T fast = td::uniform_element<T>(block, k, 0.0, 1.0);
+      const T general = td::random_from_double<T>(std::fma(1.0, td::uniform_bits(block[static_cast<int>(k & 3)], bits), 0.0));
+      differ += static_cast<float>(fast) != static_cast<float>(general);
+    }
+  }
+  CHECK(differ == 0);
+}
+TEST_CASE("philox uniform between 0 and 1 computed in float equals the double formula", "[philox]") {
+  check_unit_uniform_fast_path<float>();
+  check_unit_uniform_fast_path<tenet::bfloat16>();
+  check_unit_uniform_fast_path<tenet::float16>();
+  check_unit_uniform_fast_path<mock_half>();
+}
 TEST_CASE("philox uniform for a non-arithmetic half type is exact in it and below high", "[philox]") {
   constexpr std::int64_t n = 100'000;
   std::vector<mock_half> h(n);

@@ -37,10 +37,11 @@ namespace detail {
 template <class W>
 inline constexpr bool is_none = std::is_same_v<std::remove_cvref_t<W>, none_t>;
 
-/// A lazy uniform [0, 1) draw of the given sizes; its Philox blocks are reserved from the default
-/// generator now (as rand<T, S>() reserves them), so two draws never overlap.
+/// A lazy uniform [0, 1) draw of the given sizes, evaluated on device `where`; its Philox blocks
+/// are reserved from the default generator now (as rand<T, S>() reserves them), so two draws never
+/// overlap.
 template <class T, class S>
-auto uniform_draw(const sizes_t<S::rank>& sizes) {
+auto uniform_draw(const sizes_t<S::rank>& sizes, device where = default_device()) {
   std::int64_t n = 1;
   for (auto s : sizes) n *= s;
   const auto d = default_generator().reserve(n);
@@ -48,6 +49,7 @@ auto uniform_draw(const sizes_t<S::rank>& sizes) {
   op.extents = sizes;
   op.seed = d.seed;
   op.offset = d.offset;
+  op.placement = where;
   return make_node(op);
 }
 
@@ -285,8 +287,9 @@ auto group_norm(const X& input, std::int64_t num_groups, const W& weight = {}, c
 // dropout and random draws
 
 /// A lazy uniform [0, 1) draw of dtype T and shape S (one size argument per dyn extent): the
-/// uniform_ prim. The blocks are reserved now from the default generator, in the same way as
-/// rand<T, S>(), so after the same manual_seed both give the same values.
+/// uniform_ prim, on the default device (as rand). The blocks are reserved now from the default
+/// generator, in the same way as rand<T, S>(), so after the same manual_seed both give the same
+/// values, on every device.
 template <class T, class S, std::integral... N>
 auto rand_lazy(N... n) {
   static_assert(is_floating_v<T>, "tenet: rand_lazy needs a floating dtype");
@@ -307,7 +310,7 @@ auto dropout(const X& input, double p = 0.5, bool training = true) {
   if (!training || p == 0.0) return R(eval(input));
   if (p == 1.0) return R(input * detail::cast_to<T>(0.0));
   auto x = eval(input);
-  auto u = detail::uniform_draw<T, shape_of<X>>(x.sizes());
+  auto u = detail::uniform_draw<T, shape_of<X>>(x.sizes(), x.device());
   const auto scale = detail::cast_to<T>(1.0 / (1.0 - p));
   return R(x * make_node(prim::where_{}, make_node(prim::lt_{}, u, detail::cast_to<T>(p)), detail::cast_to<T>(0.0),
                          scale));

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <tenet/cuda.hpp>
@@ -63,3 +64,22 @@ TEST_CASE("cuda autograd: pointwise ops, broadcasting and reductions match the C
   run_pointwise<double>();
 }
 
+
+// dropout on the GPU: the same mask as on the CPU for one seed (the draw runs on the input's
+// device), so the loss and the gradient (the mask times 1 / (1 - p)) equal the CPU's
+TEST_CASE("cuda autograd: dropout's mask and gradient match the CPU (fp64)") {
+  manual_seed(4);
+  const M<double> a0 = randn<double, dyn_shape<2>>(61, 97);
+  auto run = [&](device d) {
+    auto a = leaf(a0, d);
+    manual_seed(19);
+    M<double> y = dropout(a, 0.4);
+    S0<double> loss = sum(y * a);
+    loss.backward();
+    return std::pair<S0<double>, M<double>>{loss, a.grad()};
+  };
+  const auto [lc, gc] = run(tenet::cpu);
+  const auto [lg, gg] = run(gpu);
+  check_same(lg.detach(), lc.detach(), "loss");
+  check_same(gg, gc, "d a");
+}

@@ -232,3 +232,35 @@ TEST_CASE("compile on CUDA: what cannot be captured runs eagerly with the reason
   const F2 x = rnd(16, 50);
   require_same(F2(f(x, di)), F2(gat(x, di)));
 }
+
+// a lazy random draw inside a compiled function: a captured graph would replay the same Philox
+// offset every call, so the class runs eagerly (graph_fallbacks, the reason in explain()) and
+// every call draws new values
+TEST_CASE("compile on CUDA: a random draw is never captured; each call draws anew", "[cuda][compile]") {
+  auto noisy = [](const auto& x) {
+    const device_guard on(x.device());  // rand_lazy draws on the default device
+    return x + rand_lazy<float, dyn_shape<2>>(x.size(0), x.size(1));
+  };
+  auto f = tenet::compile(noisy, {.mode = compile_mode::reduce_overhead});
+  const F2 x = rnd(16, 40);
+  std::vector<F2> outs;
+  for (int call = 0; call < 4; ++call) outs.push_back(f(x));
+  const auto xh = x.cpu();
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    const auto o = outs[i].cpu();
+    std::int64_t outside = 0, same_as_previous = 0;
+    const auto prev = outs[i == 0 ? 1 : i - 1].cpu();
+    for (std::int64_t r = 0; r < 16; ++r)
+      for (std::int64_t c = 0; c < 40; ++c) {
+        const float u = o(r, c) - xh(r, c);
+        outside += !(u >= -1e-6f && u < 1.0f + 1e-6f);
+        same_as_previous += o(r, c) == prev(r, c);
+      }
+    INFO("call " << i);
+    CHECK(outside == 0);
+    CHECK(same_as_previous < 16);  // another draw (a few equal by chance at most)
+  }
+  CHECK(f.stats().graph_captures == 0);
+  CHECK(f.stats().graph_fallbacks >= 2);
+  CHECK(has(f.explain(), "draws random numbers"));
+}

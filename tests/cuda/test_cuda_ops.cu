@@ -1,6 +1,6 @@
 // CUDA backend tests, part 3: argmax / argmin, the scans (cumsum, cumprod, cummax / cummin,
 // logcumsumexp), gather / scatter / scatter_add / scatter_reduce / index_select / embedding,
-// cat / stack of device tensors, and tenet::autocast. Every GPU value is checked against the CPU backend on the same
+// cat / stack of device tensors, tenet::autocast, and random draws (rand_lazy, dropout). Every GPU value is checked against the CPU backend on the same
 // inputs (exactly for indices, gathers, scatters without arithmetic and integer scans), for fp32,
 // fp64, fp16, bf16 and integers, with transposed (non-contiguous) inputs, empty and size-1 dims,
 // and out-of-range indices (index_error, not a device fault). The main() that skips without a GPU
@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include <tenet/cuda.hpp>
@@ -367,4 +368,61 @@ TEST_CASE("cuda autocast: fp32 matmul and linear + bias run in bf16 / fp16; guar
   CHECK(!all_representable<bfloat16>(F2(matmul(da, db))));
   CHECK_THROWS_AS(autocast(tenet::cpu, dtype::bfloat16), value_error);
   CHECK_THROWS_AS(autocast(gpu, dtype::float32), value_error);
+}
+
+// --- random draws on the GPU -------------------------------------------------------------------
+namespace {
+/// rand_lazy on the GPU (the default device under a guard), alone and inside a fused expression,
+/// against the same draw on the CPU: the same Philox stream, so equal bit for bit.
+template <class T>
+void check_uniform_draw(std::int64_t rows, std::int64_t cols) {
+  using T2 = Tensor<T, dyn_shape<2>>;
+  INFO("sizes " << rows << " x " << cols);
+  manual_seed(7);
+  const T2 c = rand_lazy<T, dyn_shape<2>>(rows, cols);
+  const T2 cf = rand_lazy<T, dyn_shape<2>>(rows, cols) * T(2) - T(1);
+  manual_seed(7);
+  T2 g, gf;
+  {
+    const device_guard on(gpu);
+    g = rand_lazy<T, dyn_shape<2>>(rows, cols);
+    gf = rand_lazy<T, dyn_shape<2>>(rows, cols) * T(2) - T(1);
+  }
+  check_equal(g, c);
+  check_equal(gf, cf);
+}
+}  // namespace
+
+TEST_CASE("cuda random: rand_lazy and dropout on the GPU draw the CPU's values; devices do not mix") {
+  for (auto [r, c] : {std::pair<std::int64_t, std::int64_t>{37, 129}, {1, 1}, {0, 5}, {1025, 1031}}) {
+    check_uniform_draw<float>(r, c);
+    check_uniform_draw<double>(r, c);  // two Philox blocks per four elements
+    check_uniform_draw<bfloat16>(r, c);
+    check_uniform_draw<float16>(r, c);
+  }
+  // dropout: the mask is drawn on the input's device, from the same stream
+  manual_seed(3);
+  const auto x = randn<float, dyn_shape<2>>(333, 77);
+  const auto xg = x.to(gpu);
+  for (double p : {0.0, 0.3, 1.0}) {
+    INFO("p " << p);
+    manual_seed(11);
+    const auto yc = dropout(x, p);
+    manual_seed(11);
+    const auto yg = dropout(xg, p);
+    check_equal(yg, yc);
+    manual_seed(11);
+    const auto bc = dropout(x.to<bfloat16>(), p);
+    manual_seed(11);
+    const auto bg = dropout(xg.to<bfloat16>(), p);
+    check_equal(bg, bc);
+  }
+  // a draw placed on the CPU (the default device) with a GPU tensor, or written into a CPU tensor
+  // from the GPU: device_error naming both devices
+  const auto mixed = [&] { return Tensor<float, dyn_shape<2>>(rand_lazy<float, dyn_shape<2>>(333, 77) * xg); };
+  CHECK_THROWS_AS(mixed(), device_error);
+  CHECK_THROWS_WITH(mixed(), Catch::Contains("cpu") && Catch::Contains("cuda:0"));
+  Tensor<float, dyn_shape<2>> host({4, 4}, tenet::cpu);
+  const device_guard on(gpu);
+  CHECK_THROWS_AS(host.copy_(rand_lazy<float, dyn_shape<2>>(4, 4)), device_error);
 }

@@ -383,14 +383,35 @@ void visit_leaves(const E& e, F&& f) {
   }
 }
 
-/// The device of e's tensor leaves (the CPU when it has none); device_error when they differ.
+/// Calls f(device) for every defined Tensor leaf of e and every node that carries its own device
+/// (a random draw: prim::uniform_'s `placement`), the sources that decide where e is evaluated.
+template <class E, class F>
+void visit_devices(const E& e, F&& f) {
+  if constexpr (TensorType<E>) {
+    if (e.defined()) f(e.device());
+  } else if constexpr (SharedNode<E>) {
+    visit_devices(e.expr, f);
+  } else if constexpr (Node<E>) {
+    if constexpr (requires { e.op.placement; }) f(static_cast<device>(e.op.placement));
+    std::apply([&](const auto&... c) { (visit_devices(c, f), ...); }, e.children);
+  }
+}
+
+/// Whether anything in e says where it lives (a tensor leaf or a placed node).
+template <class E>
+bool has_device_source(const E& e) {
+  bool any = false;
+  visit_devices(e, [&](device) { any = true; });
+  return any;
+}
+
+/// The device of e's tensor leaves and placed nodes (the CPU when it has none); device_error when
+/// they differ.
 template <class E>
 device expr_device(const E& e) {
   bool found = false;
   device dev = tenet::cpu;
-  visit_leaves(e, [&](const auto& t) {
-    if (!t.defined()) return;
-    const device d = t.device();
+  visit_devices(e, [&](const device d) {
     if (!found) {
       dev = d;
       found = true;
@@ -459,9 +480,7 @@ void assign(const Tensor<T, S>& dst, const E& e) {
   check(check, e, false);
   if constexpr (Expression<E> && !std::is_same_v<E, scalar<value_type_of<E>>>) {
     const device ed = expr_device(e);
-    bool has_leaf = false;
-    visit_leaves(e, [&](const auto& t) { has_leaf = has_leaf || t.defined(); });
-    if (has_leaf && ed != dst.device())
+    if (has_device_source(e) && ed != dst.device())
       throw device_error("tenet: cannot write a value computed on " + ed.str() + " into a tensor on " +
                          dst.device().str() + "; move one of them first (t.to(...))");
   }

@@ -10,10 +10,14 @@
 // stream. Normal samples are not a prim: the eager randn keeps its own Box-Muller stream
 // (philox.hpp: u1 in (0, 1], pairs of elements share a block), which a composite of uniform_ draws
 // would not reproduce bit for bit; a lazy normal, when one is needed, is Box-Muller on uniform_.
-// @post element k depends on (seed, offset, k) only, so any backend may split the output freely.
+// A uniform_ node has no tensor leaf to say where it lives, so it carries its device (`placement`:
+// dropout's input's, rand_lazy's default device); expr_device counts it as a leaf would be counted.
+// @post element k depends on (seed, offset, k) only, so any backend may split the output freely
+//       (the CUDA kernel writes the CPU's values: backend/cuda/random.hpp).
 #include <cstdint>
 #include <string_view>
 
+#include <tenet/device.hpp>
 #include <tenet/dtype.hpp>
 #include <tenet/shape.hpp>
 
@@ -36,6 +40,7 @@ struct uniform_ {
   sizes_t<S::rank> extents{};
   std::uint64_t seed = 0;
   std::uint64_t offset = 0;  // in Philox blocks
+  device placement = tenet::cpu;  // where the draw is evaluated (no leaf says it)
 
   sizes_t<S::rank> sizes() const { return extents; }
   /// Writes the draw into out (contiguous, extents). Defined in backend/cpu/random.hpp.

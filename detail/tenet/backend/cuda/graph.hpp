@@ -191,7 +191,9 @@ bool append_graph_key(std::string& k, const E& e) {
     return true;
   } else if constexpr (Node<E>) {
     using Op = typename E::op_type;
-    if constexpr (std::is_empty_v<Op>) {
+    if constexpr (requires { e.op.placement; }) {
+      return false;  // a random draw: a replay would repeat its values (its Philox offset is baked in)
+    } else if constexpr (std::is_empty_v<Op>) {
     } else if constexpr (std::is_trivially_copyable_v<Op>) {
       append_bytes(k, e.op);  // padding bytes can only make a needless re-capture, never a stale one
     } else {
@@ -291,7 +293,9 @@ class graph_class final : public device_class_state {
       const bool comparable = graph_key(key, *r);
       if (evaluations() != ev0 || !comparable) {
         fall_back(evaluations() != ev0 ? graph_break_text(evaluations() - ev0)
-                                       : std::string("an op's parameters cannot be compared between calls"));
+                                       : std::string("an op's parameters cannot be compared between calls, or it "
+                                                     "draws random numbers (dropout, rand_lazy), which a replay "
+                                                     "would repeat"));
         ++st.graph_fallbacks;
         return finish(evaluate_result(*r), s);
       }
