@@ -84,3 +84,18 @@ TEST_CASE("autograd ops: indexing and views", "[autograd]") {
   const M3 one = filled<3>({2, 1, 4}, -1, 1, 0.9);
   gradcheck([](const auto& a, const auto& c) { return a * c + c; }, x, one);  // broadcasting
 }
+
+TEST_CASE("autograd: a random draw times a tracked tensor (the draw has no inputs: no gradient of its own)", "[autograd]") {
+  manual_seed(3);
+  Tensor<double, shape<dyn>> x = randn<double, shape<dyn>>(50);
+  x.requires_grad_();
+  manual_seed(8);
+  Tensor<double, shape<>> loss = sum(rand_lazy<double, shape<dyn>>(50) * x);
+  loss.backward();
+  manual_seed(8);
+  const Tensor<double, shape<dyn>> u = rand<double, shape<dyn>>(50);
+  const auto g = x.grad();
+  std::int64_t differ = 0;
+  for (std::int64_t i = 0; i < 50; ++i) differ += g(i) != u(i);
+  CHECK(differ == 0);
+}

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -400,6 +401,32 @@ TEST_CASE("cuda random: rand_lazy and dropout on the GPU draw the CPU's values; 
     check_uniform_draw<bfloat16>(r, c);
     check_uniform_draw<float16>(r, c);
   }
+  // the draw inside other kernels: a reduction, a row kernel's producer, broadcast over rows, a
+  // GEMM operand, written through copy_ into a strided view
+  manual_seed(5);
+  const auto x0 = randn<float, dyn_shape<2>>(300, 257);
+  const auto xg0 = x0.to(gpu);
+  auto forms = [](const auto& x) {
+    const device_guard on(x.device());
+    using T1 = Tensor<float, dyn_shape<1>>;
+    using T2 = Tensor<float, dyn_shape<2>>;
+    T1 s = sum<1>(rand_lazy<float, dyn_shape<2>>(300, 257) * x);
+    T2 sm = softmax<-1>(x + rand_lazy<float, dyn_shape<2>>(300, 257));
+    T2 row = x * rand_lazy<float, dyn_shape<1>>(257);
+    T2 mm = matmul(rand_lazy<float, dyn_shape<2>>(16, 300), x);
+    T2 view = zeros<float, dyn_shape<2>>(257, 300);
+    view.t().copy_(rand_lazy<float, dyn_shape<2>>(300, 257) - x);
+    return std::tuple<T1, T2, T2, T2, T2>{s, sm, row, mm, view};
+  };
+  manual_seed(13);
+  const auto [sc, smc, rowc, mmc, vc] = forms(x0);
+  manual_seed(13);
+  const auto [sg, smg, rowg, mmg, vg] = forms(xg0);
+  check_close(sg, sc, 1e-5, 1e-5);
+  check_close(smg, smc, 1e-5, 1e-7);
+  check_equal(rowg, rowc);
+  check_close(mmg, mmc, 1e-5, 1e-5);
+  check_equal(vg, vc);
   // dropout: the mask is drawn on the input's device, from the same stream
   manual_seed(3);
   const auto x = randn<float, dyn_shape<2>>(333, 77);

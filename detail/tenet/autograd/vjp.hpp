@@ -435,7 +435,10 @@ void sum_to_node<T, Rg, R>::apply(const std::any& g) {
 
 template <class Op, class... C, class G>
 void backprop_node(const tenet::node<Op, C...>& e, const G& g) {
-  if constexpr (requires { chain_rule<Op>::is_unary; }) {
+  if constexpr (sizeof...(C) == 0) {  // iota, uniform: no inputs, nothing to send (as the JVP's zeros)
+    (void)e;
+    (void)g;
+  } else if constexpr (requires { chain_rule<Op>::is_unary; }) {
     using T = value_type_of<tenet::node<Op, C...>>;
     const auto& x = std::get<0>(e.children);
     const auto xv = forward_value(x);

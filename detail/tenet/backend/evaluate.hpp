@@ -113,13 +113,35 @@ void run_pointwise(const Tensor<T, S>& out, const E& e);
 }  // namespace cuda
 #endif
 
+/// False for a tree holding a leaf that only another backend evaluates (a generator leaf of
+/// decompose.hpp's prim_leaf, marked `cpu_evaluates = false`): its CPU kernels are never
+/// instantiated (such a tree comes from another backend's decomposition and runs there).
+template <class E>
+constexpr bool cpu_can_evaluate() {
+  if constexpr (SharedNode<E>) {
+    return cpu_can_evaluate<std::remove_cvref_t<decltype(std::declval<const E&>().expr)>>();
+  } else if constexpr (Node<E>) {
+    return []<class Op, class... C>(std::type_identity<node<Op, C...>>) {
+      return (cpu_can_evaluate<C>() && ...);
+    }(std::type_identity<E>{});
+  } else if constexpr (requires { E::cpu_evaluates; }) {
+    return E::cpu_evaluates;
+  } else {
+    return true;
+  }
+}
+
 /// out = e elementwise, on out's device (e's leaves are on it too).
 template <class Out, class E>
 void run_pointwise_on(const Out& out, const E& e) {
   const device d = out.device();
   if (d.is_cpu()) {
-    cpu::run_pointwise(out, e);
-    return;
+    if constexpr (cpu_can_evaluate<E>()) {
+      cpu::run_pointwise(out, e);
+      return;
+    } else {
+      throw device_error("tenet: internal: an expression decomposed for another backend reached the CPU");
+    }
   }
 #if defined(__CUDACC__)
   if (d.type == device_type::cuda) {
@@ -133,7 +155,8 @@ void run_pointwise_on(const Out& out, const E& e) {
 template <class E>
 inline constexpr bool cpu_runs_node = false;
 template <class Op, class... C>
-inline constexpr bool cpu_runs_node<node<Op, C...>> = Op::is_prim || runs_natively<cpu_simd, Op, C...>;
+inline constexpr bool cpu_runs_node<node<Op, C...>> =
+    (Op::is_prim || runs_natively<cpu_simd, Op, C...>) && cpu_can_evaluate<node<Op, C...>>();
 template <class E, class Out>
 void run_into_on(const E& e, const Out& out) {
   const device d = out.device();
@@ -316,10 +339,10 @@ auto to_tensor(const E& e) {
       if constexpr (prim::is_elementwise_op<typename E::op_type>) {
         // an elementwise tree becomes one kernel: the GEMM's epilogue or a pointwise loop
         return cse_or<result_tensor_t<E>>(e, [&] {
-          if constexpr (gemm_epilogue_candidate<E>()) {
+          if constexpr (gemm_epilogue_candidate<E>() && cpu_can_evaluate<E>()) {
             if (gemm_epilogue_applies(e)) return run_gemm_with_epilogue(e);
           }
-          if constexpr (reduce_epilogue_candidate<E>()) {
+          if constexpr (reduce_epilogue_candidate<E>() && cpu_can_evaluate<E>()) {
             if (expr_device(e).is_cpu()) return run_reduction_with_epilogue(e);
           }
 #if defined(__CUDACC__)
@@ -394,6 +417,8 @@ void visit_devices(const E& e, F&& f) {
   } else if constexpr (Node<E>) {
     if constexpr (requires { e.op.placement; }) f(static_cast<device>(e.op.placement));
     std::apply([&](const auto&... c) { (visit_devices(c, f), ...); }, e.children);
+  } else if constexpr (requires { e.placement; }) {
+    f(static_cast<device>(e.placement));  // a backend's generator leaf (decompose.hpp: prim_leaf)
   }
 }
 

@@ -31,6 +31,14 @@ struct reference_backend {
 template <class Backend, class Op, class... C>
 inline constexpr bool runs_natively = false;
 
+/// A prim that Backend evaluates as a leaf of its fused loops instead of materializing it: a
+/// generator without inputs (CUDA's random draws, backend/cuda/native.hpp). A specialization sets
+/// `applies` and gives `static Leaf make(const Op&)`; the leaf is an Expression that is not a node.
+template <class Backend, class Op>
+struct prim_leaf {
+  static constexpr bool applies = false;
+};
+
 template <class Backend, class E>
 auto decompose(const E& e) {
   if constexpr (SharedNode<E>) {
@@ -40,7 +48,9 @@ auto decompose(const E& e) {
   } else {
     using Op = typename E::op_type;
     auto kids = std::apply([](const auto&... c) { return std::make_tuple(decompose<Backend>(c)...); }, e.children);
-    if constexpr (Op::is_prim) {
+    if constexpr (prim_leaf<Backend, Op>::applies) {
+      return prim_leaf<Backend, Op>::make(e.op);
+    } else if constexpr (Op::is_prim) {
       return std::apply([&](const auto&... k) { return make_node(e.op, k...); }, kids);
     } else {
       constexpr bool native = std::apply(

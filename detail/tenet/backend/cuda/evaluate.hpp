@@ -5,9 +5,10 @@
 // units). The plan is the CPU's, decomposed for cuda_gpu (native.hpp): decompose -> materialize
 // -> fused pointwise; every pointwise tree becomes one kernel (pointwise.hpp); the non-pointwise
 // nodes run here: reductions (reduce.hpp), argmax / argmin and scans (lines.hpp), sort (sort.hpp),
-// gather / scatter (indexing.hpp), uniform_ draws (random.hpp), pad (a fill and a strided copy), conv2d and max_pool2d
+// gather / scatter (indexing.hpp), pad (a fill and a strided copy), conv2d and max_pool2d
 // (conv.hpp), matmul (cuBLASLt, gemm.hpp), softmax / log_softmax / layer_norm / rms_norm
-// (one-pass row kernels, rows.hpp). Any other non-pointwise op throws device_error naming it.
+// (one-pass row kernels, rows.hpp). Random draws are leaves of those kernels (random.hpp). Any
+// other non-pointwise op throws device_error naming it.
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -39,10 +40,6 @@ template <class Op>
 inline constexpr bool is_gather_op = false;
 template <std::int64_t D>
 inline constexpr bool is_gather_op<prim::gather_<D>> = true;
-template <class Op>
-inline constexpr bool is_uniform_op = false;
-template <class T, class S>
-inline constexpr bool is_uniform_op<prim::uniform_<T, S>> = true;
 template <class Op>
 inline constexpr bool is_pad_op = false;
 template <std::size_t R>
@@ -388,8 +385,6 @@ void run_into(const E& e, const Out& out) {
       run_scatter<Op::op>(at_least_1d(out), at_least_1d(idx), src, d, e.op.include_self);
     else
       run_scatter<Op::op>(at_least_1d(out), at_least_1d(idx), at_least_1d(src), d, e.op.include_self);
-  } else if constexpr (is_uniform_op<Op>) {  // the CPU's values (backend/cuda/random.hpp)
-    run_uniform(out.data(), out.numel(), e.op.seed, e.op.offset, out.device());
   } else if constexpr (is_pad_op<Op>) {  // a fill and a strided copy, as on the CPU
     pad_into(e, out, [](const auto& dst, const auto& src) { run_pointwise(dst, src); });
   } else if constexpr (std::is_same_v<Op, prim::matmul_>) {

@@ -17,6 +17,7 @@
 
 #include <tenet/decomp/decompose.hpp>
 #include <tenet/ops.hpp>
+#include <tenet/prims/random.hpp>  // prim::uniform_ (a leaf of the fused kernels here)
 
 namespace tenet::aten {
 template <std::size_t K, bool Rms>
@@ -31,6 +32,32 @@ namespace tenet::detail {
 /// The CUDA backend: fused pointwise kernels, row kernels, reductions, cuBLASLt.
 struct cuda_gpu {
   static constexpr const char* name() { return "cuda_gpu"; }
+};
+
+namespace cuda {
+/// A uniform_ draw inside CUDA's fused kernels (prim_leaf below): element k of the draw (row-major
+/// in its own extents) is computed where it is read (backend/cuda/random.hpp: dpw of this leaf), so
+/// dropout's mask never goes through memory. The CPU's values, bit for bit.
+template <class T, class S>
+struct uniform_leaf {
+  static constexpr bool is_expression = true;
+  static constexpr bool cpu_evaluates = false;  // only CUDA's kernels read it (evaluate.hpp)
+  using value_type = T;
+  using shape_type = S;
+  static constexpr std::size_t rank = S::rank;
+  sizes_t<S::rank> extents{};
+  std::uint64_t seed = 0, offset = 0;
+  device placement = tenet::cpu;  // counted by expr_device, as the prim's
+  sizes_t<S::rank> sizes() const { return extents; }
+};
+}  // namespace cuda
+
+template <class T, class S>
+struct prim_leaf<cuda_gpu, prim::uniform_<T, S>> {
+  static constexpr bool applies = true;
+  static cuda::uniform_leaf<T, S> make(const prim::uniform_<T, S>& op) {
+    return {op.extents, op.seed, op.offset, op.placement};
+  }
 };
 
 template <class T>

@@ -50,6 +50,20 @@ struct alignas(sizeof(T) * N >= 16 ? 16 : sizeof(T) * N) lanes {
   T v[N];
 };
 
+/// N values a leaf loaded for the flat loop (a leaf's `group<N>`).
+template <class T, int N>
+struct value_group {
+  T v[N];
+  __device__ TENET_INLINE T operator[](int j) const { return v[j]; }
+  /// x in every lane (a leaf broadcast along the flat dim).
+  __device__ static TENET_INLINE value_group filled(T x) {
+    value_group g;
+#pragma unroll
+    for (int j = 0; j < N; ++j) g.v[j] = x;
+    return g;
+  }
+};
+
 template <class E, std::size_t R>
 struct dpw;
 
@@ -86,22 +100,14 @@ struct dpw<Tensor<T, S>, R> {
   __device__ TENET_INLINE T flat(std::int64_t i) const { return st[0] ? base[i] : base[0]; }
   /// Flat layout: N elements from i, one vector load when the stride is 1.
   template <int N>
-  struct group {
-    T v[N];
-    __device__ TENET_INLINE T operator[](int j) const { return v[j]; }
-  };
+  using group = value_group<T, N>;
   template <int N>
   __device__ TENET_INLINE group<N> load(std::int64_t i) const {
+    if (!st[0]) return group<N>::filled(base[0]);
     group<N> g;
-    if (st[0]) {
-      const lanes<T, N> l = *reinterpret_cast<const lanes<T, N>*>(base + i);
+    const lanes<T, N> l = *reinterpret_cast<const lanes<T, N>*>(base + i);
 #pragma unroll
-      for (int j = 0; j < N; ++j) g.v[j] = l.v[j];
-    } else {
-      const T x = base[0];
-#pragma unroll
-      for (int j = 0; j < N; ++j) g.v[j] = x;
-    }
+    for (int j = 0; j < N; ++j) g.v[j] = l.v[j];
     return g;
   }
 };
