@@ -115,13 +115,6 @@ constexpr void check_conv_dtype(const char* what) {
                                   "torch on the CPU); convert with .to<float>()");
 }
 
-/// t (built on the host) on the device of x's tensors.
-template <class T, class S, class X>
-Tensor<T, S> on_device_of(const Tensor<T, S>& t, const X& x) {
-  const device d = expr_device(x);
-  return d.is_cpu() ? t : t.to(d);
-}
-
 /// Output extent of a window op: floor/ceil((n + pads - d*(k-1) - 1) / s) + 1.
 inline std::int64_t window_count(std::int64_t n, std::int64_t pads, std::int64_t k, std::int64_t s, std::int64_t d,
                                  const char* what, const std::string& sizes) {
@@ -578,14 +571,16 @@ auto avg_pool2d(const X& x, const ints<2>& kernel, const avg_pool2d_options& o =
     }
   }
   auto sums = make_node(prim::reduce_<prim::sum_kind, false, 4, 5>{}, detail::pool_windows(x, pl, 0.0));
-  return make_node(prim::div_{}, sums, detail::on_device_of(divisor, x));
+  return make_node(prim::div_{}, sums, divisor.to(detail::expr_device(x)));
 }
 
 namespace detail {
-/// y = A_h . x . A_w^T for x (N, C, H, W), A_h (oh, H), A_w^T (W, ow) (host tensors, copied to x's device).
+/// y = A_h . x . A_w^T for x (N, C, H, W), A_h (oh, H), A_w^T (W, ow) (host tensors, copied to x's
+/// device: `to` returns a tensor already there as it is).
 template <class X, class T>
 auto separable_resample(const X& x, const Tensor<T, dyn_shape<2>>& ah, const Tensor<T, dyn_shape<2>>& awt) {
-  return make_node(prim::matmul_{}, make_node(prim::matmul_{}, on_device_of(ah, x), x), on_device_of(awt, x));
+  const device d = expr_device(x);
+  return make_node(prim::matmul_{}, make_node(prim::matmul_{}, ah.to(d), x), awt.to(d));
 }
 }  // namespace detail
 

@@ -422,30 +422,26 @@ void visit_devices(const E& e, F&& f) {
   }
 }
 
-/// Whether anything in e says where it lives (a tensor leaf or a placed node).
-template <class E>
-bool has_device_source(const E& e) {
-  bool any = false;
-  visit_devices(e, [&](device) { any = true; });
-  return any;
-}
-
-/// The device of e's tensor leaves and placed nodes (the CPU when it has none); device_error when
+/// The device of e's tensor leaves and placed nodes, none when e has neither; device_error when
 /// they differ.
 template <class E>
-device expr_device(const E& e) {
-  bool found = false;
-  device dev = tenet::cpu;
+std::optional<device> source_device(const E& e) {
+  std::optional<device> dev;
   visit_devices(e, [&](const device d) {
-    if (!found) {
+    if (!dev) {
       dev = d;
-      found = true;
-    } else if (d != dev) {
-      throw device_error("tenet: an expression mixes tensors on " + dev.str() + " and " + d.str() +
+    } else if (d != *dev) {
+      throw device_error("tenet: an expression mixes tensors on " + dev->str() + " and " + d.str() +
                          "; move them to one device first (t.to(tenet::cuda(0)) or t.cpu())");
     }
   });
   return dev;
+}
+
+/// The device e is evaluated on: source_device(e), the CPU when e has no source.
+template <class E>
+device expr_device(const E& e) {
+  return source_device(e).value_or(tenet::cpu);
 }
 
 template <Expression E>
@@ -504,9 +500,9 @@ void assign(const Tensor<T, S>& dst, const E& e) {
   };
   check(check, e, false);
   if constexpr (Expression<E> && !std::is_same_v<E, scalar<value_type_of<E>>>) {
-    const device ed = expr_device(e);
-    if (has_device_source(e) && ed != dst.device())
-      throw device_error("tenet: cannot write a value computed on " + ed.str() + " into a tensor on " +
+    const std::optional<device> ed = source_device(e);
+    if (ed && *ed != dst.device())
+      throw device_error("tenet: cannot write a value computed on " + ed->str() + " into a tensor on " +
                          dst.device().str() + "; move one of them first (t.to(...))");
   }
   const auto es = e.sizes();

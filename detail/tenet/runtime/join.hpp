@@ -86,7 +86,7 @@ auto cat(const X0& x0, const X&... xs) {
   (add(xs), ...);
   // on the first input's device (a mixed cat throws device_error when a slice is written); an
   // input without tensors (arange ...) takes the default device
-  Tensor<T, S> out(sizes, detail::has_device_source(x0) ? detail::expr_device(x0) : default_device());
+  Tensor<T, S> out(sizes, detail::source_device(x0).value_or(default_device()));
   std::int64_t at = 0;
   detail::copy_into_slice<d>(out, at, x0);
   (detail::copy_into_slice<d>(out, at, xs), ...);

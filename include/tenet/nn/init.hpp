@@ -72,7 +72,7 @@ template <class T, class S, class F>
 void set_from_host(const Tensor<T, S>& t, F&& make) {
   Tensor<T, S> host(t.sizes(), tenet::cpu);  // (never the default device)
   make(host);
-  t.copy_(t.device().is_cpu() ? host : host.to(t.device()));
+  t.copy_(host.to(t.device()));  // (the host tensor itself for a CPU t)
 }
 /// Fills t (any strides, any device) from a contiguous host buffer of the same sizes made by
 /// fill(T*, n).

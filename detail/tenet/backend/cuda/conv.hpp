@@ -52,13 +52,21 @@ __global__ void im2col_kernel(const T* __restrict__ x, T* __restrict__ cols, im2
   }
 }
 
+/// The GEMM extents of a convolution with geometry g: L output positions per image, rows =
+/// C*kh*kw rows of an image's columns, and per group Og outputs over K = C/groups*kh*kw.
+struct conv_gemm_dims {
+  std::int64_t L, rows, Og, K;
+  explicit conv_gemm_dims(const cpu::conv2d_geometry& g)
+      : L(g.oh * g.ow), rows(g.C * g.kh * g.kw), Og(g.O / g.groups), K(g.C / g.groups * g.kh * g.kw) {}
+};
+
 /// Writes the columns of images [0, nb) of x (any strides) into cols: layout (nb, C*kh*kw, L), or
 /// (C*kh*kw, nb, L) when RowsOuter.
 template <class T, bool RowsOuter>
 void launch_im2col(const T* x, const sizes_t<4>& xst, T* cols, const cpu::conv2d_geometry& g, std::int64_t nb,
                    const device& dev) {
-  const std::int64_t L = g.oh * g.ow, rows = g.C * g.kh * g.kw;
-  const std::int64_t total = nb * rows * L;
+  const conv_gemm_dims dims(g);
+  const std::int64_t total = nb * dims.rows * dims.L;
   if (total == 0) return;
   auto launch = [&](auto zero) {
     using I = decltype(zero);
@@ -71,7 +79,7 @@ void launch_im2col(const T* x, const sizes_t<4>& xst, T* cols, const cpu::conv2d
     a.oh = static_cast<I>(g.oh), a.ow = static_cast<I>(g.ow);
     a.sn = static_cast<I>(xst[0]), a.sc = static_cast<I>(xst[1]), a.sy = static_cast<I>(xst[2]),
     a.sx = static_cast<I>(xst[3]);
-    a.rows = static_cast<I>(rows), a.L = static_cast<I>(L), a.nb = static_cast<I>(nb);
+    a.rows = static_cast<I>(dims.rows), a.L = static_cast<I>(dims.L), a.nb = static_cast<I>(nb);
     constexpr int threads = 256;
     im2col_kernel<T, I, RowsOuter><<<grid_for(total, threads, dev.index), threads, 0, current_stream()>>>(
         x, cols, a, static_cast<I>(total));
@@ -103,8 +111,7 @@ template <class T>
 void run_conv2d(T* out, const T* x, const sizes_t<4>& xst, const T* w, const cpu::conv2d_geometry& g,
                 const device& dev) {
   static_assert(lt_supported<T>);
-  const std::int64_t L = g.oh * g.ow, rows = g.C * g.kh * g.kw;
-  const std::int64_t Cg = g.C / g.groups, Og = g.O / g.groups, K = Cg * g.kh * g.kw;
+  const auto [L, rows, Og, K] = conv_gemm_dims(g);
   if (g.N == 0 || g.O == 0 || L == 0) return;
   device_context ctx(dev);
   if (K == 0) {  // no input channels: zeros (as torch)
@@ -148,8 +155,7 @@ template <class T>
 void run_conv2d_weight(T* dw, const T* x, const sizes_t<4>& xst, const T* gp, const cpu::conv2d_geometry& g,
                        const device& dev) {
   static_assert(lt_supported<T>);
-  const std::int64_t L = g.oh * g.ow, rows = g.C * g.kh * g.kw;
-  const std::int64_t Cg = g.C / g.groups, Og = g.O / g.groups, K = Cg * g.kh * g.kw;
+  const auto [L, rows, Og, K] = conv_gemm_dims(g);
   if (g.O == 0 || K == 0) return;
   device_context ctx(dev);
   if (g.N == 0 || L == 0) {

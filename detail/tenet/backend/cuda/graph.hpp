@@ -191,7 +191,10 @@ bool append_graph_key(std::string& k, const E& e) {
     return true;
   } else if constexpr (Node<E>) {
     using Op = typename E::op_type;
-    if constexpr (requires { e.op.placement; }) {
+    if constexpr (requires {
+                    typename Op::group;
+                    requires std::is_same_v<typename Op::group, prim::random_group>;
+                  }) {
       return false;  // a random draw: a replay would repeat its values (its Philox offset is baked in)
     } else if constexpr (std::is_empty_v<Op>) {
     } else if constexpr (std::is_trivially_copyable_v<Op>) {
