@@ -3,7 +3,13 @@
 // safetensors, reloads it into a fresh model and checks that the reloaded model scores the same.
 // Exits with 1 unless the test accuracy is at least 95% and the reload reproduces it.
 //
-//   digits_mlp [--device cpu|cuda] [path/to/digits.txt]
+//   digits_mlp [--device cpu|cuda] [--compiled] [path/to/digits.txt]
+//
+// --compiled trains with a compiled step instead of eager `loss.backward()`: tenet::compile of a
+// function returning backward_of(loss) plans the forward and the backward as one graph (saved
+// activations, fused gradient kernels; docs/compile.md). It fills the same .grad, so the optimizer,
+// the scheduler and the rest of the loop are unchanged. The last batch is smaller: a second shape
+// class of the same compiled step.
 //
 // --device cuda trains on cuda(0): the model and the batches live on the GPU, the backward and the
 // AdamW step run there; the checkpoint is written from the CPU copy. CUDA code must be compiled
@@ -21,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include <tenet/compile.hpp>
 #include <tenet/tenet.hpp>
 
 using namespace tenet;
@@ -95,9 +102,12 @@ double accuracy(const MLP& model, const dataset& d, device dev) {
 int main(int argc, char** argv) {
   std::string path = TENET_EXAMPLE_DATA_DIR "/digits.txt";
   device dev = tenet::cpu;
+  bool compiled = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--device" && i + 1 < argc) {
+    if (a == "--compiled") {
+      compiled = true;
+    } else if (a == "--device" && i + 1 < argc) {
       const std::string d = argv[++i];
       if (d == "cuda") dev = tenet::cuda(0);
       else if (d != "cpu") throw value_error("digits_mlp: unknown device '" + d + "' (cpu or cuda)");
@@ -133,11 +143,17 @@ int main(int argc, char** argv) {
   model.to(dev);  // the parameters (created on the CPU from the seed) move to the device
   const auto train_x = train.x.to(dev);
   const auto train_y = train.y.to(dev);
-  std::cout << "training on " << dev.str() << "\n";
+  std::cout << "training on " << dev.str() << (compiled ? ", compiled step" : ", eager autograd") << "\n";
   const int epochs = 20;
   const std::int64_t batch = 64, n = train.y.numel(), steps_per_epoch = (n + batch - 1) / batch;
   optim::AdamW opt(model.parameters(), {.lr = 3e-3, .weight_decay = 1e-4});
   optim::OneCycleLR sched(opt, 1e-2, epochs * steps_per_epoch);
+  // The compiled training step: returns the loss (detached) and leaves the gradients in .grad.
+  auto step = compile(
+      [&](const Tensor<float, shape<dyn, 64>>& in, const Tensor<std::int64_t, shape<dyn>>& target) {
+        return backward_of(cross_entropy(model(in), target));
+      },
+      {.mode = compile_mode::reduce_overhead});
 
   const auto t0 = std::chrono::steady_clock::now();
   for (int epoch = 0; epoch < epochs; ++epoch) {
@@ -146,8 +162,13 @@ int main(int argc, char** argv) {
       const std::int64_t len = std::min(batch, n - s);
       auto xb = train_x.narrow<0>(s, len);
       auto yb = train_y.narrow<0>(s, len);
-      Tensor<float, shape<>> loss = cross_entropy(model(xb), yb);
-      loss.backward();
+      Tensor<float, shape<>> loss;
+      if (compiled) {
+        loss = step(xb, yb);
+      } else {
+        loss = cross_entropy(model(xb), yb);
+        loss.backward();
+      }
       opt.step();
       opt.zero_grad();
       sched.step();

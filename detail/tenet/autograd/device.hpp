@@ -39,6 +39,12 @@ void clip_apply(device dev, T* g, std::int64_t n, bool clamp, T c, T lo, T hi);
 }  // namespace tenet::detail::cuda
 #endif
 
+// Without nvcc the forwarders below only report the missing kernel: their arguments are unused.
+#if !defined(__CUDACC__) && defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#endif
+
 namespace tenet::detail::ag {
 
 [[noreturn]] inline void no_device_kernel(const device& d, const char* what) {
@@ -145,3 +151,7 @@ void clip_on_device(device dev, T* g, std::int64_t n, bool clamp, T c, T lo, T h
 }
 
 }  // namespace tenet::nn::utils::detail
+
+#if !defined(__CUDACC__) && defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
