@@ -203,6 +203,15 @@ def main():
     lg = torch.compile(linear_gelu)
     run("linear_bias_gelu_8192_bf16", "TFLOP/s", flops,
         [("torch eager", lambda: linear_gelu(a, bm, bias)), ("torch.compile", lambda: lg(a, bm, bias))])
+    # PyTorch's own GEMM tuning (TunableOp), the peer of tenet's set_matmul_tuning
+    try:
+        torch.cuda.tunable.enable(True)
+        torch.cuda.tunable.tuning_enable(True)
+        run("gemm_8192_bf16", "TFLOP/s", flops, [("torch.mm (TunableOp)", lambda: torch.mm(a, bm))])
+        run("linear_bias_gelu_8192_bf16", "TFLOP/s", flops,
+            [("torch eager (TunableOp)", lambda: linear_gelu(a, bm, bias))])
+    finally:
+        torch.cuda.tunable.enable(False)
     del a, bm
     k = 4096
     xf = torch.randn(k, k, device=dev)

@@ -39,6 +39,8 @@ inline void cuda::reset_peak_memory_stats() { detail::cuda::caching_allocator::i
 inline void cuda::empty_cache() { detail::cuda::caching_allocator::instance().empty_cache(); }
 inline void cuda::set_allow_tf32(bool on) { detail::cuda::allow_tf32_flag().store(on); }
 inline bool cuda::allow_tf32() { return detail::cuda::allow_tf32_flag().load(); }
+inline void cuda::set_matmul_tuning(bool on) { detail::cuda::matmul_tuning_flag().store(on); }
+inline bool cuda::matmul_tuning() { return detail::cuda::matmul_tuning_flag().load(); }
 
 /// A CUDA stream (non-blocking with respect to the legacy default stream), destroyed with the
 /// object after its work is done.

@@ -53,6 +53,11 @@ struct cuda {
   /// TF32 for fp32 matmuls (torch.backends.cuda.matmul.allow_tf32; off by default).
   static inline void set_allow_tf32(bool on);
   static inline bool allow_tf32();
+  /// Matmul tuning (torch.cuda.tunable.enable): the first call of each GEMM problem (dtypes,
+  /// sizes, layouts, epilogue) times cuBLASLt's candidate algorithms and keeps the fastest for the
+  /// process; later calls cost nothing extra. Off by default (the heuristic's first choice).
+  static inline void set_matmul_tuning(bool on);
+  static inline bool matmul_tuning();
   /// act(x @ w.T + bias) in one cuBLASLt call (x [M, K], w [N, K], bias [N]; torch's linear layout).
   template <class X, class W, class B>
   static auto linear(const X& x, const W& w, const B& bias, activation act);

@@ -185,6 +185,32 @@ TEST_CASE("cuda: matmul through cuBLASLt: fp32, bf16, batched, transposed, linea
   }
 }
 
+TEST_CASE("cuda: matmul tuning times cuBLASLt's candidates; results stay the CPU's") {
+  manual_seed(6);
+  cuda::set_allow_tf32(false);
+  REQUIRE_FALSE(cuda::matmul_tuning());
+  cuda::set_matmul_tuning(true);
+  struct off_at_exit {
+    ~off_at_exit() { cuda::set_matmul_tuning(false); }
+  } restore;
+  REQUIRE(cuda::matmul_tuning());
+  // sizes no other test uses, so that these problems are tuned here, twice each (the second call
+  // reads the kept choice)
+  F2 a = cpu_randn(300, 260), b = cpu_randn(260, 130), w = cpu_randn(140, 260);
+  Tensor<float, dyn_shape<1>> bias = randn<float, dyn_shape<1>>(140);
+  auto da = a.to(tenet::cuda(0)), db = b.to(tenet::cuda(0)), dw = w.to(tenet::cuda(0));
+  auto dbias = bias.to(tenet::cuda(0));
+  for (int call = 0; call < 2; ++call) {
+    check_close(F2(matmul(da, db)), F2(matmul(a, b)), 1e-4, 1e-4);
+    B2 ab = a.to<bfloat16>(), bb = b.to<bfloat16>();
+    check_close(B2(matmul(ab.to(tenet::cuda(0)), bb.to(tenet::cuda(0)))), B2(matmul(ab, bb)), 2e-2, 2e-2);
+    check_close(cuda::linear(da, dw, dbias, cuda::activation::gelu_tanh),
+                F2(gelu(matmul(a, w.transpose<0, 1>()) + bias, approximate_tanh)), 1e-3, 1e-3);
+    F3 x = randn<float, dyn_shape<3>>(3, 50, 260);
+    check_close(F3(matmul(x.to(tenet::cuda(0)), db)), F3(matmul(x, b)), 1e-4, 1e-4);
+  }
+}
+
 TEST_CASE("cuda: the caching allocator reuses freed blocks and reports allocated/reserved/peak") {
   cuda::empty_cache();
   const auto s0 = cuda::memory_stats();

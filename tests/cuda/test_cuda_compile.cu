@@ -175,8 +175,11 @@ TEST_CASE("compile on CUDA: linear + bias + gelu and an MLP block", "[cuda][comp
     auto m = tenet::compile(mlp, {.mode = mode});
     for (int call = 0; call < 4; ++call) {
       const F2 x = rnd(8, 256);
-      require_same(F2(f(x)), F2(lbg(x)));
-      require_same(F2(m(x)), F2(mlp(x)));
+      // compiled first: max_autotune's first call tunes the GEMMs (cuBLASLt's candidates timed),
+      // and eager calls of the same problems use the kept choice from then on
+      const F2 got_f = f(x), got_m = m(x);
+      require_same(got_f, F2(lbg(x)));
+      require_same(got_m, F2(mlp(x)));
     }
     CHECK(f.stats().graph_captures == 1);
     CHECK(f.stats().graph_launches == 3);
@@ -199,7 +202,8 @@ TEST_CASE("compile on CUDA: linear + bias + gelu and an MLP block", "[cuda][comp
       tenet::autocast ac(gpu, dtype::bfloat16);
       for (int call = 0; call < 3; ++call) {
         const F2 xa = rnd(8, 256);
-        require_same(F2(f(xa)), F2(lbg(xa)));
+        const F2 got = f(xa);  // compiled first (max_autotune tunes the bf16 GEMM on its first call)
+        require_same(got, F2(lbg(xa)));
       }
     }
     CHECK(f.stats().plans == 2);

@@ -12,6 +12,10 @@
 // fp16/bf16 accumulate in fp32; fp64 in fp64. Batched products with one stride per operand
 // use cuBLASLt's strided batch; a broadcast pattern that one stride cannot express runs one call
 // per batch index.
+// Algorithm choice: cuBLASLt's heuristic's first candidate, kept per problem; with matmul tuning
+// (tenet::cuda::set_matmul_tuning(true), or inside a max_autotune class's first call) the first
+// call of a problem times up to 16 candidates and keeps the fastest (PyTorch's TunableOp idea).
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <map>
@@ -32,6 +36,28 @@ inline std::atomic<bool>& allow_tf32_flag() {
   static std::atomic<bool> f{false};  // PyTorch's default for matmul since 1.12
   return f;
 }
+
+/// Matmul tuning (tenet::cuda::set_matmul_tuning, PyTorch's torch.cuda.tunable): the first call of
+/// each problem times cuBLASLt's candidate algorithms and keeps the fastest for the process.
+inline std::atomic<bool>& matmul_tuning_flag() {
+  static std::atomic<bool> f{false};
+  return f;
+}
+/// tenet::compile's max_autotune turns tuning on for the GEMMs of a class's first call only.
+inline int& matmul_tuning_depth() {
+  thread_local int d = 0;
+  return d;
+}
+struct matmul_tuning_scope {
+  matmul_tuning_scope() { ++matmul_tuning_depth(); }
+  ~matmul_tuning_scope() { --matmul_tuning_depth(); }
+  matmul_tuning_scope(const matmul_tuning_scope&) = delete;
+  matmul_tuning_scope& operator=(const matmul_tuning_scope&) = delete;
+};
+inline bool matmul_tuning_on() { return matmul_tuning_flag().load() || matmul_tuning_depth() > 0; }
+/// How many of cuBLASLt's heuristic candidates tuning times, and the runs timed per candidate.
+inline constexpr int tuning_candidates = 16;
+inline constexpr int tuning_runs = 3;
 
 inline void check_lt(cublasStatus_t st, const char* what) {
   if (st != CUBLAS_STATUS_SUCCESS)
@@ -96,16 +122,22 @@ struct algo_key {
   std::array<std::int64_t, 21> v;
   bool operator<(const algo_key& o) const { return v < o.v; }
 };
+/// An algorithm chosen for one problem, and whether it was chosen by timing (matmul tuning) or is
+/// the heuristic's first.
+struct lt_choice {
+  cublasLtMatmulAlgo_t algo{};
+  bool tuned = false;
+};
 class lt_algo_cache {
  public:
-  bool find(const algo_key& k, cublasLtMatmulAlgo_t& out) const {
+  bool find(const algo_key& k, lt_choice& out) const {
     std::lock_guard<std::mutex> lock(m_);
     auto it = map_.find(k);
     if (it == map_.end()) return false;
     out = it->second;
     return true;
   }
-  void put(const algo_key& k, const cublasLtMatmulAlgo_t& a) {
+  void put(const algo_key& k, const lt_choice& a) {
     std::lock_guard<std::mutex> lock(m_);
     if (map_.size() > 4096) map_.clear();  // a bound for programs with ever-changing shapes
     map_[k] = a;
@@ -113,11 +145,49 @@ class lt_algo_cache {
 
  private:
   mutable std::mutex m_;
-  std::map<algo_key, cublasLtMatmulAlgo_t> map_;
+  std::map<algo_key, lt_choice> map_;
 };
 inline lt_algo_cache& algo_cache() {
   static lt_algo_cache* c = new lt_algo_cache;
   return *c;
+}
+
+/// The index of the fastest of cuBLASLt's candidates: each runs once to warm up, then
+/// tuning_runs times between CUDA events on stream s; its median counts. A candidate that fails
+/// to run is skipped (the first one always runs: the heuristic's choice is the fallback).
+template <class Run>
+int fastest_algo(const cublasLtMatmulHeuristicResult_t* results, int found, Run& run, cudaStream_t s) {
+  struct timing_events {
+    cudaEvent_t a = nullptr, b = nullptr;
+    timing_events() {
+      TENET_CUDA_CHECK(cudaEventCreate(&a));
+      TENET_CUDA_CHECK(cudaEventCreate(&b));
+    }
+    ~timing_events() {
+      (void)cudaEventDestroy(a);
+      (void)cudaEventDestroy(b);
+    }
+  } ev;
+  const cudaEvent_t a = ev.a, b = ev.b;
+  int best = 0;
+  float best_ms = -1;
+  for (int i = 0; i < found; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS || run(results[i].algo) != CUBLAS_STATUS_SUCCESS) continue;
+    float ms[tuning_runs];
+    for (float& t : ms) {
+      TENET_CUDA_CHECK(cudaEventRecord(a, s));
+      (void)run(results[i].algo);
+      TENET_CUDA_CHECK(cudaEventRecord(b, s));
+      TENET_CUDA_CHECK(cudaEventSynchronize(b));
+      TENET_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    }
+    std::sort(ms, ms + tuning_runs);
+    if (best_ms < 0 || ms[tuning_runs / 2] < best_ms) {
+      best_ms = ms[tuning_runs / 2];
+      best = i;
+    }
+  }
+  return best;
 }
 
 /// One column-major operand as cuBLASLt reads it: op(X) is rows x cols.
@@ -197,22 +267,33 @@ void lt_matmul(int dev, std::int64_t m, std::int64_t n, std::int64_t k, const lt
   const algo_key key{{static_cast<std::int64_t>(L::data), static_cast<std::int64_t>(L::compute()), dev, m, n, k,
                       A.trans, B.trans, A.ld, B.ld, ldd, A.stride, B.stride, stride_d, batch,
                       static_cast<std::int64_t>(ep), align(A.p), align(B.p), align(D), align(bias), accumulate}};
-  cublasLtMatmulAlgo_t algo{};
-  if (!algo_cache().find(key, algo)) {
-    cublasLtMatmulHeuristicResult_t result{};
+  const typename L::scale_t alpha = 1, beta = accumulate ? 1 : 0;
+  auto run = [&](const cublasLtMatmulAlgo_t& a) {
+    return cublasLtMatmul(ctx.handle, desc, &alpha, A.p, la, B.p, lb, &beta, D, ld, D, ld, &a, ctx.workspace,
+                          ctx.workspace_bytes, s);
+  };
+  lt_choice choice;
+  const bool cached = algo_cache().find(key, choice);
+  // Tuning runs the product several times into D: never for an accumulating product (D is an
+  // input) nor while a CUDA graph is being captured (no timing there); such calls take the
+  // heuristic's first choice.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  const bool tune = !choice.tuned && matmul_tuning_on() && !accumulate &&
+                    cudaStreamIsCapturing(s, &capturing) == cudaSuccess && capturing == cudaStreamCaptureStatusNone;
+  if (!cached || tune) {
+    cublasLtMatmulHeuristicResult_t results[tuning_candidates] = {};
     int found = 0;
-    check_lt(cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc, la, lb, ld, ld, pref, 1, &result, &found),
+    check_lt(cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc, la, lb, ld, ld, pref, tune ? tuning_candidates : 1,
+                                            results, &found),
              "cublasLtMatmulAlgoGetHeuristic");
     if (found == 0)
       throw device_error("tenet: cuBLASLt has no algorithm for this matmul (m=" + std::to_string(m) + ", n=" +
                          std::to_string(n) + ", k=" + std::to_string(k) + ", batch=" + std::to_string(batch) + ")");
-    algo = result.algo;
-    algo_cache().put(key, algo);
+    choice = {results[0].algo, tune};
+    if (tune && found > 1) choice.algo = results[fastest_algo(results, found, run, s)].algo;
+    algo_cache().put(key, choice);
   }
-  const typename L::scale_t alpha = 1, beta = accumulate ? 1 : 0;
-  check_lt(cublasLtMatmul(ctx.handle, desc, &alpha, A.p, la, B.p, lb, &beta, D, ld, D, ld, &algo, ctx.workspace,
-                          ctx.workspace_bytes, s),
-           "cublasLtMatmul");
+  check_lt(run(choice.algo), "cublasLtMatmul");
 }
 
 /// The column-major reading of the last two dims of a row-major operand (rows r, cols c):

@@ -24,7 +24,8 @@
 //   class run eagerly from then on, with the reason in explain().
 // - max_autotune: on the first call the pointwise kernels' launch configuration (threads per
 //   block x blocks per SM of the grid-stride grid) is timed with events over the candidates; the
-//   fastest is used for the capture.
+//   fastest is used for the capture; the GEMMs of that call are tuned (matmul_tuning_scope:
+//   cuBLASLt's candidate algorithms timed, the fastest kept per problem, gemm.hpp).
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -429,6 +430,9 @@ class graph_class final : public device_class_state {
     std::optional<Out> o;
     {
       const interceptor_scope is(&rec);
+      // max_autotune: the class's GEMMs are tuned on this call (cuBLASLt's candidates timed)
+      std::optional<matmul_tuning_scope> tuning;
+      if (opt_.mode == compile_mode::max_autotune) tuning.emplace();
       o.emplace(evaluate_result(r));
     }
     eager_kernels_ = kernels_launched() - k0;
