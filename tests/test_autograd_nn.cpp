@@ -66,6 +66,55 @@ TEST_CASE("autograd ops: conv2d's own VJP and JVP (groups, dilation, strides tha
                        img, k);
 }
 
+// torch.nn.functional.embedding(..., padding_idx): the positions holding padding_idx send no
+// gradient to the weight (the padding row keeps its value under training); the value is a gather.
+TEST_CASE("autograd: embedding's padding_idx positions send no gradient, as torch", "[autograd]") {
+  auto max_diff = [](const auto& a, const auto& b) { return eval(amax(abs(a - b))).item(); };
+  Tensor<std::int64_t, dyn_shape<2>> idx({2, 3});
+  const std::int64_t iv[] = {0, 5, 2, 2, 2, 1};
+  for (int i = 0; i < 6; ++i) idx.data()[i] = iv[i];
+  const M3 u = filled<3>({2, 3, 4}, -1, 1, 0.3);
+  // the weight gradient of sum(embedding(idx, w, pad) * u): u's row at each position added into
+  // the row its index names, unless that index is the padding one
+  auto expected = [&](std::int64_t pad) {
+    M e = M(zeros<double, dyn_shape<2>>(6, 4));
+    for (std::int64_t p = 0; p < 6; ++p)
+      if (iv[p] != pad)
+        for (std::int64_t j = 0; j < 4; ++j) e(iv[p], j) += u(p / 3, p % 3, j);
+    return e;
+  };
+  for (const std::int64_t pad : {std::int64_t{2}, std::int64_t{-4}, std::int64_t{0}}) {
+    M w = filled<2>({6, 4}, -1, 1);
+    w.requires_grad_();
+    Tensor<double, shape<>> loss = sum(embedding(idx, w, pad) * u);
+    loss.backward();
+    INFO("padding_idx " << pad);
+    CHECK(max_diff(w.grad(), expected(pad < 0 ? pad + 6 : pad)) < 1e-12);
+    // the value is unchanged by padding_idx
+    CHECK(max_diff(M3(embedding(idx, w.detach(), pad)), M3(embedding(idx, w.detach()))) == 0.0);
+  }
+  {  // without padding_idx every position counts (row 2 gets three rows of u)
+    M w = filled<2>({6, 4}, -1, 1);
+    w.requires_grad_();
+    Tensor<double, shape<>> loss = sum(embedding(idx, w) * u);
+    loss.backward();
+    CHECK(max_diff(w.grad(), expected(-1)) < 1e-12);
+  }
+  {  // a 0-dim index, and nn::Embedding's padding_idx
+    M w = filled<2>({6, 4}, -1, 1);
+    w.requires_grad_();
+    Tensor<std::int64_t, shape<>> two(sizes_t<0>{});
+    two.fill_(2);
+    Tensor<double, shape<>> loss = sum(embedding(two, w, 2));
+    loss.backward();
+    CHECK(eval(sum(abs(w.grad()))).item() == 0.0);
+    nn::Embedding<6, 4, double> m(2);
+    Tensor<double, shape<>> l2 = sum(m(idx) * u);
+    l2.backward();
+    CHECK(max_diff(m.weight.grad(), expected(2)) < 1e-12);
+  }
+}
+
 TEST_CASE("autograd ops: indexing and views", "[autograd]") {
   const M w = filled<2>({6, 3}, -1, 1);
   Tensor<std::int64_t, dyn_shape<2>> idx({2, 3});

@@ -128,6 +128,25 @@ TEST_CASE("compile: backward_of a loss with nothing to differentiate, and outsid
   CHECK(max_rel_diff(w.grad(), a) < 1e-6);
 }
 
+TEST_CASE("compile: a training step through embedding(padding_idx) leaves the padding row's gradient zero", "[compile][autograd]") {
+  Tensor<std::int64_t, dyn_shape<1>> idx({5});
+  const std::int64_t iv[] = {3, 0, 3, 1, 3};
+  for (int i = 0; i < 5; ++i) idx.data()[i] = iv[i];
+  M2 u = randn<float, dyn_shape<2>>(5, 2);
+  M2 w = randn<float, dyn_shape<2>>(4, 2);
+  w.requires_grad_();
+  auto step = compile([&](const M2& t) { return backward_of(sum(embedding(idx, w, 3) * t)); });
+  (void)step(u);
+  const M2 compiled = w.grad().clone();
+  w.set_grad(M2());
+  Tensor<float, shape<>> loss = sum(embedding(idx, w, 3) * u);
+  loss.backward();
+  CHECK(max_rel_diff(compiled, w.grad()) == 0.0);
+  CHECK(compiled(3, 0) == 0.0f);
+  CHECK(compiled(3, 1) == 0.0f);
+  CHECK(compiled(0, 0) == u(1, 0));
+}
+
 // The backward of bias + gelu in a compiled step: dpre = g * gelu'(pre) and db = the row sums of
 // dpre come out of ONE multi-output kernel (schedule/backward_fusion.hpp), gelu's inner values
 // recomputed in the loop. Eager autograd runs one kernel per prim of gelu's decomposition.

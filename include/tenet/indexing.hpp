@@ -319,7 +319,9 @@ auto take_along_dim(const X& x, const I& idx) {
 
 // ---------------------------------------------------------------------------------------------
 /// embedding(idx, weight, padding_idx): the rows weight[idx], shape idx.shape + [embedding_dim]
-/// (torch.nn.functional.embedding; padding_idx only matters for gradients, it is range-checked).
+/// (torch.nn.functional.embedding). padding_idx (range-checked, negative counts from the end)
+/// only matters for gradients: as in torch, the positions holding it send no gradient to the
+/// weight (its row stays as it is under training).
 /// A gather<0> of weight viewed (stride 0) with idx's shape: no copy of weight or idx.
 template <Expression I, Expression W>
 auto embedding(const I& idx, const W& weight, std::optional<std::int64_t> padding_idx = std::nullopt) {
@@ -333,7 +335,7 @@ auto embedding(const I& idx, const W& weight, std::optional<std::int64_t> paddin
   using SW = shape_of<W>;
   if constexpr (R == 0) {
     // the one row: a sum over a dim of size 1
-    return detail::cast_to<value_type_of<W>>(sum<0>(embedding(eval(idx).template reshape<1>(), w)));
+    return detail::cast_to<value_type_of<W>>(sum<0>(embedding(eval(idx).template reshape<1>(), w, padding_idx)));
   } else {
     using SI = shape_of<I>;
     using Idx = detail::concat_shapes_t<SI, shape<SW::template extent<1>>>;
@@ -347,7 +349,9 @@ auto embedding(const I& idx, const W& weight, std::optional<std::int64_t> paddin
     wst[0] = w.strides()[0];
     wst[R] = w.strides()[1];
     auto index = it.template unsqueeze<-1>().template expand_as_shape<Idx>(is);
-    return gather<0>(w.template with_layout<WV>(ws, wst, w.offset()), index);
+    prim::gather_<0> op;
+    if (padding_idx) op.skip_grad = *padding_idx < 0 ? *padding_idx + w.sizes()[0] : *padding_idx;
+    return make_node(op, w.template with_layout<WV>(ws, wst, w.offset()), index);
   }
 }
 

@@ -64,3 +64,25 @@ TEST_CASE("cuda autograd: views (transpose, permute, strided slice, reshape, a n
   run_views<double>();
 }
 
+// embedding(idx, w, padding_idx) on the GPU: the gather's gradient skips the padding positions
+// (a where inside the scatter_add's source), as on the CPU and in torch
+TEST_CASE("cuda autograd: embedding with padding_idx sends no gradient to the padding row") {
+  manual_seed(14);
+  M<float> w0 = randn<float, dyn_shape<2>>(7, 5);
+  Tensor<float, dyn_shape<3>> u0 = randn<float, dyn_shape<3>>(2, 4, 5);
+  Tensor<std::int64_t, dyn_shape<2>> idx({2, 4});
+  const std::int64_t iv[] = {3, 0, 3, 6, 1, 3, 3, 2};
+  for (int i = 0; i < 8; ++i) idx.data()[i] = iv[i];
+  auto grad_on = [&](device d) {
+    auto w = leaf(w0, d);
+    const auto u = d.is_cpu() ? u0 : u0.to(d);
+    const auto ix = d.is_cpu() ? idx : idx.to(d);
+    S0<float> loss = sum(embedding(ix, w, 3) * u);
+    loss.backward();
+    return w.grad();
+  };
+  const M<float> c = grad_on(tenet::cpu), g = grad_on(gpu);
+  check_same(g, c, "d w of embedding with padding_idx");
+  const M<float> gh = g.cpu();
+  for (std::int64_t j = 0; j < 5; ++j) CHECK(gh(3, j) == 0.0f);
+}

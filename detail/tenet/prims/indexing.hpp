@@ -100,13 +100,15 @@ void check_sizes_fit(const char* op, const sizes_t<R>& in, const sizes_t<R>& idx
 }
 }  // namespace detail_indexing
 
-/// gather_<D>: torch.gather(x, D, idx).
+/// gather_<D>: torch.gather(x, D, idx). skip_grad: an index value whose positions send no
+/// gradient back to x (embedding's padding_idx, as torch); -1, none. The value ignores it.
 template <std::int64_t D>
 struct gather_ {
   static constexpr bool is_prim = true;
   using group = indexing_group;
   static constexpr std::string_view name = "gather";
   static constexpr std::int64_t dim = D;
+  std::int64_t skip_grad = -1;
   template <class X, class I>
   static constexpr std::size_t axis = detail_indexing::norm_dim<rank_of<X>, D>();
 
