@@ -231,6 +231,33 @@ TEST_CASE("cuda: the caching allocator reuses freed blocks and reports allocated
   }
   cuda::empty_cache();
   CHECK(cuda::memory_stats().reserved == s0.reserved);
+  using F1 = Tensor<float, dyn_shape<1>>;
+  const std::size_t mib = std::size_t{1} << 20;
+  {  // a large request may take a cached block up to a quarter larger (no splitting), not more
+    { F1 big(sizes_t<1>{std::int64_t{25} << 20}, tenet::cuda(0)); }  // 100 MiB, then cached
+    const auto a1 = cuda::memory_stats();
+    CHECK(a1.reserved == s0.reserved + 100 * mib);
+    {
+      F1 t(sizes_t<1>{std::int64_t{24} << 20}, tenet::cuda(0));  // 96 MiB: served by the 100 MiB block
+      CHECK(cuda::memory_stats().cache_hits == a1.cache_hits + 1);
+      CHECK(cuda::memory_stats().reserved == a1.reserved);
+      CHECK(cuda::memory_stats().allocated == a1.allocated + 100 * mib);
+    }
+    CHECK(cuda::memory_stats().allocated == a1.allocated);
+    {
+      F1 t(sizes_t<1>{std::int64_t{15} << 20}, tenet::cuda(0));  // 60 MiB: too small for it, a new block
+      CHECK(cuda::memory_stats().cache_hits == a1.cache_hits + 1);
+      CHECK(cuda::memory_stats().reserved == a1.reserved + 60 * mib);
+    }
+    {  // below 2 MiB the size classes stay exact: a 512 KiB block does not serve 480 KiB
+      { F1 small(sizes_t<1>{std::int64_t{128} << 10}, tenet::cuda(0)); }
+      const auto b1 = cuda::memory_stats();
+      F1 t(sizes_t<1>{std::int64_t{120} << 10}, tenet::cuda(0));
+      CHECK(cuda::memory_stats().cache_hits == b1.cache_hits);
+    }
+  }
+  cuda::empty_cache();
+  CHECK(cuda::memory_stats().reserved == s0.reserved);
 }
 
 TEST_CASE("cuda: streams, events, pinned memory and asynchronous copies") {

@@ -126,6 +126,8 @@ class caching_allocator {
     static caching_allocator* a = new caching_allocator;  // never destroyed: frees at exit go into it
     return *a;
   }
+  /// Requests of at least this many bytes may take a somewhat larger cached block.
+  static constexpr std::size_t large_block = std::size_t{2} << 20;
   static std::size_t rounded(std::size_t n) {
     constexpr std::size_t small = 512, big = std::size_t{2} << 20;
     if (n == 0) return small;
@@ -136,14 +138,11 @@ class caching_allocator {
     alloc_interceptor* ic = current_alloc_interceptor();
     if (ic)
       if (void* q = ic->serve(n, dev)) return q;
-    const std::size_t r = rounded(n);
+    std::size_t r = rounded(n);
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.allocations;
-    auto& v = free_[key{dev, s, r}];
-    void* p = nullptr;
-    if (!v.empty()) {
-      p = v.back();
-      v.pop_back();
+    void* p = take_cached_locked(dev, s, r);
+    if (p) {
       ++stats_.cache_hits;
     } else {
       cudaError_t e = cudaMalloc(&p, r);
@@ -219,6 +218,23 @@ class caching_allocator {
     cudaStream_t stream;
     std::size_t size;
   };
+  /// A cached block of stream s for a request of r bytes (a size class), or null: one of exactly
+  /// r bytes, else, for large requests, the smallest cached block of at most r + r / 4 bytes (no
+  /// splitting: a 96 MiB request may take a free 100 MiB block, not a 200 MiB one). r becomes the
+  /// size of the block taken.
+  void* take_cached_locked(int dev, cudaStream_t s, std::size_t& r) {
+    const std::size_t limit = r >= large_block ? r + r / 4 : r;
+    for (auto it = free_.lower_bound(key{dev, s, r});
+         it != free_.end() && it->first.dev == dev && it->first.stream == s && it->first.size <= limit; ++it) {
+      auto& v = it->second;
+      if (v.empty()) continue;
+      void* p = v.back();
+      v.pop_back();
+      r = it->first.size;
+      return p;
+    }
+    return nullptr;
+  }
   void release_locked() noexcept {
     (void)cudaDeviceSynchronize();
     for (auto& [k, v] : free_)
