@@ -4,7 +4,6 @@
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define TENET_HOST_DEVICE __host__ __device__
-#define TENET_DEVICE_COMPILE 1
 #else
 #define TENET_HOST_DEVICE
 #endif
