@@ -872,13 +872,13 @@ struct vjp_rule<prim::gather_<D>> {
     constexpr std::size_t r = rank_of<decltype(x)>;
     const auto idx = forward_value(std::get<1>(e.children));
     const auto gv = exact(g, e.sizes());
-    if (e.op.skip_grad >= 0) {  // embedding's padding_idx: its positions send no gradient
-      using I = value_type_of<decltype(idx)>;
-      const auto kept = pw::where(pw::eq(idx, pw::c<I>(static_cast<double>(e.op.skip_grad))), pw::c<T>(0), gv);
-      backprop(x, make_node(prim::scatter_<D, prim::scatter_op::sum>{}, zeros_of<T, r>(x.sizes()), idx, kept));
-      return;
-    }
-    backprop(x, make_node(prim::scatter_<D, prim::scatter_op::sum>{}, zeros_of<T, r>(x.sizes()), idx, gv));
+    auto scatter_back = [&](const auto& src) {
+      backprop(x, make_node(prim::scatter_<D, prim::scatter_op::sum>{}, zeros_of<T, r>(x.sizes()), idx, src));
+    };
+    if (e.op.skip_grad < 0) return scatter_back(gv);
+    // embedding's padding_idx: its positions send no gradient
+    using I = value_type_of<decltype(idx)>;
+    scatter_back(pw::where(pw::eq(idx, pw::c<I>(static_cast<double>(e.op.skip_grad))), pw::c<T>(0), gv));
   }
 };
 
