@@ -139,17 +139,56 @@ Tensor<T, shape<dyn, dyn>> tensor(std::initializer_list<std::initializer_list<T>
 inline void manual_seed(std::uint64_t seed) { detail::default_generator().manual_seed(seed); }
 
 namespace detail {
-/// Runs fill(p) on t's elements: in place for a CPU tensor, else into a host buffer copied to t's
-/// device (the random streams are generated on the host, so values match the CPU's for one seed).
-template <class T, class S, class F>
-void fill_via_host(const Tensor<T, S>& t, F&& fill) {
+/// One draw of the default generator's stream (runtime/philox.hpp), described so that every
+/// backend computes the same values from it: element k depends on (seed, offset, k) only.
+struct random_fill {
+  enum kind_t { uniform, normal, randint } kind;
+  std::uint64_t seed, offset;
+  double a = 0.0, b = 1.0;             // uniform: [a, b); normal: mean a, std b
+  std::int64_t low = 0, high = 0;      // randint: [low, high)
+};
+#if defined(__CUDACC__)
+namespace cuda {
+template <class T>
+void fill_random(device dev, T* out, std::int64_t n, const random_fill& r);  // backend/cuda/random.hpp
+}
+#endif
+/// out[0, n) = elements 0 .. n-1 of the draw r, on the host. With n = 0 it only checks r's
+/// bounds (the value_error of fill_uniform / fill_normal / fill_randint).
+template <class T>
+void fill_random_on_host(T* out, std::int64_t n, const random_fill& r) {
+  if (r.kind == random_fill::uniform) {
+    if constexpr (is_floating_v<T>) fill_uniform(out, n, r.seed, r.offset, r.a, r.b);
+  } else if (r.kind == random_fill::normal) {
+    if constexpr (is_floating_v<T>) fill_normal(out, n, r.seed, r.offset, r.a, r.b);
+  } else {
+    fill_randint(out, n, r.seed, r.offset, r.low, r.high);
+  }
+}
+/// Fills t (any device) with the draw r: in place for a CPU tensor; on a CUDA tensor by a kernel
+/// in a translation unit nvcc compiles (the same values: the stream is defined per element),
+/// else in a host buffer copied to t's device.
+template <class T, class S>
+void fill_random(const Tensor<T, S>& t, const random_fill& r) {
   if (t.device().is_cpu()) {
-    fill(t.data());
+    fill_random_on_host(t.data(), t.numel(), r);
     return;
   }
+#if defined(__CUDACC__)
+  if (t.device().type == device_type::cuda && t.is_contiguous()) {
+    fill_random_on_host(static_cast<T*>(nullptr), 0, r);  // the bounds' value_error, before any launch
+    cuda::fill_random<T>(t.device(), t.data(), t.numel(), r);
+    return;
+  }
+#endif
   Tensor<T, S> h(t.sizes(), tenet::cpu);
-  fill(h.data());
+  fill_random_on_host(h.data(), h.numel(), r);
   copy_bytes(t.data(), t.device(), h.data(), tenet::cpu, static_cast<std::size_t>(t.numel()) * sizeof(T));
+}
+/// A draw of n elements reserved from the default generator.
+inline random_fill reserve_draw(random_fill::kind_t kind, std::int64_t n) {
+  const auto d = default_generator().reserve(n);
+  return random_fill{kind, d.seed, d.offset};
 }
 }  // namespace detail
 
@@ -157,24 +196,24 @@ template <class T, class S, std::integral... N>
 Tensor<T, S> rand(N... n) {
   static_assert(is_floating_v<T>, "tenet: rand needs a floating dtype");
   Tensor<T, S> t(detail::sizes_from<S>(n...));
-  const auto d = detail::default_generator().reserve(t.numel());
-  detail::fill_via_host(t, [&](auto* p) { detail::fill_uniform(p, t.numel(), d.seed, d.offset, 0.0, 1.0); });
+  detail::fill_random(t, detail::reserve_draw(detail::random_fill::uniform, t.numel()));
   return t;
 }
 template <class T, class S, std::integral... N>
 Tensor<T, S> randn(N... n) {
   static_assert(is_floating_v<T>, "tenet: randn needs a floating dtype");
   Tensor<T, S> t(detail::sizes_from<S>(n...));
-  const auto d = detail::default_generator().reserve(t.numel());
-  detail::fill_via_host(t, [&](auto* p) { detail::fill_normal(p, t.numel(), d.seed, d.offset, 0.0, 1.0); });
+  detail::fill_random(t, detail::reserve_draw(detail::random_fill::normal, t.numel()));
   return t;
 }
 /// Integers in [low, high).
 template <class T, class S, std::integral... N>
 Tensor<T, S> randint(std::int64_t low, std::int64_t high, N... n) {
   Tensor<T, S> t(detail::sizes_from<S>(n...));
-  const auto d = detail::default_generator().reserve(t.numel());
-  detail::fill_via_host(t, [&](auto* p) { detail::fill_randint(p, t.numel(), d.seed, d.offset, low, high); });
+  auto r = detail::reserve_draw(detail::random_fill::randint, t.numel());
+  r.low = low;
+  r.high = high;
+  detail::fill_random(t, r);
   return t;
 }
 
@@ -206,15 +245,15 @@ auto full_like(const E& e, V v) {
 template <Expression E>
 auto rand_like(const E& e) {
   auto t = empty_like(e);
-  const auto d = detail::default_generator().reserve(t.numel());
-  detail::fill_via_host(t, [&](auto* p) { detail::fill_uniform(p, t.numel(), d.seed, d.offset, 0.0, 1.0); });
+  static_assert(is_floating_v<value_type_of<E>>, "tenet: rand_like needs a floating dtype");
+  detail::fill_random(t, detail::reserve_draw(detail::random_fill::uniform, t.numel()));
   return t;
 }
 template <Expression E>
 auto randn_like(const E& e) {
   auto t = empty_like(e);
-  const auto d = detail::default_generator().reserve(t.numel());
-  detail::fill_via_host(t, [&](auto* p) { detail::fill_normal(p, t.numel(), d.seed, d.offset, 0.0, 1.0); });
+  static_assert(is_floating_v<value_type_of<E>>, "tenet: randn_like needs a floating dtype");
+  detail::fill_random(t, detail::reserve_draw(detail::random_fill::normal, t.numel()));
   return t;
 }
 

@@ -453,3 +453,87 @@ TEST_CASE("cuda random: rand_lazy and dropout on the GPU draw the CPU's values; 
   const device_guard on(gpu);
   CHECK_THROWS_AS(host.copy_(rand_lazy<float, dyn_shape<2>>(4, 4)), device_error);
 }
+
+namespace {
+/// The factories under a CUDA default device: the draw is written on the GPU and equals the CPU's
+/// for the same seed (uniform and randint bit for bit; normal bit for bit for float and smaller,
+/// double to a few ulp: two math libraries' log / cos / sin).
+template <class T>
+void check_factories_on_gpu(const char* dtype, std::int64_t r, std::int64_t c) {
+  INFO("dtype " << dtype << ", " << r << "x" << c);
+  using X = Tensor<T, dyn_shape<2>>;
+  manual_seed(21);
+  const X uc = rand<T, dyn_shape<2>>(r, c), nc = randn<T, dyn_shape<2>>(r, c);
+  const X ulc = rand_like(uc), nlc = randn_like(uc);
+  X ic({r, c}, tenet::cpu);
+  tenet::nn::init::uniform_(ic, -2.0, 3.0);
+  X jc({r, c}, tenet::cpu);
+  tenet::nn::init::normal_(jc, 1.0, 0.5);
+  manual_seed(21);
+  X ug, ng, ulg, nlg, ig, jg;
+  {
+    const device_guard on(gpu);
+    ug = rand<T, dyn_shape<2>>(r, c);
+    ng = randn<T, dyn_shape<2>>(r, c);
+    ulg = rand_like(ug);
+    nlg = randn_like(ug);
+    ig = X({r, c});
+    tenet::nn::init::uniform_(ig, -2.0, 3.0);
+    jg = X({r, c});
+    tenet::nn::init::normal_(jg, 1.0, 0.5);
+  }
+  for (const X* t : {&ug, &ng, &ulg, &nlg, &ig, &jg}) CHECK(t->device() == gpu);
+  check_equal(ug, uc);
+  check_equal(ulg, ulc);
+  check_equal(ig, ic);
+  const double tol = std::is_same_v<T, double> ? 1e-13 : 0.0;
+  check_close(ng, nc, tol, tol);
+  check_close(nlg, nlc, tol, tol);
+  check_close(jg, jc, tol, tol);
+}
+template <class I>
+void check_randint_on_gpu(std::int64_t low, std::int64_t high) {
+  INFO("randint [" << low << ", " << high << ") of a " << sizeof(I) << "-byte type");
+  manual_seed(8);
+  const auto c = randint<I, dyn_shape<1>>(low, high, 10007);
+  manual_seed(8);
+  Tensor<I, dyn_shape<1>> g;
+  {
+    const device_guard on(gpu);
+    g = randint<I, dyn_shape<1>>(low, high, 10007);
+  }
+  CHECK(g.device() == gpu);
+  check_equal(g, c);
+}
+}  // namespace
+
+TEST_CASE("cuda random: rand / randn / randint / *_like / init fill on the GPU with the CPU's values") {
+  for (auto [r, c] : {std::pair<std::int64_t, std::int64_t>{37, 129}, {1, 1}, {0, 5}, {1, 3}, {513, 1031}}) {
+    check_factories_on_gpu<float>("float", r, c);
+    check_factories_on_gpu<double>("double", r, c);
+    check_factories_on_gpu<bfloat16>("bfloat16", r, c);
+    check_factories_on_gpu<float16>("float16", r, c);
+  }
+  check_randint_on_gpu<std::int64_t>(-3, 5);
+  check_randint_on_gpu<std::int64_t>(-(std::int64_t{1} << 40), std::int64_t{1} << 40);  // two words
+  check_randint_on_gpu<std::int32_t>(0, 1000);
+  check_randint_on_gpu<std::uint8_t>(0, 256);
+  check_randint_on_gpu<float>(-10, 10);
+  // the stream goes on where the GPU draw left it: the next CPU draw equals the one after a CPU draw
+  manual_seed(4);
+  (void)rand<float, dyn_shape<1>>(999);
+  const auto after_cpu = rand<float, dyn_shape<1>>(7);
+  manual_seed(4);
+  {
+    const device_guard on(gpu);
+    (void)rand<float, dyn_shape<1>>(999);
+  }
+  check_equal(rand<float, dyn_shape<1>>(7), after_cpu);
+  // bad bounds: value_error before any launch, the device stays usable
+  const device_guard on(gpu);
+  CHECK_THROWS_AS((randint<std::int64_t, dyn_shape<1>>(5, 5, 10)), value_error);
+  Tensor<float, dyn_shape<1>> t({16});
+  CHECK_THROWS_AS(tenet::nn::init::normal_(t, 0.0, -1.0), value_error);
+  CHECK_THROWS_AS(tenet::nn::init::uniform_(t, 2.0, 1.0), value_error);
+  CHECK(Tensor<float, dyn_shape<1>>(rand<float, dyn_shape<1>>(16) * 0.0f).cpu().data()[3] == 0.0f);
+}

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <tenet/error.hpp>
+#include <tenet/factories.hpp>  // random_fill, fill_random
 #include <tenet/autograd.hpp>  // no_grad: initialization is not recorded
 #include <tenet/tensor.hpp>
 
@@ -85,6 +86,16 @@ void fill_with(const Tensor<T, S>& t, F&& fill) {
   else
     set_from_host(t, [&](const Tensor<T, S>& h) { fill(h.data(), n); });
 }
+/// t = the draw r: a contiguous tensor directly (on a CUDA tensor by a kernel in an nvcc-compiled
+/// translation unit, factories.hpp), a strided one through a contiguous host copy.
+template <class T, class S>
+void fill_draw(const Tensor<T, S>& t, const tenet::detail::random_fill& r) {
+  if (t.numel() == 0) return;
+  if (t.is_contiguous())
+    tenet::detail::fill_random(t, r);
+  else
+    fill_with(t, [&](T* p, std::int64_t n) { tenet::detail::fill_random_on_host(p, n, r); });
+}
 /// erfinv(y) for y in (-1, 1): Giles' single-precision approximation refined by two Newton steps on erf.
 inline double erfinv(double y) {
   if (y <= -1.0) return -INFINITY;
@@ -118,10 +129,10 @@ const Tensor<T, S>& uniform_(const Tensor<T, S>& t, double a = 0.0, double b = 1
   detail::require_float(t, "uniform_");
   if (!(a <= b))
     throw value_error("tenet: nn::init::uniform_: expects a <= b, got a=" + std::to_string(a) + ", b=" + std::to_string(b));
-  detail::fill_with(t, [&](T* p, std::int64_t n) {
-    const auto d = tenet::detail::default_generator().reserve(n);
-    tenet::detail::fill_uniform(p, n, d.seed, d.offset, a, b);
-  });
+  auto r = tenet::detail::reserve_draw(tenet::detail::random_fill::uniform, t.numel());
+  r.a = a;
+  r.b = b;
+  detail::fill_draw(t, r);
   return t;
 }
 /// N(mean, std)
@@ -130,10 +141,10 @@ const Tensor<T, S>& normal_(const Tensor<T, S>& t, double mean = 0.0, double std
   tenet::no_grad guard;
   detail::require_float(t, "normal_");
   if (!(std >= 0.0)) throw value_error("tenet: nn::init::normal_: expects std >= 0, got " + std::to_string(std));
-  detail::fill_with(t, [&](T* p, std::int64_t n) {
-    const auto d = tenet::detail::default_generator().reserve(n);
-    tenet::detail::fill_normal(p, n, d.seed, d.offset, mean, std);
-  });
+  auto r = tenet::detail::reserve_draw(tenet::detail::random_fill::normal, t.numel());
+  r.a = mean;
+  r.b = std;
+  detail::fill_draw(t, r);
   return t;
 }
 /// N(mean, std) truncated to [a, b]: u ~ U(cdf(a), cdf(b)), x = mean + std sqrt(2) erfinv(2u - 1),

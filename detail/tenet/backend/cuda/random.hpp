@@ -12,7 +12,8 @@
 #include <cstdint>
 
 #include <tenet/backend/cuda/native.hpp>     // uniform_leaf
-#include <tenet/backend/cuda/pointwise.hpp>  // dpw
+#include <tenet/backend/cuda/pointwise.hpp>  // dpw, grid_for
+#include <tenet/factories.hpp>               // random_fill
 #include <tenet/runtime/philox.hpp>
 
 namespace tenet::detail::cuda {
@@ -69,5 +70,38 @@ struct dpw<uniform_leaf<T, S>, R> {
     return g;
   }
 };
+
+// --- the random factories (rand, randn, randint, *_like) on a CUDA tensor ---------------------
+// Each thread fills runs of 4 consecutive elements: one Philox block for one-word kinds, two for
+// two-word kinds (double, wide randint), through the range fill the CPU runs, so every element is
+// the CPU's for one seed.
+template <class T, random_fill::kind_t Kind>
+__global__ void fill_random_kernel(T* __restrict__ out, std::int64_t n, random_fill r) {
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x * 4;
+  for (std::int64_t b = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4; b < n; b += step) {
+    const std::int64_t e = b + 4 < n ? b + 4 : n;
+    if constexpr (Kind == random_fill::uniform)
+      fill_uniform_range(out + b, b, e, r.seed, r.offset, r.a, r.b);
+    else if constexpr (Kind == random_fill::normal)
+      fill_normal_range(out + b, b, e, r.seed, r.offset, r.a, r.b);
+    else
+      fill_randint_range(out + b, b, e, r.seed, r.offset, r.low, r.high);
+  }
+}
+template <class T>
+void fill_random(device dev, T* out, std::int64_t n, const random_fill& r) {
+  if (n == 0) return;
+  device_context ctx(dev);
+  const unsigned grid = grid_for((n + 3) / 4, 256, dev.index);
+  if (r.kind == random_fill::randint) {
+    fill_random_kernel<T, random_fill::randint><<<grid, 256, 0, current_stream()>>>(out, n, r);
+  } else if constexpr (is_floating_v<T>) {
+    if (r.kind == random_fill::uniform)
+      fill_random_kernel<T, random_fill::uniform><<<grid, 256, 0, current_stream()>>>(out, n, r);
+    else
+      fill_random_kernel<T, random_fill::normal><<<grid, 256, 0, current_stream()>>>(out, n, r);
+  }
+  check_launch("the random fill kernel launch");
+}
 
 }  // namespace tenet::detail::cuda
