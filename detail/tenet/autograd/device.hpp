@@ -36,6 +36,9 @@ template <class T>
 double clip_norm_partial(device dev, const T* g, std::int64_t n, double p, bool inf);
 template <class T>
 void clip_apply(device dev, T* g, std::int64_t n, bool clamp, T c, T lo, T hi);
+template <class T>
+bool linear_weight_bias_grad(const Tensor<T, dyn_shape<2>>& x, const Tensor<T, dyn_shape<2>>& g,
+                             const Tensor<T, dyn_shape<2>>& dw, const Tensor<T, dyn_shape<1>>& db);
 }  // namespace tenet::detail::cuda
 #endif
 
@@ -60,6 +63,19 @@ void sum_to_on_device(const Tensor<T, dyn_shape<Rg>>& g, const Tensor<T, dyn_sha
   if (out.device().type == device_type::cuda) return tenet::detail::cuda::sum_to_into<T, Rg, R>(g, out);
 #endif
   no_device_kernel(out.device(), "autograd's backward (sum_to_size)");
+}
+
+/// A linear layer's weight and bias gradients in one GEMM with a bias-gradient epilogue, where
+/// the device's backend has one: dw (out x in) = g^T x and db = g's column sums, for x (rows x in)
+/// and g (rows x out) on one device. False (nothing written) where there is none: the caller
+/// computes them apart.
+template <class T>
+bool linear_grad_on_device(const Tensor<T, dyn_shape<2>>& x, const Tensor<T, dyn_shape<2>>& g,
+                           const Tensor<T, dyn_shape<2>>& dw, const Tensor<T, dyn_shape<1>>& db) {
+#if defined(__CUDACC__)
+  if (g.device().type == device_type::cuda) return tenet::detail::cuda::linear_weight_bias_grad<T>(x, g, dw, db);
+#endif
+  return false;
 }
 
 /// out (contiguous, the base's sizes) = the gradient of a base read through (bstrides, boffset)

@@ -553,6 +553,14 @@ TENET_BINARY_RULE(atan2, pw::mul(g, pw::div(b, pw::add(pw::mul(a, a), pw::mul(b,
                   pw::mul(g, pw::div(pw::neg(a), pw::add(pw::mul(a, a), pw::mul(b, b)))))
 #undef TENET_BINARY_RULE
 
+template <class E>
+inline constexpr bool is_matmul_node_v = false;
+template <class A, class B>
+inline constexpr bool is_matmul_node_v<tenet::node<prim::matmul_, A, B>> = true;
+
+template <class M, class Bias, class GV>
+bool linear_backward_fused(const M& mm, const Bias& bias, const GV& gv);  // (after the matmul rule)
+
 template <class Op>
   requires requires { sizeof(binary_rule<Op>); }
 struct vjp_rule<Op> {
@@ -563,6 +571,12 @@ struct vjp_rule<Op> {
     const auto& a = std::get<0>(e.children);
     const auto& b = std::get<1>(e.children);
     if constexpr (std::is_same_v<Op, prim::add_> || std::is_same_v<Op, prim::sub_>) {
+      // linear + bias on a device with a bias-gradient GEMM epilogue: one GEMM for w and b
+      if constexpr (std::is_same_v<Op, prim::add_> && is_matmul_node_v<std::remove_cvref_t<decltype(a)>>) {
+        using B = std::remove_cvref_t<decltype(b)>;
+        if constexpr (TensorType<B> && rank_of<B> == 1)
+          if (needs_grad(a) && linear_backward_fused(a, b, exact(g, e.sizes()))) return;
+      }
       // no forward value needed (computing one would recompute a GEMM under a bias add)
       if (needs_grad(a)) backprop(a, g);
       if (needs_grad(b)) {
@@ -811,53 +825,109 @@ struct vjp_rule<prim::matmul_> {
     else
       return t;
   }
-  template <class E, class G>
-  static void apply(const E& e, const G& g) {
+  /// The gradient with the vector operands' unit dims put back (the rank of the 2-D-ized product).
+  template <class A2, class B2, class GV>
+  static auto as_product_grad(const A2& a2, const B2& b2, const GV& gv) {
+    constexpr std::size_t rg = std::max(rank_of<A2>, rank_of<B2>);
+    sizes_t<rg> g2s{};
+    const auto as = a2.sizes();
+    const auto bs = b2.sizes();
+    const auto os = gv.sizes();
+    std::size_t j = 0;
+    for (; j + 2 < rg; ++j) g2s[j] = os[j];
+    g2s[rg - 2] = as[rank_of<A2> - 2];
+    g2s[rg - 1] = bs[rank_of<B2> - 1];
+    return as_sizes<rg>(gv, g2s);
+  }
+  /// Sends the left operand's gradient, g b^T (summed over the batch dims it was broadcast along);
+  /// av, bv: the operands' forward values.
+  template <class E, class GV, class AV, class BV>
+  static void send_lhs(const E& e, const GV& gv, const AV& av, const BV& bv) {
     const auto& a = std::get<0>(e.children);
-    const auto& b = std::get<1>(e.children);
-    constexpr std::size_t ra = rank_of<decltype(a)>, rb = rank_of<decltype(b)>;
-    const auto gv = exact(g, e.sizes());
-    const bool ga = needs_grad(a), gb = needs_grad(b);
-    const auto av = forward_value(a);
-    const auto bv = forward_value(b);
+    constexpr std::size_t ra = rank_of<decltype(a)>;
     const auto a2 = as_matrix_lhs(av);
     const auto b2 = as_matrix_rhs(bv);
-    // the gradient with the vector operands' unit dims put back
-    constexpr std::size_t rg = std::max(rank_of<decltype(a2)>, rank_of<decltype(b2)>);
-    sizes_t<rg> g2s{};
-    {
+    const auto g2 = as_product_grad(a2, b2, gv);
+    auto da = reduce_to<value_type_of<E>, rank_of<decltype(a2)>>(value(make_node(prim::matmul_{}, g2, b2.mT())),
+                                                                  a2.sizes());
+    backprop(a, as_sizes<ra>(da, a.sizes()));
+  }
+  /// Sends the right operand's gradient, a^T g. A 2-D right operand shared by every batch entry
+  /// (linear over a batch of sequences) gets one GEMM over the flattened batch (k = batch x rows),
+  /// not a batched GEMM summed afterwards.
+  template <class E, class GV, class AV, class BV>
+  static void send_rhs(const E& e, const GV& gv, const AV& av, const BV& bv) {
+    using T = value_type_of<E>;
+    const auto& b = std::get<1>(e.children);
+    constexpr std::size_t rb = rank_of<decltype(b)>;
+    const auto a2 = as_matrix_lhs(av);
+    const auto b2 = as_matrix_rhs(bv);
+    constexpr std::size_t ra2 = rank_of<decltype(a2)>;
+    const auto g2 = as_product_grad(a2, b2, gv);
+    if constexpr (rb == 2) {
       const auto as = a2.sizes();
-      const auto bs = b2.sizes();
-      const auto os = gv.sizes();
-      std::size_t j = 0;
-      for (; j + 2 < rg; ++j) g2s[j] = os[j];
-      g2s[rg - 2] = as[rank_of<decltype(a2)> - 2];
-      g2s[rg - 1] = bs[rank_of<decltype(b2)> - 1];
-    }
-    const auto g2 = as_sizes<rg>(gv, g2s);
-    if (ga) {
-      auto da = reduce_to<value_type_of<E>, rank_of<decltype(a2)>>(value(make_node(prim::matmul_{}, g2, b2.mT())),
-                                                                    a2.sizes());
-      backprop(a, as_sizes<ra>(da, a.sizes()));
-    }
-    if (gb) {
-      if constexpr (rb == 2 && rank_of<decltype(a2)> == 2) {
-        // a column-major B (linear's weight.t()): its gradient is computed as (g^T a)^T, a
-        // transposed view of a row-major GEMM result, which is the weight's own layout (the view's
-        // backward then takes it without a copy)
-        const auto bs = bv.sizes(), bst = bv.strides();
-        if (bs[0] > 1 && bs[1] > 1 && bst[0] == 1 && bst[1] == bs[0]) {
-          const auto dbt = value(make_node(prim::matmul_{}, g2.mT(), a2));
-          backprop(b, grad_tensor<value_type_of<E>, 2>(dbt.mT()));
-          return;
-        }
+      std::int64_t rows = 1;
+      for (std::size_t d = 0; d + 1 < ra2; ++d) rows *= as[d];
+      const auto af = as_sizes<2>(a2, sizes_t<2>{rows, as[ra2 - 1]});
+      const auto gf = as_sizes<2>(g2, sizes_t<2>{rows, b2.sizes()[1]});
+      // a column-major B (linear's weight.t()): its gradient is computed as (g^T a)^T, a
+      // transposed view of a row-major GEMM result, which is the weight's own layout (the view's
+      // backward then takes it without a copy)
+      const auto bs = bv.sizes(), bst = bv.strides();
+      if (bs[0] > 1 && bs[1] > 1 && bst[0] == 1 && bst[1] == bs[0]) {
+        const auto dbt = value(make_node(prim::matmul_{}, gf.mT(), af));
+        backprop(b, grad_tensor<T, 2>(dbt.mT()));
+      } else {
+        backprop(b, grad_tensor<T, 2>(value(make_node(prim::matmul_{}, af.mT(), gf))));
       }
-      auto db = reduce_to<value_type_of<E>, rank_of<decltype(b2)>>(value(make_node(prim::matmul_{}, a2.mT(), g2)),
-                                                                    b2.sizes());
+    } else {
+      auto db = reduce_to<T, rank_of<decltype(b2)>>(value(make_node(prim::matmul_{}, a2.mT(), g2)), b2.sizes());
       backprop(b, as_sizes<rb>(db, b.sizes()));
     }
   }
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    const auto gv = exact(g, e.sizes());
+    const bool ga = needs_grad(std::get<0>(e.children)), gb = needs_grad(std::get<1>(e.children));
+    const auto av = forward_value(std::get<0>(e.children));
+    const auto bv = forward_value(std::get<1>(e.children));
+    if (ga) send_lhs(e, gv, av, bv);
+    if (gb) send_rhs(e, gv, av, bv);
+  }
 };
+
+/// The backward of linear(x, w, b) = matmul(x, w^T) + b on a device whose backend has a GEMM with a
+/// bias-gradient epilogue (CUDA: cuBLASLt's BGRADB): w's and b's gradients from one GEMM, x's as
+/// usual. False (nothing sent) where the pattern or the device does not allow it; the caller then
+/// runs the generic rules. Not under create_graph (the epilogue's result is not an expression).
+template <class M, class Bias, class GV>
+bool linear_backward_fused(const M& mm, const Bias& bias, const GV& gv) {
+  using T = value_type_of<M>;
+  const auto& w = std::get<1>(mm.children);
+  using W = std::remove_cvref_t<decltype(w)>;
+  if constexpr (!TensorType<W> || rank_of<W> != 2 || !std::is_same_v<value_type_of<Bias>, T>) {
+    return false;
+  } else {
+    if (gv.device().is_cpu() || !is_tracked(bias) || !needs_grad(w)) return false;
+    if constexpr (TENET_AUTOGRAD >= 2)
+      if (grad_mode()) return false;
+    const auto ws = w.sizes(), wst = w.strides();  // w^T: [in, out], a transposed contiguous weight
+    if (!(ws[0] > 1 && ws[1] > 1 && wst[0] == 1 && wst[1] == ws[0])) return false;
+    const std::int64_t in = ws[0], out = ws[1];
+    const auto xv = forward_value(std::get<0>(mm.children));
+    if (xv.device() != gv.device() || xv.numel() == 0) return false;
+    const std::int64_t rows = xv.numel() / in;
+    const auto x2 = as_sizes<2>(xv, sizes_t<2>{rows, in});
+    const auto g2 = as_sizes<2>(gv, sizes_t<2>{rows, out});
+    grad_tensor<T, 2> dw(sizes_t<2>{out, in}, gv.device());
+    grad_tensor<T, 1> db(sizes_t<1>{out}, gv.device());
+    if (!linear_grad_on_device<T>(x2, g2, dw, db)) return false;
+    if (needs_grad(std::get<0>(mm.children))) vjp_rule<prim::matmul_>::send_lhs(mm, gv, xv, forward_value(w));
+    backprop(w, grad_tensor<T, 2>(dw.mT()));
+    backprop(bias, db);
+    return true;
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // indexing

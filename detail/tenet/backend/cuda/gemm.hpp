@@ -115,7 +115,14 @@ template <class T>
 inline constexpr bool lt_supported = std::is_same_v<T, float> || std::is_same_v<T, double> ||
                                      std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
 
-enum class epilogue { none, bias, bias_relu, bias_gelu_tanh };
+/// bias_grad (cuBLASLt's BGRADB): the bias pointer is an output, the sums over k of op(B), one per
+/// column of D (a linear layer's bias gradient, written by its weight-gradient GEMM).
+enum class epilogue { none, bias, bias_relu, bias_gelu_tanh, bias_grad };
+/// How many bias gradients came from a GEMM's epilogue (tests check that the fused path ran).
+inline std::atomic<std::int64_t>& bias_grad_epilogues() {
+  static std::atomic<std::int64_t> n{0};
+  return n;
+}
 
 /// Every parameter that decides cuBLASLt's algorithm choice.
 struct algo_key {
@@ -127,6 +134,7 @@ struct algo_key {
 struct lt_choice {
   cublasLtMatmulAlgo_t algo{};
   bool tuned = false;
+  bool none = false;  // cuBLASLt has no algorithm for this problem (an optional epilogue: the caller falls back)
 };
 class lt_algo_cache {
  public:
@@ -199,11 +207,13 @@ struct lt_operand {
 };
 
 /// D (m x n, column-major, ldd, stride_d) = op(A) (m x k) * op(B) (k x n) [+ bias (m), act]
-/// (+ D itself when accumulate).
+/// (+ D itself when accumulate); with epilogue::bias_grad, bias (n) = the sums of op(B) over k.
+/// With `unsupported` given, a problem cuBLASLt has no algorithm for sets it true and computes
+/// nothing (the caller takes another path) instead of throwing device_error.
 template <class T>
 void lt_matmul(int dev, std::int64_t m, std::int64_t n, std::int64_t k, const lt_operand& A, const lt_operand& B,
                T* D, std::int64_t ldd, std::int64_t stride_d, int batch, const T* bias, epilogue ep,
-               bool accumulate = false) {
+               bool accumulate = false, bool* unsupported = nullptr) {
   static_assert(lt_supported<T>);
   using L = lt_types<T>;
   auto& ctx = lt_for(dev);
@@ -228,9 +238,10 @@ void lt_matmul(int dev, std::int64_t m, std::int64_t n, std::int64_t k, const lt
   check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "TRANSA");
   check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "TRANSB");
   if (ep != epilogue::none) {
-    const cublasLtEpilogue_t e = ep == epilogue::bias        ? CUBLASLT_EPILOGUE_BIAS
-                                 : ep == epilogue::bias_relu ? CUBLASLT_EPILOGUE_RELU_BIAS
-                                                             : CUBLASLT_EPILOGUE_GELU_BIAS;
+    const cublasLtEpilogue_t e = ep == epilogue::bias             ? CUBLASLT_EPILOGUE_BIAS
+                                 : ep == epilogue::bias_relu      ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                 : ep == epilogue::bias_gelu_tanh ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                                  : CUBLASLT_EPILOGUE_BGRADB;
     check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)), "EPILOGUE");
     check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
              "BIAS_POINTER");
@@ -274,18 +285,31 @@ void lt_matmul(int dev, std::int64_t m, std::int64_t n, std::int64_t k, const lt
   };
   lt_choice choice;
   const bool cached = algo_cache().find(key, choice);
+  if (cached && choice.none) {  // (stored only for callers that take another path)
+    if (unsupported) {
+      *unsupported = true;
+      return;
+    }
+  }
   // Tuning runs the product several times into D: never for an accumulating product (D is an
   // input) nor while a CUDA graph is being captured (no timing there); such calls take the
   // heuristic's first choice.
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  const bool tune = !choice.tuned && matmul_tuning_on() && !accumulate &&
+  const bool tune = !choice.tuned && !choice.none && matmul_tuning_on() && !accumulate &&
                     cudaStreamIsCapturing(s, &capturing) == cudaSuccess && capturing == cudaStreamCaptureStatusNone;
-  if (!cached || tune) {
+  if (!cached || choice.none || tune) {
     cublasLtMatmulHeuristicResult_t results[tuning_candidates] = {};
     int found = 0;
-    check_lt(cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc, la, lb, ld, ld, pref, tune ? tuning_candidates : 1,
-                                            results, &found),
-             "cublasLtMatmulAlgoGetHeuristic");
+    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc, la, lb, ld, ld, pref,
+                                                             tune ? tuning_candidates : 1, results, &found);
+    if (unsupported && (hs != CUBLAS_STATUS_SUCCESS || found == 0)) {
+      lt_choice no;
+      no.none = true;
+      algo_cache().put(key, no);
+      *unsupported = true;
+      return;
+    }
+    check_lt(hs, "cublasLtMatmulAlgoGetHeuristic");
     if (found == 0)
       throw device_error("tenet: cuBLASLt has no algorithm for this matmul (m=" + std::to_string(m) + ", n=" +
                          std::to_string(n) + ", k=" + std::to_string(k) + ", batch=" + std::to_string(batch) + ")");
@@ -293,7 +317,12 @@ void lt_matmul(int dev, std::int64_t m, std::int64_t n, std::int64_t k, const lt
     if (tune && found > 1) choice.algo = results[fastest_algo(results, found, run, s)].algo;
     algo_cache().put(key, choice);
   }
-  check_lt(run(choice.algo), "cublasLtMatmul");
+  const cublasStatus_t rs = run(choice.algo);
+  if (unsupported && rs == CUBLAS_STATUS_NOT_SUPPORTED) {
+    *unsupported = true;
+    return;
+  }
+  check_lt(rs, "cublasLtMatmul");
 }
 
 /// The column-major reading of the last two dims of a row-major operand (rows r, cols c):
@@ -333,6 +362,36 @@ std::int64_t batch_stride(const sizes_t<NB>& bat, const sizes_t<RX>& xs, const s
     span *= bat[i];
   }
   return stride == -2 ? 0 : stride;
+}
+
+/// A linear layer's weight and bias gradients in one cuBLASLt call: dw (out x in, row-major,
+/// contiguous) = g^T x and db (out) = the column sums of g, for x (rows x in) and g (rows x out)
+/// on the device (the bias-gradient epilogue, BGRADB, on the weight-gradient GEMM). Returns false,
+/// having written nothing, where cuBLASLt offers no algorithm with that epilogue (the caller then
+/// runs the GEMM and the sum on their own).
+template <class T>
+bool linear_weight_bias_grad(const Tensor<T, dyn_shape<2>>& x, const Tensor<T, dyn_shape<2>>& g,
+                             const Tensor<T, dyn_shape<2>>& dw, const Tensor<T, dyn_shape<1>>& db) {
+  if constexpr (!lt_supported<T>) {
+    return false;
+  } else {
+    const std::int64_t rows = x.sizes()[0], in = x.sizes()[1], out = g.sizes()[1];
+    if (rows == 0 || in == 0 || out == 0 || g.sizes()[0] != rows) return false;
+    const device dev = g.device();
+    device_context ctx(dev);
+    // row-major dw (out x in) = g^T (out x rows) x (rows x in): cuBLASLt's D (in x out) =
+    // x' (in x rows) (g^T)' (rows x out), whose columns are dw's rows; op(B) = (g^T)' is summed
+    // over k = rows into db
+    const auto xv = column_major_view(rows, in, x.strides()[0], x.strides()[1]);
+    const auto gv = column_major_view(out, rows, g.strides()[1], g.strides()[0]);
+    if (!xv.ok || !gv.ok) return false;
+    bool unsupported = false;
+    lt_matmul<T>(dev.index, in, out, rows, lt_operand{x.data(), xv.trans, xv.ld, 0},
+                 lt_operand{g.data(), gv.trans, gv.ld, 0}, dw.data(), in, in * out, 1, db.data(), epilogue::bias_grad,
+                 false, &unsupported);
+    if (!unsupported) ++bias_grad_epilogues();
+    return !unsupported;
+  }
 }
 
 }  // namespace tenet::detail::cuda
