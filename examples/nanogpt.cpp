@@ -11,8 +11,10 @@
 // validation losses every 50 steps, the loss of a unigram model (the train split's character
 // frequencies, add-one smoothed) on the validation split, and a sampled continuation of a prompt.
 // It exits with 1 unless the final validation loss is below 75% of the unigram model's (a model
-// that learned nothing beyond character frequencies cannot get there). Deterministic for a seed
-// (tenet::manual_seed for the parameters and dropout, a fixed std::mt19937 for batches and sampling).
+// that learned nothing beyond character frequencies cannot get there), and also when changing the
+// last token of a window changes the logits of an earlier position (the attention must be causal).
+// Deterministic for a seed (tenet::manual_seed for the parameters and dropout, a fixed std::mt19937
+// for the batches and the sampling).
 //
 // --device cuda trains on cuda(0). CUDA code must be compiled by nvcc: examples/nanogpt_cuda.cu is
 // this program built as CUDA (TENET_CUDA=ON); the C++ build refuses --device cuda. Without a GPU
@@ -225,6 +227,23 @@ std::string generate(GPT& model, const std::string& prompt, int n, double temper
   return out;
 }
 
+/// The largest change of the logits at positions 0 .. T-2 when the last token of a validation window
+/// changes: 0 when no position attends to a later one (the causal mask works).
+double causality_leak(GPT& model, const std::vector<std::int64_t>& data, std::int64_t V, device dev) {
+  no_grad guard;
+  model.eval();
+  tokens_t x({1, block_size});
+  for (std::int64_t t = 0; t < block_size; ++t) x(0, t) = data[static_cast<std::size_t>(t)];
+  tokens_t x2 = x.clone();
+  x2(0, block_size - 1) = (x(0, block_size - 1) + 1) % V;
+  const Tensor<float, shape<dyn, dyn, dyn>> a = model(x.to(dev)).cpu(), b = model(x2.to(dev)).cpu();
+  double leak = 0;
+  for (std::int64_t t = 0; t + 1 < block_size; ++t)
+    for (std::int64_t v = 0; v < V; ++v) leak = std::max(leak, static_cast<double>(std::abs(a(0, t, v) - b(0, t, v))));
+  model.train();
+  return leak;
+}
+
 int main(int argc, char** argv) {
   std::string path = TENET_EXAMPLE_DATA_DIR "/gpl-3.0.txt";
   device dev = tenet::cpu;
@@ -333,6 +352,12 @@ int main(int argc, char** argv) {
   const std::string sample = generate(model, "This License", 240, 0.8, stoi, itos, dev);
   std::printf("--- sample (temperature 0.8) ---\n%s\n---\n", sample.c_str());
 
+  const double leak = causality_leak(model, val, V, dev);
+  std::printf("causality: changing the last token of a window changes the earlier positions' logits by %.3g\n", leak);
+  if (leak > 1e-5) {
+    std::cerr << "nanogpt: the attention sees future positions (the causal mask does not work)\n";
+    return 1;
+  }
   std::printf("final: train loss %.4f, val loss %.4f, unigram baseline %.4f (val / unigram = %.3f)\n", train_loss,
               val_loss, unigram, val_loss / unigram);
   if (!std::isfinite(val_loss) || val_loss >= 0.75 * unigram) {
