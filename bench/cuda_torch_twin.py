@@ -221,6 +221,24 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = True
     run("gemm_4096_fp32_tf32", "TFLOP/s", 2 * k ** 3 / 1e12, [("torch.mm", lambda: torch.mm(xf, yf))])
     torch.backends.cuda.matmul.allow_tf32 = False
+    del xf, yf
+    # bench/cuda_gemm.cu's last row: a linear layer's forward + backward, fp32 with TF32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    lm, lk, lo = 8192, 4096, 4096
+    xl = torch.randn(lm, lk, device=dev, requires_grad=True)
+    wl = (torch.randn(lo, lk, device=dev) * 0.02).requires_grad_()
+    bl = torch.randn(lo, device=dev, requires_grad=True)
+    gl = torch.randn(lm, lo, device=dev)
+
+    def linear_step(fn):
+        xl.grad = wl.grad = bl.grad = None
+        fn(xl, wl, bl).backward(gl)
+
+    clin = torch.compile(F.linear)
+    run("linear_fwd_bwd_8192x4096x4096_fp32_tf32", "TFLOP/s", 6 * lm * lk * lo / 1e12,
+        [("torch eager", lambda: linear_step(F.linear)), ("torch.compile", lambda: linear_step(clin))])
+    torch.backends.cuda.matmul.allow_tf32 = False
+    del xl, wl, bl, gl
 
     # bench/cuda_conv.cu: convolutions in fp32 without TF32 (cuDNN's default allows it)
     torch.backends.cudnn.allow_tf32 = False

@@ -33,7 +33,12 @@ struct cuda::memory_stats_t : detail::cuda::memory_stats_t {};
 
 inline bool cuda::is_available() { return detail::cuda::device_count() > 0; }
 inline int cuda::device_count() { return detail::cuda::device_count(); }
-inline void cuda::synchronize() { TENET_CUDA_CHECK(cudaDeviceSynchronize()); }
+inline void cuda::synchronize() {
+  TENET_CUDA_CHECK(cudaDeviceSynchronize());
+  int dev = 0;
+  TENET_CUDA_CHECK(cudaGetDevice(&dev));
+  detail::cuda::raise_device_faults(dev, nullptr, true);  // a bad index found by a kernel since the last wait
+}
 inline cuda::memory_stats_t cuda::memory_stats() { return {detail::cuda::caching_allocator::instance().stats()}; }
 inline void cuda::reset_peak_memory_stats() { detail::cuda::caching_allocator::instance().reset_peak(); }
 inline void cuda::empty_cache() { detail::cuda::caching_allocator::instance().empty_cache(); }
@@ -58,7 +63,11 @@ class cuda::stream {
   }
   stream(const stream&) = delete;
   stream& operator=(const stream&) = delete;
-  void synchronize() const { TENET_CUDA_CHECK(cudaStreamSynchronize(s_)); }
+  void synchronize() const {
+    detail::cuda::device_context ctx(dev_);
+    TENET_CUDA_CHECK(cudaStreamSynchronize(s_));
+    detail::cuda::raise_device_faults(dev_.index, s_, false);
+  }
   /// True when all work queued on the stream is done.
   bool query() const {
     const cudaError_t e = cudaStreamQuery(s_);

@@ -250,30 +250,60 @@ TEST_CASE("cuda ops: gather / scatter / scatter_add / scatter_reduce / index_sel
               Tensor<float, dyn_shape<2>>(index_fill<1>(x, rows.narrow<0>(0, 2) % 8, -1.5f)));
 }
 
-TEST_CASE("cuda ops: out-of-range indices are index_error, and the device stays usable") {
+// A bad index is found by the kernel without a synchronization; the index_error comes at the next
+// wait for the device (here the copy to the host), naming the op, the value, the dim and its size.
+TEST_CASE("cuda ops: out-of-range indices are index_error at the next wait, and the device stays usable") {
   using F2 = Tensor<float, dyn_shape<2>>;
   auto x = randn<float, dyn_shape<2>>(10, 6).to(gpu);
   I2 bad = randint<std::int64_t, dyn_shape<2>>(0, 6, 10, 4);
   bad.data()[17] = 6;
-  CHECK_THROWS_AS(F2(gather<1>(x, bad.to(gpu))), index_error);
+  const I2 hi = bad.to(gpu);
   bad.data()[17] = -1;
-  CHECK_THROWS_AS(F2(gather<1>(x, bad.to(gpu))), index_error);
-  CHECK_THROWS_AS(F2(scatter<1>(x, bad.to(gpu), x)), index_error);
-  CHECK_THROWS_AS(F2(scatter_add<1>(x, bad.to(gpu), x)), index_error);
-  CHECK_THROWS_AS(F2(scatter_reduce<1, scatter_reduction::mean>(x, bad.to(gpu), x)), index_error);
+  const I2 lo = bad.to(gpu);
+  CHECK_THROWS_AS(F2(gather<1>(x, hi)).cpu(), index_error);
+  CHECK_THROWS_AS(F2(gather<1>(x, lo)).cpu(), index_error);
+  CHECK_THROWS_AS(F2(scatter<1>(x, lo, x)).cpu(), index_error);
+  CHECK_THROWS_AS(F2(scatter_add<1>(x, lo, x)).cpu(), index_error);
+  CHECK_THROWS_AS(F2(scatter_reduce<1, scatter_reduction::mean>(x, lo, x)).cpu(), index_error);
   I1 sel = randint<std::int64_t, dyn_shape<1>>(0, 10, 5);
   sel.data()[3] = 10;
-  CHECK_THROWS_AS(F2(index_select<0>(x, sel.to(gpu))), index_error);
+  const I1 sel_g = sel.to(gpu);
+  CHECK_THROWS_AS(F2(index_select<0>(x, sel_g)).cpu(), index_error);
   using F3 = Tensor<float, dyn_shape<3>>;
-  CHECK_THROWS_AS(F3(embedding(bad.to(gpu), x)), index_error);
+  CHECK_THROWS_AS(F3(embedding(lo, x)).cpu(), index_error);
+  // the message, raised by the wait (cuda::synchronize), not by the launch
+  F2 y;
+  CHECK_NOTHROW(y = gather<1>(x, hi));
+  bool raised = false;
   try {
-    F2 y = gather<1>(x, bad.to(gpu));
+    tenet::cuda::synchronize();
   } catch (const index_error& e) {
-    CHECK(std::string(e.what()).find("out of bounds for dim 1 with size 6") != std::string::npos);
+    raised = true;
+    const std::string m = e.what();
+    INFO(m);
+    CHECK(m.find("gather: index 6 is out of bounds for dim 1 with size 6") != std::string::npos);
+    CHECK(m.find("first wait for cuda:0") != std::string::npos);
   }
-  // no sticky device fault: later work runs
-  auto y = randn<float, dyn_shape<2>>(10, 6);
-  check_close(F2(y.to(gpu) * 2.0f), F2(y * 2.0f), 0.0, 0.0);
+  CHECK(raised);
+  CHECK_NOTHROW(tenet::cuda::synchronize());  // reported once
+  // a scatter's name and a negative value; raised by a stream's synchronize()
+  {
+    tenet::cuda::stream st(gpu);
+    const tenet::cuda::stream_guard on(st);
+    F2 z = scatter_add<1>(x, lo, x);
+    try {
+      st.synchronize();
+      FAIL("no index_error");
+    } catch (const index_error& e) {
+      CHECK(std::string(e.what()).find("index -1 is out of bounds for dim 1 with size 6") != std::string::npos);
+      CHECK(std::string(e.what()).find("scatter_add") != std::string::npos);
+    }
+  }
+  // good indices after a fault: no error, right values (no sticky device fault)
+  const I2 good = randint<std::int64_t, dyn_shape<2>>(0, 6, 10, 4);
+  check_equal(F2(gather<1>(x, good.to(gpu))), F2(gather<1>(x.cpu(), good)));
+  auto w = randn<float, dyn_shape<2>>(10, 6);
+  check_close(F2(w.to(gpu) * 2.0f), F2(w * 2.0f), 0.0, 0.0);
   tenet::cuda::synchronize();
 }
 

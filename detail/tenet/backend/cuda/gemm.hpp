@@ -123,6 +123,12 @@ inline std::atomic<std::int64_t>& bias_grad_epilogues() {
   static std::atomic<std::int64_t> n{0};
   return n;
 }
+/// Whether linear's backward may use it (on by default; off: the GEMM and a separate sum, for A/B
+/// measurements).
+inline std::atomic<bool>& bias_grad_epilogue_enabled() {
+  static std::atomic<bool> on{true};
+  return on;
+}
 
 /// Every parameter that decides cuBLASLt's algorithm choice.
 struct algo_key {
@@ -376,7 +382,7 @@ bool linear_weight_bias_grad(const Tensor<T, dyn_shape<2>>& x, const Tensor<T, d
     return false;
   } else {
     const std::int64_t rows = x.sizes()[0], in = x.sizes()[1], out = g.sizes()[1];
-    if (rows == 0 || in == 0 || out == 0 || g.sizes()[0] != rows) return false;
+    if (rows == 0 || in == 0 || out == 0 || g.sizes()[0] != rows || !bias_grad_epilogue_enabled()) return false;
     const device dev = g.device();
     device_context ctx(dev);
     // row-major dw (out x in) = g^T (out x rows) x (rows x in): cuBLASLt's D (in x out) =

@@ -19,9 +19,10 @@
 //   expression's leaves (the captured weights' pointers, sizes, strides), scalars and op
 //   parameters are compared with the captured ones; a difference re-captures. A change of the
 //   autocast state or of set_allow_tf32 records the class again.
-// - What cannot be captured (something that synchronizes: gather / scatter's bad-index check, a
-//   host copy; an allocation sequence that differs from the recording; a graph break) makes the
-//   class run eagerly from then on, with the reason in explain().
+// - What cannot be captured (something that synchronizes: a host copy; an allocation sequence
+//   that differs from the recording; a graph break) makes the class run eagerly from then on, with
+//   the reason in explain(). gather / scatter are captured: their bad-index check writes the
+//   device's fault record, which the host reads at its next wait (runtime.hpp).
 // - max_autotune: on the first call the pointwise kernels' launch configuration (threads per
 //   block x blocks per SM of the grid-stride grid) is timed with events over the candidates; the
 //   fastest is used for the capture; the GEMMs of that call are tuned (matmul_tuning_scope:
@@ -315,6 +316,7 @@ class graph_class final : public device_class_state {
         }
         ++st.graph_captures;
       }
+      note_graph_launch(dev_.index, s);  // a captured gather / scatter reports bad indices at the next wait
       TENET_CUDA_CHECK(cudaGraphLaunch(exec_, s));
       ++launches_;
       ++st.graph_launches;

@@ -16,10 +16,12 @@
 // of fp32 / fp64 / int32 / int64 with fewer fibers than 256 per SM and fibers of >= 64 positions
 // uses atomicAdd over every index element instead (the order of float additions is not fixed
 // there, as in torch's CUDA scatter_add).
-// Bounds: every index is checked on the device; a bad one is recorded in a small device buffer
-// (the first thread to find one wins), its fiber (scatter) or element (gather) is not written, and
-// the host reads the buffer after the kernel and throws index_error naming the value, the dim and
-// its size. Reading it back synchronizes the stream once per gather / scatter.
+// Bounds: every index is checked on the device; a bad one is recorded in the device's fault record
+// (runtime.hpp; the first thread to find one wins) and its fiber (scatter) or element (gather) is
+// not written. The host reads the record at its next wait for the device (a copy to or from the
+// host, cuda::synchronize(), a stream's synchronize()) and throws index_error there, naming the
+// op, the value, the dim and its size: no synchronization per gather / scatter, and a CUDA graph
+// may hold them.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -33,33 +35,29 @@
 
 namespace tenet::detail::cuda {
 
-/// The bad-index slot: flag (0: none) and the value.
+/// Where a kernel reports a bad index: the device's fault record (runtime.hpp), with what the
+/// host needs for the message.
 struct index_fault {
-  unsigned long long* slot;  // [flag, value]
+  fault_record* rec;
+  unsigned long long dim, size;
+  const char* op;
   __device__ TENET_INLINE void note(std::int64_t v) const {
-    if (atomicCAS(slot, 0ull, 1ull) == 0ull) slot[1] = static_cast<unsigned long long>(v);
+    if (atomicCAS(&rec->flag, 0ull, 1ull) == 0ull) {
+      rec->value = static_cast<unsigned long long>(v);
+      rec->dim = dim;
+      rec->size = size;
+      rec->op = op;
+    }
   }
 };
 
-/// A device buffer for index_fault, zeroed on the current stream.
+/// The fault record for one gather / scatter launch (no synchronization: the host raises the
+/// index_error at its next wait for the device).
 struct fault_buffer {
-  Tensor<std::int64_t, dyn_shape<1>> buf;
-  explicit fault_buffer(device dev) : buf({2}, dev) {
-    TENET_CUDA_CHECK(cudaMemsetAsync(buf.data(), 0, 2 * sizeof(std::int64_t), current_stream()));
-  }
-  index_fault slot() const { return {reinterpret_cast<unsigned long long*>(buf.data())}; }
-  /// Waits for the stream; index_error when a kernel recorded a bad index.
-  void throw_if_any(const char* op, std::size_t dim, std::int64_t size) const {
-    if (capturing_graph())
-      throw device_error(std::string("tenet: ") + op + " checks its indices by reading a flag back to the host (a stream "
-                         "synchronization), which a CUDA graph capture cannot contain");
-    std::int64_t h[2] = {0, 0};
-    TENET_CUDA_CHECK(cudaMemcpyAsync(h, buf.data(), sizeof h, cudaMemcpyDeviceToHost, current_stream()));
-    TENET_CUDA_CHECK(cudaStreamSynchronize(current_stream()));
-    if (h[0] != 0)
-      throw index_error(std::string("tenet: ") + op + ": index " + std::to_string(h[1]) + " is out of bounds for dim " +
-                        std::to_string(dim) + " with size " + std::to_string(size) + " (indices must be in [0, " +
-                        std::to_string(size) + "))");
+  fault_record* rec;
+  explicit fault_buffer(device dev) : rec(fault_record_for_launch(dev.index)) {}
+  index_fault slot(const char* op, std::size_t dim, std::int64_t size) const {
+    return {rec, static_cast<unsigned long long>(dim), static_cast<unsigned long long>(size), op};
   }
 };
 
@@ -152,16 +150,15 @@ void run_gather(const Tensor<T, SO>& out, const Tensor<T, SX>& x, const Tensor<I
         if ((L.xs[k] * static_cast<std::int64_t>(sizeof(T))) % 16 != 0) vec = false;
       const std::int64_t rows = total / len;
       gather_rows_kernel<T, I, R><<<grid_for(rows * 32, 256, dev.index), 256, 0, current_stream()>>>(
-          out.data(), x.data(), idx.data(), L, rows, len, vec, fb.slot());
+          out.data(), x.data(), idx.data(), L, rows, len, vec, fb.slot("gather", d, L.n));
       check_launch("the gather kernel launch");
-      fb.throw_if_any("gather", d, L.n);
       return;
     }
   }
   gather_kernel<T, I, R><<<grid_for(total, 256, dev.index), 256, 0, current_stream()>>>(out.data(), x.data(), idx.data(),
-                                                                                       L, total, fb.slot());
+                                                                                       L, total,
+                                                                                       fb.slot("gather", d, L.n));
   check_launch("the gather kernel launch");
-  fb.throw_if_any("gather", d, L.n);
 }
 
 /// The combination of scatter Op on the device (as backend/cpu/indexing.hpp's scatter_combine).
@@ -310,6 +307,7 @@ void run_scatter(const Tensor<T, SO>& out, const Tensor<I, SI>& idx, const Tenso
   else if constexpr (Op == prim::scatter_op::amin) ident = prim::amin_kind::identity<C>();
   const bool reset = Op != prim::scatter_op::replace && !include_self;
   const fault_buffer fb(dev);
+  const char* op_name = prim::scatter_<0, Op>::name.data();
   constexpr bool atomic_ok = Op == prim::scatter_op::sum &&
                              (std::is_same_v<T, float> || std::is_same_v<T, double> ||
                               std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>);
@@ -317,22 +315,20 @@ void run_scatter(const Tensor<T, SO>& out, const Tensor<I, SI>& idx, const Tenso
     // few fibers for the card and long ones: atomics over every index element instead
     if (!reset && fibers < static_cast<std::int64_t>(sm_count(dev.index)) * 256 && len >= 64) {
       scatter_add_atomic_kernel<T, I, R><<<grid_for(fibers * len, 256, dev.index), 256, 0, s>>>(
-          out.data(), idx.data(), src.data(), L, nullptr, fibers * len, fb.slot());
+          out.data(), idx.data(), src.data(), L, nullptr, fibers * len, fb.slot(op_name, d, n));
       check_launch("the scatter_add kernel launch");
-      fb.throw_if_any(prim::scatter_<0, Op>::name.data(), d, n);
       return;
     }
   }
   scatter_kernel<Op, T, I, R><<<grid_for(fibers, 128, dev.index), 128, 0, s>>>(
       out.data(), idx.data(), src.data(), mean ? count.data() : nullptr, L, fibers, reset, static_cast<T>(ident),
-      fb.slot());
+      fb.slot(op_name, d, n));
   check_launch("the scatter kernel launch");
   if constexpr (mean) {
     scatter_mean_kernel<T><<<grid_for(out.numel(), 256, dev.index), 256, 0, s>>>(out.data(), count.data(), out.numel(),
                                                                                  include_self);
     check_launch("the scatter mean kernel launch");
   }
-  fb.throw_if_any(prim::scatter_<0, Op>::name.data(), d, n);
 }
 
 }  // namespace tenet::detail::cuda

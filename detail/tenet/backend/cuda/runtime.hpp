@@ -112,6 +112,90 @@ inline bool& capturing_graph() {
   return b;
 }
 
+// --- device faults ----------------------------------------------------------------------------
+/// What a kernel found wrong without stopping the stream (a gather / scatter index out of range):
+/// the first fault on a device, written by the kernel thread that found it. The host reads the
+/// record at its next wait on the device (raise_device_faults: every copy between host and device,
+/// tenet::cuda::synchronize(), a tenet::cuda::stream's synchronize()) and throws index_error
+/// there, so checking indices costs no synchronization of its own and can be captured in a CUDA
+/// graph. (PyTorch's CUDA kernels stop at a device-side assert, after which the process's CUDA
+/// context is unusable; here the device stays usable.)
+struct fault_record {
+  unsigned long long flag, value, dim, size;
+  const char* op;  // a host string with static storage, passed through the kernel's arguments
+};
+struct fault_log {
+  fault_record* rec = nullptr;  // device memory, zero when no fault is recorded
+  bool pending = false;         // a launch may have written rec since a read found it clear
+  cudaStream_t stream = nullptr;  // the stream of the launches since then (when `mixed` is false)
+  bool mixed = false;             // launches on more than one stream since then
+};
+inline std::mutex& fault_mutex() {
+  static std::mutex m;
+  return m;
+}
+inline fault_log& fault_log_of(int dev) {  // (under fault_mutex)
+  static auto* logs = new std::unordered_map<int, fault_log>;
+  return (*logs)[dev];
+}
+/// Notes that a launch on stream s may write f's record (under fault_mutex).
+inline void note_fault_launch_locked(fault_log& f, cudaStream_t s) {
+  if (f.pending && f.stream != s) f.mixed = true;
+  if (!f.pending) f.stream = s, f.mixed = false;
+  f.pending = true;
+}
+/// The record kernels launched on the current device and stream report faults to.
+inline fault_record* fault_record_for_launch(int dev) {
+  std::lock_guard<std::mutex> lock(fault_mutex());
+  fault_log& f = fault_log_of(dev);
+  if (!f.rec) {
+    if (capturing_graph())
+      throw device_error("tenet: the first gather / scatter on cuda:" + std::to_string(dev) +
+                         " allocates the device's fault record, which a CUDA graph capture cannot contain");
+    void* p = nullptr;
+    TENET_CUDA_CHECK(cudaMalloc(&p, sizeof(fault_record)));
+    TENET_CUDA_CHECK(cudaMemset(p, 0, sizeof(fault_record)));
+    f.rec = static_cast<fault_record*>(p);
+  }
+  note_fault_launch_locked(f, current_stream());
+  return f.rec;
+}
+/// A CUDA graph launched on stream s may hold kernels that report faults (graph.hpp): the next
+/// wait reads the record (when the device has one).
+inline void note_graph_launch(int dev, cudaStream_t s) {
+  std::lock_guard<std::mutex> lock(fault_mutex());
+  fault_log& f = fault_log_of(dev);
+  if (f.rec) note_fault_launch_locked(f, s);
+}
+/// Called after a wait for stream s of device dev (the device current), or for all its streams:
+/// throws the index_error a kernel recorded since the last read, and clears the record. Free when
+/// no launch could have recorded one.
+inline void raise_device_faults(int dev, cudaStream_t s, bool all_streams) {
+  fault_record h{};
+  {
+    std::lock_guard<std::mutex> lock(fault_mutex());
+    fault_log& f = fault_log_of(dev);
+    if (!f.pending) return;
+    TENET_CUDA_CHECK(cudaMemcpyAsync(&h, f.rec, sizeof h, cudaMemcpyDeviceToHost, s));
+    TENET_CUDA_CHECK(cudaStreamSynchronize(s));
+    // the launches since the last clear read have all finished: after a device-wide wait, or a
+    // wait for the one stream they ran on
+    const bool all_done = all_streams || (!f.mixed && f.stream == s);
+    if (h.flag != 0) {
+      TENET_CUDA_CHECK(cudaMemsetAsync(f.rec, 0, sizeof h, s));
+      TENET_CUDA_CHECK(cudaStreamSynchronize(s));
+    }
+    if (all_done) f.pending = false;
+    if (h.flag == 0) return;
+  }
+  const std::string size = std::to_string(h.size);
+  throw index_error(std::string("tenet: ") + (h.op ? h.op : "an indexing kernel") + ": index " +
+                    std::to_string(static_cast<long long>(h.value)) + " is out of bounds for dim " +
+                    std::to_string(h.dim) + " with size " + size + " (indices must be in [0, " + size +
+                    ")); reported at the first wait for cuda:" + std::to_string(dev) +
+                    " after that kernel (CUDA kernels run asynchronously)");
+}
+
 struct memory_stats_t {
   std::size_t allocated = 0;       ///< bytes in live tensors (rounded to the size class)
   std::size_t reserved = 0;        ///< bytes obtained from cudaMalloc and not yet returned
@@ -268,6 +352,7 @@ inline void hook_copy(void* dst, device dd, const void* src, device sd, std::siz
   const cudaStream_t s = current_stream();
   TENET_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s));
   TENET_CUDA_CHECK(cudaStreamSynchronize(s));
+  raise_device_faults(on.index, s, false);
 }
 inline void pinned_release(void* p, std::size_t, device) noexcept { (void)cudaFreeHost(p); }
 
