@@ -53,10 +53,17 @@ inline double clip_grad_norm_(const std::vector<tensor_ref>& params, double max_
     if (!d.is_cpu()) {
       acc = detail::norm_partial_on_device(d, g, n, norm_type, inf);  // (autograd/device.hpp)
     } else {
-      for (std::int64_t i = 0; i < n; ++i) {
-        const double a = std::abs(static_cast<double>(g[i]));
-        if (inf) acc = std::isnan(a) || std::isnan(acc) ? NAN : std::max(acc, a);
-        else acc += std::pow(a, norm_type);
+      if (norm_type == 2.0) {  // the usual case: a * a (std::pow is a libm call per element)
+        for (std::int64_t i = 0; i < n; ++i) {
+          const double a = static_cast<double>(g[i]);
+          acc += a * a;
+        }
+      } else {
+        for (std::int64_t i = 0; i < n; ++i) {
+          const double a = std::abs(static_cast<double>(g[i]));
+          if (inf) acc = std::isnan(a) || std::isnan(acc) ? NAN : std::max(acc, a);
+          else acc += std::pow(a, norm_type);
+        }
       }
     }
     norms.push_back(inf ? acc : std::pow(acc, 1.0 / norm_type));
