@@ -86,3 +86,35 @@ TEST_CASE("cuda autograd: embedding with padding_idx sends no gradient to the pa
   const M<float> gh = g.cpu();
   for (std::int64_t j = 0; j < 5; ++j) CHECK(gh(3, j) == 0.0f);
 }
+
+// t.to(device) is differentiable (as torch's .to): the copy's gradient goes back to the source's
+// device, through any number of moves; a detached copy is not tracked.
+TEST_CASE("cuda autograd: t.to(device) and t.cpu() pass gradients back across devices") {
+  manual_seed(17);
+  const M<double> w0 = randn<double, dyn_shape<2>>(7, 5), y0 = randn<double, dyn_shape<2>>(7, 5);
+  // a CPU leaf used on the GPU
+  auto w = leaf(w0, tenet::cpu);
+  const M<double> wg = w.to(gpu);
+  CHECK(wg.requires_grad());
+  CHECK_FALSE(wg.is_leaf());
+  S0<double> loss = sum(wg * wg * y0.to(gpu));
+  loss.backward();
+  REQUIRE(w.grad().defined());
+  CHECK(w.grad().device().is_cpu());
+  const M<double> expect = w0 * y0 * 2.0;
+  for (std::int64_t i = 0; i < expect.numel(); ++i) CHECK(std::abs(w.grad().data()[i] - expect.data()[i]) < 1e-12);
+  // a GPU leaf used on the CPU, and a round trip (GPU -> CPU -> GPU), a transposed (non-contiguous) source
+  auto v = leaf(w0, gpu);
+  S0<double> l2 = sum(v.t().cpu() * y0.t()) + sum(v.cpu().to(gpu) * 3.0);
+  l2.backward();
+  REQUIRE(v.grad().defined());
+  CHECK(v.grad().device() == gpu);
+  const M<double> vg = v.grad().cpu();
+  for (std::int64_t i = 0; i < vg.numel(); ++i) CHECK(std::abs(vg.data()[i] - (y0.data()[i] + 3.0)) < 1e-12);
+  // detach() and no_grad: nothing recorded
+  CHECK_FALSE(v.detach().cpu().requires_grad());
+  {
+    no_grad off;
+    CHECK_FALSE(v.cpu().requires_grad());
+  }
+}

@@ -478,6 +478,40 @@ struct view_node final : grad_node {
   std::any tangent(jvp_context& ctx) const override;
 };
 
+/// The node of `t.to(device)` for a tracked t (PyTorch's .to is differentiable): the copy's
+/// gradient goes back to t's device, its tangent forward to the copy's (jvp.hpp). Under
+/// create_graph the copy back records a node of the same type, so any order works.
+template <class T, std::size_t R>
+struct to_device_node final : grad_node {
+  device from = tenet::cpu, to = tenet::cpu;
+  sizes_t<R> sizes{};
+  void apply(const std::any& g) override {
+    push(inputs[0], std::any_cast<const grad_tensor<T, R>&>(g).to(from));
+  }
+  void release() override {}
+  std::string name() const override { return "to(" + to.str() + ")"; }
+  std::any tangent(jvp_context& ctx) const override;
+};
+
+template <class T, class S>
+void on_to_device(const Tensor<T, S>& src, Tensor<T, S>& copy) {
+  if constexpr (is_autograd_dtype<T>) {
+    if (!grad_mode() || !is_tracked(src)) return;
+    auto n = std::make_shared<to_device_node<T, S::rank>>();
+    n->from = src.device();
+    n->to = copy.device();
+    n->sizes = src.sizes();
+    n->inputs.push_back(src.autograd_meta());
+    auto m = std::make_shared<meta>();
+    m->requires_grad = true;
+    m->grad_fn = std::move(n);
+    copy.set_autograd_meta(std::move(m));
+  } else {
+    (void)src;
+    (void)copy;
+  }
+}
+
 template <class T, class S, class S2>
 void on_view(const Tensor<T, S>& base, Tensor<T, S2>& view) {
   if constexpr (is_autograd_dtype<T>) {  // else: nothing to record (and no view_node<T> to compile)

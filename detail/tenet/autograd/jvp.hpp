@@ -230,6 +230,11 @@ std::any relayout_node<T, RI, RO>::tangent(jvp_context& ctx) const {  // linear:
   return std::any(view_backward<T, RO, RI>(ti, isizes, istrides, ioffset, osizes, ostrides, ooffset));
 }
 
+template <class T, std::size_t R>
+std::any to_device_node<T, R>::tangent(jvp_context& ctx) const {  // linear: the copy of the tangent
+  return std::any(grad_tensor<T, R>(meta_tangent<T, R>(inputs[0], sizes, ctx).to(to)));
+}
+
 template <class T, std::size_t Rg, std::size_t R>
 std::any sum_to_node<T, Rg, R>::tangent(jvp_context& ctx) const {  // linear: the sum of the tangent
   return std::any(reduce_to<T, R>(meta_tangent<T, Rg>(inputs[0], from, ctx), to));

@@ -48,6 +48,7 @@ Tensor<T, S> Tensor<T, S>::to(tenet::device d) const {
   const Tensor src = contiguous();
   Tensor out(sizes_, d);
   detail::copy_bytes(out.storage_->data, d, src.data(), src.device(), static_cast<std::size_t>(numel()) * sizeof(T));
+  if (ag_) detail::ag::on_to_device(*this, out);  // differentiable, as torch's .to
   return out;
 }
 
