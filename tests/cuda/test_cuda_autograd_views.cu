@@ -105,7 +105,7 @@ TEST_CASE("cuda autograd: t.to(device) and t.cpu() pass gradients back across de
   for (std::int64_t i = 0; i < expect.numel(); ++i) CHECK(std::abs(w.grad().data()[i] - expect.data()[i]) < 1e-12);
   // a GPU leaf used on the CPU, and a round trip (GPU -> CPU -> GPU), a transposed (non-contiguous) source
   auto v = leaf(w0, gpu);
-  S0<double> l2 = sum(v.t().cpu() * y0.t()) + sum(v.cpu().to(gpu) * 3.0);
+  S0<double> l2 = S0<double>(sum(v.t().cpu() * y0.t())).to(gpu) + sum(v.cpu().to(gpu) * 3.0);
   l2.backward();
   REQUIRE(v.grad().defined());
   CHECK(v.grad().device() == gpu);
