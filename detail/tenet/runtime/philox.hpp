@@ -245,21 +245,23 @@ TENET_HOST_DEVICE constexpr std::uint64_t philox_block_of(std::int64_t k, unsign
   return words_per_element == 1 ? static_cast<std::uint64_t>(k) / 4 : static_cast<std::uint64_t>(k) / 2;
 }
 
+/// The [0, 1) value of a one-word kind T from its word (rand, dropout's mask): the general
+/// path's value without double arithmetic (slow on GPUs): `bits` <= 24 bits times a power of two
+/// is exact in float and in T, and fma(1, u, 0) = u < 1.
+template <class T>
+TENET_HOST_DEVICE T uniform01_from_word(std::uint32_t w) {
+  constexpr int bits = uniform_random_bits<T>();
+  const float u = static_cast<float>(w >> (32 - bits)) * (1.0f / static_cast<float>(std::uint32_t{1} << bits));
+  if constexpr (std::is_arithmetic_v<T>)
+    return static_cast<T>(u);
+  else
+    return T(u);
+}
+
 template <class T>
 TENET_HOST_DEVICE T uniform_element(const uint4x32& block, std::int64_t k, double low, double high) {
   if constexpr (!random_uses_double<T>) {
-    if (low == 0.0 && high == 1.0) {
-      // [0, 1) (rand, dropout's mask): the general path's value without double arithmetic (slow
-      // on GPUs): `bits` <= 24 bits times a power of two is exact in float and in T, and
-      // fma(1, u, 0) = u < 1
-      constexpr int bits = uniform_random_bits<T>();
-      const float u = static_cast<float>(block[static_cast<int>(k & 3)] >> (32 - bits)) *
-                      (1.0f / static_cast<float>(std::uint32_t{1} << bits));
-      if constexpr (std::is_arithmetic_v<T>)
-        return static_cast<T>(u);
-      else
-        return T(u);
-    }
+    if (low == 0.0 && high == 1.0) return uniform01_from_word<T>(block[static_cast<int>(k & 3)]);
   }
   double u;
   if constexpr (random_uses_double<T>) {

@@ -5,7 +5,6 @@
 // threads in chunks of whole Philox blocks (the values do not depend on the split).
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
 #include <omp.h>
 
@@ -63,22 +62,12 @@ template <class T>
 void fill_uniform01_batched(T* out, std::int64_t begin, std::int64_t end, std::uint64_t seed, std::uint64_t offset) {
   std::int64_t k = begin;
   if constexpr (uniform_words_per_element<T>() == 1) {
-    // uniform_element's [0, 1) formula for one-word kinds: `bits` random bits times 2^-bits,
-    // exact in float and in T
-    constexpr int bits = uniform_random_bits<T>();
-    constexpr float scale = 1.0f / static_cast<float>(std::uint32_t{1} << bits);
     constexpr std::int64_t per_batch = 4 * philox_lanes;
     std::uint32_t w[per_batch];
     for (; k + per_batch <= end; k += per_batch) {
       philox_blocks(seed, offset, static_cast<std::uint64_t>(k) / 4, w);
       T* o = out + (k - begin);
-      for (int e = 0; e < per_batch; ++e) {
-        const float u = static_cast<float>(w[e] >> (32 - bits)) * scale;
-        if constexpr (std::is_arithmetic_v<T>)
-          o[e] = static_cast<T>(u);
-        else
-          o[e] = T(u);
-      }
+      for (int e = 0; e < per_batch; ++e) o[e] = uniform01_from_word<T>(w[e]);
     }
   }
   if (k < end) fill_uniform_range(out + (k - begin), k, end, seed, offset);
