@@ -478,6 +478,15 @@ struct view_node final : grad_node {
   std::any tangent(jvp_context& ctx) const override;
 };
 
+/// Makes out the output of node n (its inputs set): a non-leaf that requires grad.
+template <class T, class S>
+void set_grad_fn(Tensor<T, S>& out, std::shared_ptr<grad_node> n) {
+  auto m = std::make_shared<meta>();
+  m->requires_grad = true;
+  m->grad_fn = std::move(n);
+  out.set_autograd_meta(std::move(m));
+}
+
 /// The node of `t.to(device)` for a tracked t (PyTorch's .to is differentiable): the copy's
 /// gradient goes back to t's device, its tangent forward to the copy's (jvp.hpp). Under
 /// create_graph the copy back records a node of the same type, so any order works.
@@ -502,10 +511,7 @@ void on_to_device(const Tensor<T, S>& src, Tensor<T, S>& copy) {
     n->to = copy.device();
     n->sizes = src.sizes();
     n->inputs.push_back(src.autograd_meta());
-    auto m = std::make_shared<meta>();
-    m->requires_grad = true;
-    m->grad_fn = std::move(n);
-    copy.set_autograd_meta(std::move(m));
+    set_grad_fn(copy, std::move(n));
   } else {
     (void)src;
     (void)copy;
@@ -524,10 +530,7 @@ void on_view(const Tensor<T, S>& base, Tensor<T, S2>& view) {
     n->vstrides = view.strides();
     n->voffset = view.offset();
     n->inputs.push_back(base.autograd_meta());
-    auto m = std::make_shared<meta>();
-    m->requires_grad = true;
-    m->grad_fn = std::move(n);
-    view.set_autograd_meta(std::move(m));
+    set_grad_fn(view, std::move(n));
   } else {
     (void)base;
     (void)view;

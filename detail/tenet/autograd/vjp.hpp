@@ -553,6 +553,12 @@ TENET_BINARY_RULE(atan2, pw::mul(g, pw::div(b, pw::add(pw::mul(a, a), pw::mul(b,
                   pw::mul(g, pw::div(pw::neg(a), pw::add(pw::mul(a, a), pw::mul(b, b)))))
 #undef TENET_BINARY_RULE
 
+/// True for a 2-D operand that is the transpose of a contiguous matrix (linear's weight.t()): its
+/// gradient is computed in the weight's own layout.
+inline bool is_transposed_contiguous(const sizes_t<2>& sizes, const sizes_t<2>& strides) {
+  return sizes[0] > 1 && sizes[1] > 1 && strides[0] == 1 && strides[1] == sizes[0];
+}
+
 template <class E>
 inline constexpr bool is_matmul_node_v = false;
 template <class A, class B>
@@ -873,8 +879,7 @@ struct vjp_rule<prim::matmul_> {
       // a column-major B (linear's weight.t()): its gradient is computed as (g^T a)^T, a
       // transposed view of a row-major GEMM result, which is the weight's own layout (the view's
       // backward then takes it without a copy)
-      const auto bs = bv.sizes(), bst = bv.strides();
-      if (bs[0] > 1 && bs[1] > 1 && bst[0] == 1 && bst[1] == bs[0]) {
+      if (is_transposed_contiguous(bv.sizes(), bv.strides())) {
         const auto dbt = value(make_node(prim::matmul_{}, gf.mT(), af));
         backprop(b, grad_tensor<T, 2>(dbt.mT()));
       } else {
@@ -911,9 +916,8 @@ bool linear_backward_fused(const M& mm, const Bias& bias, const GV& gv) {
     if (gv.device().is_cpu() || !is_tracked(bias) || !needs_grad(w)) return false;
     if constexpr (TENET_AUTOGRAD >= 2)
       if (grad_mode()) return false;
-    const auto ws = w.sizes(), wst = w.strides();  // w^T: [in, out], a transposed contiguous weight
-    if (!(ws[0] > 1 && ws[1] > 1 && wst[0] == 1 && wst[1] == ws[0])) return false;
-    const std::int64_t in = ws[0], out = ws[1];
+    if (!is_transposed_contiguous(w.sizes(), w.strides())) return false;  // w^T: [in, out]
+    const std::int64_t in = w.sizes()[0], out = w.sizes()[1];
     const auto xv = forward_value(std::get<0>(mm.children));
     if (xv.device() != gv.device() || xv.numel() == 0) return false;
     const std::int64_t rows = xv.numel() / in;
