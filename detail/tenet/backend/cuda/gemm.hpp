@@ -291,11 +291,9 @@ void lt_matmul(int dev, std::int64_t m, std::int64_t n, std::int64_t k, const lt
   };
   lt_choice choice;
   const bool cached = algo_cache().find(key, choice);
-  if (cached && choice.none) {  // (stored only for callers that take another path)
-    if (unsupported) {
-      *unsupported = true;
-      return;
-    }
+  if (cached && choice.none && unsupported) {  // (stored only for callers that take another path)
+    *unsupported = true;
+    return;
   }
   // Tuning runs the product several times into D: never for an accumulating product (D is an
   // input) nor while a CUDA graph is being captured (no timing there); such calls take the
