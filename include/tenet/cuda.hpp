@@ -113,9 +113,19 @@ class cuda::event {
   event(const event&) = delete;
   event& operator=(const event&) = delete;
   /// Records on the current stream (or on s).
-  void record() { TENET_CUDA_CHECK(cudaEventRecord(e_, detail::cuda::current_stream())); }
-  void record(const stream& s) { TENET_CUDA_CHECK(cudaEventRecord(e_, s.native())); }
-  void synchronize() const { TENET_CUDA_CHECK(cudaEventSynchronize(e_)); }
+  void record() { record_on(detail::cuda::current_stream()); }
+  void record(const stream& s) { record_on(s.native()); }
+  /// Waits for the work recorded before the event; then, as the other waits do, throws the error
+  /// a kernel recorded in the device's fault record (a bad gather / scatter index, an integer
+  /// division by zero). Reading the record waits for the whole recording stream, and only when a
+  /// kernel that can record a fault ran since the last wait.
+  void synchronize() const {
+    TENET_CUDA_CHECK(cudaEventSynchronize(e_));
+    if (recorded_) {
+      detail::cuda::device_context ctx(tenet::cuda(dev_));
+      detail::cuda::raise_device_faults(dev_, stream_, false);
+    }
+  }
   /// Makes later work on s (or the current stream) wait for this event.
   void wait(const stream& s) const { TENET_CUDA_CHECK(cudaStreamWaitEvent(s.native(), e_, 0)); }
   void wait() const { TENET_CUDA_CHECK(cudaStreamWaitEvent(detail::cuda::current_stream(), e_, 0)); }
@@ -136,7 +146,16 @@ class cuda::event {
   }
 
  private:
+  void record_on(cudaStream_t s) {
+    TENET_CUDA_CHECK(cudaEventRecord(e_, s));
+    TENET_CUDA_CHECK(cudaGetDevice(&dev_));
+    stream_ = s;
+    recorded_ = true;
+  }
   cudaEvent_t e_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // where it was last recorded
+  int dev_ = 0;
+  bool recorded_ = false;
 };
 
 template <class T, class S>

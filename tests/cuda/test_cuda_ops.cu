@@ -307,6 +307,62 @@ TEST_CASE("cuda ops: out-of-range indices are index_error at the next wait, and 
   tenet::cuda::synchronize();
 }
 
+// An integer division by zero (remainder, fmod, floor_divide of integer tensors) is found by the
+// kernel and raised as value_error at the next wait, as the CPU raises it after its loop; nonzero
+// divisors give the CPU's values (Python's signs); a cuda::event's synchronize is a wait too.
+TEST_CASE("cuda ops: integer division by zero is value_error at the next wait") {
+  I2 a = randint<std::int64_t, dyn_shape<2>>(-50, 50, 8, 33);
+  I2 b = randint<std::int64_t, dyn_shape<2>>(1, 9, 8, 33);
+  for (std::int64_t i = 0; i < b.numel(); i += 3) b.data()[i] = -b.data()[i];  // negative divisors too
+  const I2 ag = a.to(gpu), bg = b.to(gpu);
+  check_equal(I2(remainder(ag, bg)), I2(remainder(a, b)));
+  check_equal(I2(fmod(ag, bg)), I2(fmod(a, b)));
+  check_equal(I2(floor_divide(ag, bg)), I2(floor_divide(a, b)));
+  // a broadcast divisor and a transposed (strided-kernel) operand
+  check_equal(I2(remainder(ag.t(), bg.t())), I2(remainder(a.t(), b.t())));
+  I2 z = b;
+  z.data()[40] = 0;
+  const I2 zg = z.to(gpu);
+  CHECK_THROWS_AS(I2(remainder(ag, zg)).cpu(), value_error);
+  CHECK_THROWS_AS(I2(fmod(ag, zg)).cpu(), value_error);
+  CHECK_THROWS_AS(I2(floor_divide(ag, zg)).cpu(), value_error);
+  CHECK_THROWS_AS(I2(remainder(ag.t(), zg.t())).cpu(), value_error);  // the strided kernel
+  using I32 = Tensor<std::int32_t, dyn_shape<1>>;
+  const I32 ai = randint<std::int32_t, dyn_shape<1>>(-9, 9, 100).to(gpu);
+  CHECK_THROWS_AS(I32(remainder(ai, std::int32_t(0))).cpu(), value_error);  // a scalar divisor
+  // inside a reduction's input
+  using I1r = Tensor<std::int64_t, dyn_shape<1>>;
+  CHECK_THROWS_AS(I1r(sum<1>(remainder(ag, zg))).cpu(), value_error);
+  // the message, raised by an event's synchronize; reported once
+  I2 q;
+  CHECK_NOTHROW(q = remainder(ag, zg));
+  tenet::cuda::event done;
+  done.record();
+  try {
+    done.synchronize();
+    FAIL("no value_error");
+  } catch (const value_error& e) {
+    const std::string m = e.what();
+    INFO(m);
+    CHECK(m.find("integer division by zero in remainder") != std::string::npos);
+    CHECK(m.find("first wait for cuda:0") != std::string::npos);
+  }
+  CHECK_NOTHROW(tenet::cuda::synchronize());
+  // floating division by zero is not an error (inf / nan, as PyTorch)
+  using F2 = Tensor<float, dyn_shape<2>>;
+  const F2 fz = zg.to<float>();
+  F2 inf;
+  CHECK_NOTHROW(inf = F2(ag.to<float>() / fz).cpu());
+  // an event's synchronize also reports a bad gather index
+  const I2 badi = full<std::int64_t, dyn_shape<2>>(std::int64_t(7), 2, 2).to(gpu);
+  F2 gx = randn<float, dyn_shape<2>>(2, 3).to(gpu);
+  F2 gy;
+  CHECK_NOTHROW(gy = gather<1>(gx, badi));
+  done.record();
+  CHECK_THROWS_AS(done.synchronize(), index_error);
+  tenet::cuda::synchronize();
+}
+
 TEST_CASE("cuda ops: cat / stack of device tensors, tril / triu") {
   manual_seed(25);
   using F2 = Tensor<float, dyn_shape<2>>;

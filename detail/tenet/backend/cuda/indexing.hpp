@@ -42,7 +42,7 @@ struct index_fault {
   unsigned long long dim, size;
   const char* op;
   __device__ TENET_INLINE void note(std::int64_t v) const {
-    if (atomicCAS(&rec->flag, 0ull, 1ull) == 0ull) {
+    if (atomicCAS(&rec->flag, 0ull, fault_index) == 0ull) {
       rec->value = static_cast<unsigned long long>(v);
       rec->dim = dim;
       rec->size = size;

@@ -67,6 +67,37 @@ struct value_group {
 template <class E, std::size_t R>
 struct dpw;
 
+/// Integer div / remainder / fmod nodes check their divisor: a zero writes the device's fault
+/// record (runtime.hpp), and the host raises value_error at its next wait for the device, as the
+/// CPU backend raises it after its loop. (The prims' `note_division_by_zero` only reaches the
+/// host's flag.) Other nodes carry nothing: an empty base.
+template <class P, class V>
+inline constexpr bool checks_divisor = (std::is_same_v<P, prim::div_> || std::is_same_v<P, prim::remainder_> ||
+                                        std::is_same_v<P, prim::fmod_>)&&std::is_integral_v<compute_t<V>>;
+template <bool Check>
+struct divisor_check {
+  template <class P>
+  void bind() {}
+  template <class B>
+  __device__ TENET_INLINE void check(const B&) const {}
+};
+template <>
+struct divisor_check<true> {
+  fault_record* rec = nullptr;
+  const char* op = nullptr;
+  template <class P>
+  void bind() {
+    int dev = 0;
+    TENET_CUDA_CHECK(cudaGetDevice(&dev));
+    rec = fault_record_for_launch(dev);
+    op = P::name.data();  // a string literal: null-terminated, static storage
+  }
+  template <class B>
+  __device__ TENET_INLINE void check(const B& b) const {
+    if (b == B(0) && atomicCAS(&rec->flag, 0ull, fault_zero_divisor) == 0ull) rec->op = op;
+  }
+};
+
 /// Tensor leaf.
 template <class T, class S, std::size_t R>
 struct dpw<Tensor<T, S>, R> {
@@ -137,13 +168,22 @@ struct dpw<scalar<T>, R> {
 
 /// Elementwise node.
 template <class P, class... C, std::size_t R>
-struct dpw<node<P, C...>, R> {
+struct dpw<node<P, C...>, R> : divisor_check<checks_divisor<P, typename node<P, C...>::value_type>> {
   using value_type = typename node<P, C...>::value_type;
   using kids_t = std::tuple<dpw<C, R>...>;
+  using check_t = divisor_check<checks_divisor<P, value_type>>;
   kids_t kids;
 
   dpw(const node<P, C...>& n, const sizes_t<R>& out)
-      : kids(std::apply([&](const C&... c) { return kids_t(dpw<C, R>(c, out)...); }, n.children)) {}
+      : kids(std::apply([&](const C&... c) { return kids_t(dpw<C, R>(c, out)...); }, n.children)) {
+    this->template bind<P>();
+  }
+  /// P applied to its operands' values (the divisor checked first where P divides integers).
+  template <class... V>
+  __device__ TENET_INLINE static value_type apply_checked(const check_t& c, const V&... v) {
+    if constexpr (sizeof...(V) == 2) c.check(std::get<1>(std::tie(v...)));
+    return P::apply(v...);
+  }
   template <class F>
   void for_each_strides(F&& f) {
     std::apply([&](auto&... k) { (k.for_each_strides(f), ...); }, kids);
@@ -154,30 +194,30 @@ struct dpw<node<P, C...>, R> {
   }
   template <std::size_t... I>
   __device__ TENET_INLINE value_type at_(const std::int64_t* idx, int nd, std::index_sequence<I...>) const {
-    return P::apply(std::get<I>(kids).at(idx, nd)...);
+    return apply_checked(*this, std::get<I>(kids).at(idx, nd)...);
   }
   __device__ TENET_INLINE value_type at(const std::int64_t* idx, int nd) const {
     return at_(idx, nd, std::index_sequence_for<C...>{});
   }
   template <std::size_t... I>
   __device__ TENET_INLINE value_type flat_(std::int64_t i, std::index_sequence<I...>) const {
-    return P::apply(std::get<I>(kids).flat(i)...);
+    return apply_checked(*this, std::get<I>(kids).flat(i)...);
   }
   __device__ TENET_INLINE value_type flat(std::int64_t i) const { return flat_(i, std::index_sequence_for<C...>{}); }
 
   /// A group evaluates lazily from its children's loaded groups.
   template <int N>
-  struct group {
+  struct group : check_t {
     std::tuple<typename dpw<C, R>::template group<N>...> g;
     template <std::size_t... I>
     __device__ TENET_INLINE value_type get_(int j, std::index_sequence<I...>) const {
-      return P::apply(std::get<I>(g)[j]...);
+      return apply_checked(*this, std::get<I>(g)[j]...);
     }
     __device__ TENET_INLINE value_type operator[](int j) const { return get_(j, std::index_sequence_for<C...>{}); }
   };
   template <int N, std::size_t... I>
   __device__ TENET_INLINE group<N> load_(std::int64_t i, std::index_sequence<I...>) const {
-    return group<N>{{std::get<I>(kids).template load<N>(i)...}};
+    return group<N>{static_cast<const check_t&>(*this), {std::get<I>(kids).template load<N>(i)...}};
   }
   template <int N>
   __device__ TENET_INLINE group<N> load(std::int64_t i) const {

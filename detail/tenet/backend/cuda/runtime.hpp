@@ -113,17 +113,21 @@ inline bool& capturing_graph() {
 }
 
 // --- device faults ----------------------------------------------------------------------------
-/// What a kernel found wrong without stopping the stream (a gather / scatter index out of range):
-/// the first fault on a device, written by the kernel thread that found it. The host reads the
-/// record at its next wait on the device (raise_device_faults: every copy between host and device,
-/// tenet::cuda::synchronize(), a tenet::cuda::stream's synchronize()) and throws index_error
-/// there, so checking indices costs no synchronization of its own and can be captured in a CUDA
-/// graph. (PyTorch's CUDA kernels stop at a device-side assert, after which the process's CUDA
+/// What a kernel found wrong without stopping the stream (a gather / scatter index out of range,
+/// an integer division by zero): the first fault on a device, written by the kernel thread that
+/// found it. The host reads the record at its next wait on the device (raise_device_faults: every
+/// copy between host and device, tenet::cuda::synchronize(), a tenet::cuda::stream's or event's
+/// synchronize()) and throws index_error (value_error for a zero divisor) there, so the checks
+/// cost no synchronization of their own and can be captured in a CUDA graph. (PyTorch's CUDA kernels stop at a device-side assert, after which the process's CUDA
 /// context is unusable; here the device stays usable.)
 struct fault_record {
-  unsigned long long flag, value, dim, size;
+  unsigned long long flag;  // 0: none; fault_index or fault_zero_divisor
+  unsigned long long value, dim, size;
   const char* op;  // a host string with static storage, passed through the kernel's arguments
 };
+/// The kinds of fault_record::flag: an index out of range (gather / scatter), an integer
+/// division by zero (div, remainder, fmod of integer tensors in a pointwise tree).
+inline constexpr unsigned long long fault_index = 1, fault_zero_divisor = 2;
 struct fault_log {
   fault_record* rec = nullptr;  // device memory, zero when no fault is recorded
   bool pending = false;         // a launch may have written rec since a read found it clear
@@ -150,7 +154,7 @@ inline fault_record* fault_record_for_launch(int dev) {
   fault_log& f = fault_log_of(dev);
   if (!f.rec) {
     if (capturing_graph())
-      throw device_error("tenet: the first gather / scatter on cuda:" + std::to_string(dev) +
+      throw device_error("tenet: the first gather / scatter or integer division on cuda:" + std::to_string(dev) +
                          " allocates the device's fault record, which a CUDA graph capture cannot contain");
     void* p = nullptr;
     TENET_CUDA_CHECK(cudaMalloc(&p, sizeof(fault_record)));
@@ -168,7 +172,7 @@ inline void note_graph_launch(int dev, cudaStream_t s) {
   if (f.rec) note_fault_launch_locked(f, s);
 }
 /// Called after a wait for stream s of device dev (the device current), or for all its streams:
-/// throws the index_error a kernel recorded since the last read, and clears the record. Free when
+/// throws the index_error (or value_error, for a zero divisor) a kernel recorded since the last read, and clears the record. Free when
 /// no launch could have recorded one.
 inline void raise_device_faults(int dev, cudaStream_t s, bool all_streams) {
   fault_record h{};
@@ -188,6 +192,11 @@ inline void raise_device_faults(int dev, cudaStream_t s, bool all_streams) {
     if (all_done) f.pending = false;
     if (h.flag == 0) return;
   }
+  if (h.flag == fault_zero_divisor)
+    throw value_error(std::string("tenet: integer division by zero in ") + (h.op ? h.op : "a division") +
+                      " (remainder, fmod or division of integer tensors; PyTorch raises ZeroDivisionError on "
+                      "the CPU); reported at the first wait for cuda:" + std::to_string(dev) +
+                      " after that kernel (CUDA kernels run asynchronously)");
   const std::string size = std::to_string(h.size);
   throw index_error(std::string("tenet: ") + (h.op ? h.op : "an indexing kernel") + ": index " +
                     std::to_string(static_cast<long long>(h.value)) + " is out of bounds for dim " +
