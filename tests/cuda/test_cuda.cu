@@ -171,6 +171,25 @@ TEST_CASE("cuda: matmul through cuBLASLt: fp32, bf16, batched, transposed, linea
     F3 got = matmul(x.to(tenet::cuda(0)), w.to(tenet::cuda(0)));
     check_close(got, ref, 1e-4, 1e-4);
   }
+  SECTION("batch layouts one stride cannot express: heads split from one qkv tensor, a partial broadcast") {
+    // q, k, v as attention takes them from one [B, T, 3C] projection: [B, nh, T, hs] views whose
+    // (B, nh) strides are not one batch stride; each is copied contiguous for one batched call
+    const std::int64_t B = 3, T = 5, nh = 4, hs = 6, C = nh * hs;
+    Tensor<float, dyn_shape<3>> qkv = randn<float, dyn_shape<3>>(B, T, 3 * C);
+    const auto dqkv = qkv.to(tenet::cuda(0));
+    auto heads = [&](const auto& t, int i) {
+      return t.template narrow<2>(i * C, C).template reshape<dyn, dyn, dyn, dyn>(B, T, nh, hs).template transpose<1, 2>();
+    };
+    using F4 = Tensor<float, dyn_shape<4>>;
+    F4 ref = matmul(heads(qkv, 0), heads(qkv, 1).transpose<-2, -1>());
+    F4 got = matmul(heads(dqkv, 0), heads(dqkv, 1).transpose<-2, -1>());
+    check_close(got, ref, 1e-4, 1e-4);
+    check_close(F4(matmul(got, heads(dqkv, 2))), F4(matmul(ref, heads(qkv, 2))), 1e-4, 1e-4);
+    // [B, 1, M, K] @ [nh, K, N]: a broadcast over one batch dim of each
+    F4 l = randn<float, dyn_shape<4>>(B, 1, 7, 8);
+    F3 r = randn<float, dyn_shape<3>>(nh, 8, 9);
+    check_close(F4(matmul(l.to(tenet::cuda(0)), r.to(tenet::cuda(0)))), F4(matmul(l, r)), 1e-4, 1e-4);
+  }
   SECTION("linear + bias + relu / gelu(tanh) in one call") {
     F2 x = cpu_randn(64, 48), w = cpu_randn(40, 48);
     Tensor<float, dyn_shape<1>> bias = randn<float, dyn_shape<1>>(40);

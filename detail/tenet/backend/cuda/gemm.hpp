@@ -9,9 +9,9 @@
 // read without a transpose flag; one whose second-to-last dim has stride 1 (a transposed view)
 // takes the flag; any other layout is copied contiguous first.
 // fp32 runs in fp32 (CUBLAS_COMPUTE_32F) or TF32 when tenet::cuda::set_allow_tf32(true);
-// fp16/bf16 accumulate in fp32; fp64 in fp64. Batched products with one stride per operand
-// use cuBLASLt's strided batch; a broadcast pattern that one stride cannot express runs one call
-// per batch index.
+// fp16/bf16 accumulate in fp32; fp64 in fp64. Batched products use cuBLASLt's strided batch; an
+// operand whose batch dims one stride cannot express (heads split from a wider tensor, a
+// broadcast over some batch dims only) is first copied contiguous (evaluate.hpp, run_matmul).
 // Algorithm choice: cuBLASLt's heuristic's first candidate, kept per problem; with matmul tuning
 // (tenet::cuda::set_matmul_tuning(true), or inside a max_autotune class's first call) the first
 // call of a problem times up to 16 candidates and keeps the fastest (PyTorch's TunableOp idea).
