@@ -242,6 +242,21 @@ TEST_CASE("autograd: gradients of permuted, sliced, selected and strided views",
         const double want = (k % 2 == 0 ? 2 * a(i, j, k) : 0.0) + (j == 2 ? 3.0 : 0.0);
         CHECK(a.grad()(i, j, k) == Approx(want).epsilon(1e-12));
       }
+  // views of strided views, as attention's heads out of one qkv tensor: a transpose of a narrow
+  // (as many elements as its base) and a step slice of a transpose (fewer: zeros elsewhere)
+  a.set_grad({});
+  auto v1 = a.narrow<2>(1, 2).transpose<0, 1>();  // [3, 2, 2]: v1(j, i, k) = a(i, j, k + 1)
+  auto v2 = a.transpose<0, 2>().slice<0>(0, 4, 3);  // [2, 3, 2]: v2(m, j, i) = a(i, j, 3 m)
+  T3 c1({3, 2, 2});
+  for (std::int64_t i = 0; i < 12; ++i) c1.data()[i] = static_cast<double>(i % 5) - 1.5;
+  S0 l4 = sum(v1 * c1) + sum(v2 * v2);
+  l4.backward();
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 3; ++j)
+      for (std::int64_t k = 0; k < 4; ++k) {
+        const double want = (k >= 1 && k <= 2 ? c1(j, i, k - 1) : 0.0) + (k % 3 == 0 ? 2 * a(i, j, k) : 0.0);
+        CHECK(a.grad()(i, j, k) == Approx(want).epsilon(1e-12));
+      }
   // a transposed weight in a matmul (linear): the weight's gradient in its own layout
   M w = mat(3, 5), x = mat(4, 5);
   w.requires_grad_();

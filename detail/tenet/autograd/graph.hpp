@@ -418,10 +418,27 @@ grad_tensor<T, RB> view_backward(const grad_tensor<T, RV>& g, const sizes_t<RV>&
       return out;
     }
   }
-  grad_tensor<T, RB> out(bsizes);
   const auto [blo, bhi] = offset_span(bsizes, bstrides, boffset);
   const auto [vlo, vhi] = offset_span(vsizes, vstrides, voffset);
   const std::int64_t lo = std::min(blo, vlo), hi = std::max(bhi, vhi);
+  if (!recording && bn > 0 && view_is_injective(vsizes, vstrides)) {
+    // An injective view of a strided base (a transpose or reshape of a narrowed tensor, as
+    // attention's heads split from one qkv projection): each storage position gets at most one
+    // element of g, so g is copied (not summed) through the view's strides into a buffer over
+    // both spans, which is then read through the base's strides: two strided copies by the
+    // pointwise kernel (vectorized, threaded) where the loops below run element by element.
+    // The view reads a subset of the base's positions, so when it has as many elements as the
+    // base it covers all of them and the buffer needs no zeroing.
+    std::int64_t vn = 1;
+    for (auto s : vsizes) vn *= s;
+    grad_tensor<T, 1> buf(sizes_t<1>{hi - lo + 1});
+    if (vn != bn) buf.fill_(T(0));
+    buf.template with_layout<dyn_shape<RV>>(vsizes, vstrides, voffset - lo).copy_(g.detach());
+    grad_tensor<T, RB> out(bsizes);
+    out.copy_(buf.template with_layout<dyn_shape<RB>>(bsizes, bstrides, boffset - lo));
+    return out;
+  }
+  grad_tensor<T, RB> out(bsizes);
   std::vector<T> buf(static_cast<std::size_t>(std::max<std::int64_t>(hi - lo + 1, 0)), T(0));
   const auto gc = g.detach().contiguous();
   const T* gp = gc.data();
