@@ -117,13 +117,15 @@ class cuda::event {
   void record(const stream& s) { record_on(s.native()); }
   /// Waits for the work recorded before the event; then, as the other waits do, throws the error
   /// a kernel recorded in the device's fault record (a bad gather / scatter index, an integer
-  /// division by zero). Reading the record waits for the whole recording stream, and only when a
-  /// kernel that can record a fault ran since the last wait.
+  /// division by zero). The record is read (only when a kernel that can record a fault ran since
+  /// the last wait) through the legacy default stream: that waits for its own work too, but not
+  /// for a tenet::cuda::stream's (which may be gone by now); the kernels before the event have
+  /// finished either way.
   void synchronize() const {
     TENET_CUDA_CHECK(cudaEventSynchronize(e_));
     if (recorded_) {
       detail::cuda::device_context ctx(tenet::cuda(dev_));
-      detail::cuda::raise_device_faults(dev_, stream_, false);
+      detail::cuda::raise_device_faults(dev_, nullptr, false);
     }
   }
   /// Makes later work on s (or the current stream) wait for this event.
@@ -149,12 +151,10 @@ class cuda::event {
   void record_on(cudaStream_t s) {
     TENET_CUDA_CHECK(cudaEventRecord(e_, s));
     TENET_CUDA_CHECK(cudaGetDevice(&dev_));
-    stream_ = s;
     recorded_ = true;
   }
   cudaEvent_t e_ = nullptr;
-  cudaStream_t stream_ = nullptr;  // where it was last recorded
-  int dev_ = 0;
+  int dev_ = 0;  // the device current when it was last recorded
   bool recorded_ = false;
 };
 
