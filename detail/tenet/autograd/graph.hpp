@@ -384,15 +384,17 @@ template <class T, std::size_t RB, std::size_t RV>
 grad_tensor<T, RB> view_backward(const grad_tensor<T, RV>& g, const sizes_t<RV>& vsizes, const sizes_t<RV>& vstrides,
                                  std::int64_t voffset, const sizes_t<RB>& bsizes, const sizes_t<RB>& bstrides,
                                  std::int64_t boffset) {
-  std::int64_t bn = 1;
-  for (auto s : bsizes) bn *= s;
   if (!g.device().is_cpu()) return view_backward_device<T, RB, RV>(g, vsizes, vstrides, voffset, bsizes, bstrides, boffset);
+  std::int64_t bn = 1, vn = 1;
+  for (auto s : bsizes) bn *= s;
+  for (auto s : vsizes) vn *= s;
+  const bool injective = view_is_injective(vsizes, vstrides);
   // Fast path: a contiguous base and a view reading distinct positions inside it (transpose,
   // permute, slice, select, narrow): the base's gradient is g written through the view's strides
   // into a zeroed base-shaped tensor. Not under create_graph (the general path records).
   bool recording = false;
   if constexpr (TENET_AUTOGRAD >= 2) recording = grad_mode() && is_tracked(g);
-  if (!recording && bstrides == contiguous_strides(bsizes) && view_is_injective(vsizes, vstrides)) {
+  if (!recording && bstrides == contiguous_strides(bsizes) && injective) {
     const auto [vlo, vhi] = offset_span(vsizes, vstrides, voffset);
     if (vlo > vhi) {  // empty view
       grad_tensor<T, RB> out(bsizes);
@@ -400,8 +402,6 @@ grad_tensor<T, RB> view_backward(const grad_tensor<T, RV>& g, const sizes_t<RV>&
       return out;
     }
     if (vlo >= boffset && vhi < boffset + bn) {
-      std::int64_t vn = 1;
-      for (auto s : vsizes) vn *= s;
       if (vn == bn) {
         // the view covers the base one to one; when g is laid out as the view reads the base (a
         // weight's gradient computed in the weight's layout), g's storage is the answer
@@ -421,7 +421,7 @@ grad_tensor<T, RB> view_backward(const grad_tensor<T, RV>& g, const sizes_t<RV>&
   const auto [blo, bhi] = offset_span(bsizes, bstrides, boffset);
   const auto [vlo, vhi] = offset_span(vsizes, vstrides, voffset);
   const std::int64_t lo = std::min(blo, vlo), hi = std::max(bhi, vhi);
-  if (!recording && bn > 0 && view_is_injective(vsizes, vstrides)) {
+  if (!recording && bn > 0 && injective) {
     // An injective view of a strided base (a transpose or reshape of a narrowed tensor, as
     // attention's heads split from one qkv projection): each storage position gets at most one
     // element of g, so g is copied (not summed) through the view's strides into a buffer over
@@ -429,8 +429,6 @@ grad_tensor<T, RB> view_backward(const grad_tensor<T, RV>& g, const sizes_t<RV>&
     // pointwise kernel (vectorized, threaded) where the loops below run element by element.
     // The view reads a subset of the base's positions, so when it has as many elements as the
     // base it covers all of them and the buffer needs no zeroing.
-    std::int64_t vn = 1;
-    for (auto s : vsizes) vn *= s;
     grad_tensor<T, 1> buf(sizes_t<1>{hi - lo + 1});
     if (vn != bn) buf.fill_(T(0));
     buf.template with_layout<dyn_shape<RV>>(vsizes, vstrides, voffset - lo).copy_(g.detach());
