@@ -32,8 +32,9 @@ void optim_rmsprop(device dev, T* p, const T* g, T* sq, T* buf, T* ga, std::int6
 template <class T>
 void optim_adagrad(device dev, T* p, const T* g, T* sum, std::int64_t n, T neg_clr, T eps, T wd, bool maximize,
                    bool use_wd);
+std::int64_t clip_norm_blocks(device dev, std::int64_t n);
 template <class T>
-double clip_norm_partial(device dev, const T* g, std::int64_t n, double p, bool inf);
+void clip_norm_partials(device dev, const T* g, std::int64_t n, double p, bool inf, double* part);
 template <class T>
 void clip_apply(device dev, T* g, std::int64_t n, bool clamp, T c, T lo, T hi);
 template <class T>
@@ -148,11 +149,21 @@ void adagrad_on_device(device dev, T* p, const T* g, T* sum, std::int64_t n, T n
 
 namespace tenet::nn::utils::detail {
 
-/// sum |g_i|^p (max |g_i| when inf) over n elements of device memory, in double (clip_grad_norm_).
-template <class T>
-double norm_partial_on_device(device dev, const T* g, std::int64_t n, double p, bool inf) {
+/// How many partial sums norm_partials_on_device writes for n elements of a gradient on dev.
+inline std::int64_t norm_partial_count(device dev, std::int64_t n) {
 #if defined(__CUDACC__)
-  if (dev.type == device_type::cuda) return tenet::detail::cuda::clip_norm_partial<T>(dev, g, n, p, inf);
+  if (dev.type == device_type::cuda) return tenet::detail::cuda::clip_norm_blocks(dev, n);
+#endif
+  tenet::detail::ag::no_device_kernel(dev, "nn::utils::clip_grad_norm_");
+}
+
+/// part[0, norm_partial_count(n)) (device memory on dev) = partial sums of |g_i|^p (maxima of
+/// |g_i| when inf) over the n elements of device memory g, in double (clip_grad_norm_); enqueued,
+/// not waited for.
+template <class T>
+void norm_partials_on_device(device dev, const T* g, std::int64_t n, double p, bool inf, double* part) {
+#if defined(__CUDACC__)
+  if (dev.type == device_type::cuda) return tenet::detail::cuda::clip_norm_partials<T>(dev, g, n, p, inf, part);
 #endif
   tenet::detail::ag::no_device_kernel(dev, "nn::utils::clip_grad_norm_");
 }

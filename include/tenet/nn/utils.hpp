@@ -2,9 +2,12 @@
 #define TENET_PUBLIC_HEADER_INCLUDED 1
 // nn::utils::clip_grad_norm_ and clip_grad_value_ (torch.nn.utils). CPU gradients: host loops;
 // gradients on a device: its kernels (autograd/device.hpp; CUDA in nvcc-compiled code), the total
-// norm summed in double as on the CPU.
+// norm summed in double as on the CPU; the partial sums of all of a device's gradients come to the
+// host in one copy (one wait per device and call).
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -15,23 +18,27 @@
 namespace tenet::nn::utils {
 
 namespace detail {
-/// f(data, n, device) on each defined gradient (contiguous; host memory on the CPU, device memory
-/// elsewhere); write_back: the (possibly copied) gradient is set back as the parameter's grad, so
-/// that writes into a strided gradient are kept.
+/// f(data, n, device) on g's values (contiguous; host memory on the CPU, device memory elsewhere).
+template <class F>
+void visit_grad(const any_tensor& g, F&& f) {
+  if (g.scalar_type() == dtype::float32) {
+    const auto t = g.flat<float>();
+    f(t.data(), t.numel(), t.device());
+  } else if (g.scalar_type() == dtype::float64) {
+    const auto t = g.flat<double>();
+    f(t.data(), t.numel(), t.device());
+  } else {
+    throw dtype_error(std::string("tenet: nn::utils: gradients of ") + name(g.scalar_type()) + " are not supported");
+  }
+}
+/// f(data, n, device) on each defined gradient (visit_grad); write_back: the (possibly copied)
+/// gradient is set back as the parameter's grad, so that writes into a strided gradient are kept.
 template <class F>
 void for_each_grad(const std::vector<tensor_ref>& params, F&& f, bool write_back = false) {
   for (const auto& p : params) {
     auto g = p.grad();
     if (!g.defined()) continue;
-    if (g.scalar_type() == dtype::float32) {
-      const auto t = g.flat<float>();
-      f(t.data(), t.numel(), t.device());
-    } else if (g.scalar_type() == dtype::float64) {
-      const auto t = g.flat<double>();
-      f(t.data(), t.numel(), t.device());
-    } else {
-      throw dtype_error(std::string("tenet: nn::utils: gradients of ") + name(g.scalar_type()) + " are not supported");
-    }
+    visit_grad(g, f);
     if (write_back) p.set_grad(g);
   }
 }
@@ -47,32 +54,70 @@ inline double clip_grad_norm_(const std::vector<tensor_ref>& params, double max_
     throw value_error("tenet: clip_grad_norm_: norm_type must be positive or inf, got " + std::to_string(norm_type));
   double total = 0.0;
   const bool inf = std::isinf(norm_type);
-  std::vector<double> norms;
-  detail::for_each_grad(params, [&](auto* g, std::int64_t n, const device& d) {
+  auto fold = [inf](double acc, double v) {  // nan wins in a max, as torch's
+    return inf ? (std::isnan(v) || std::isnan(acc) ? NAN : std::max(acc, v)) : acc + v;
+  };
+  // Each gradient's sum of |g|^p (max |g| when inf). A device gradient's partial sums go into one
+  // buffer per device, copied to the host once for all of that device's gradients (one wait per
+  // device, not per gradient).
+  struct on_device {
+    device dev;
+    std::int64_t total = 0;                        // partial sums of this device's gradients
+    std::vector<std::function<void(double*)>> launch;
+  };
+  std::vector<on_device> devices;
+  struct share {
+    std::size_t device_slot;
+    std::int64_t offset, count;
+  };
+  std::vector<double> sums;
+  std::vector<std::pair<std::size_t, share>> from_device;  // (index into sums, its partials)
+  std::vector<any_tensor> grads;  // alive until the kernels reading them have run (a strided grad is a copy)
+  for (const auto& p : params)
+    if (auto g = p.grad(); g.defined()) grads.push_back(std::move(g));
+  for (const auto& gr : grads) detail::visit_grad(gr, [&](auto* g, std::int64_t n, const device& d) {
     double acc = 0.0;
     if (!d.is_cpu()) {
-      acc = detail::norm_partial_on_device(d, g, n, norm_type, inf);  // (autograd/device.hpp)
+      const std::int64_t count = detail::norm_partial_count(d, n);  // (autograd/device.hpp)
+      std::size_t slot = 0;
+      while (slot < devices.size() && !(devices[slot].dev == d)) ++slot;
+      if (slot == devices.size()) devices.push_back(on_device{d});
+      auto& od = devices[slot];
+      from_device.push_back({sums.size(), share{slot, od.total, count}});
+      od.launch.push_back([=, off = od.total](double* part) {
+        detail::norm_partials_on_device(d, g, n, norm_type, inf, part + off);
+      });
+      od.total += count;
+    } else if (norm_type == 2.0) {  // the usual case: a * a (std::pow is a libm call per element)
+      for (std::int64_t i = 0; i < n; ++i) {
+        const double a = static_cast<double>(g[i]);
+        acc += a * a;
+      }
     } else {
-      if (norm_type == 2.0) {  // the usual case: a * a (std::pow is a libm call per element)
-        for (std::int64_t i = 0; i < n; ++i) {
-          const double a = static_cast<double>(g[i]);
-          acc += a * a;
-        }
-      } else {
-        for (std::int64_t i = 0; i < n; ++i) {
-          const double a = std::abs(static_cast<double>(g[i]));
-          if (inf) acc = std::isnan(a) || std::isnan(acc) ? NAN : std::max(acc, a);
-          else acc += std::pow(a, norm_type);
-        }
+      for (std::int64_t i = 0; i < n; ++i) {
+        const double a = std::abs(static_cast<double>(g[i]));
+        acc = inf ? fold(acc, a) : acc + std::pow(a, norm_type);
       }
     }
-    norms.push_back(inf ? acc : std::pow(acc, 1.0 / norm_type));
+    sums.push_back(acc);
   });
-  if (norms.empty()) return 0.0;
-  for (double v : norms) {
-    if (inf) total = std::isnan(v) || std::isnan(total) ? NAN : std::max(total, v);
-    else total += std::pow(v, norm_type);
+  std::vector<Tensor<double, dyn_shape<1>>> partials;  // on the host, one per device
+  for (auto& od : devices) {
+    Tensor<double, dyn_shape<1>> part({std::max<std::int64_t>(od.total, 1)}, od.dev);
+    for (auto& f : od.launch) f(part.data());
+    partials.push_back(part.cpu());  // waits for the device's kernels
   }
+  for (const auto& [i, sh] : from_device) {
+    const double* h = partials[sh.device_slot].data() + sh.offset;
+    double acc = 0.0;
+    for (std::int64_t b = 0; b < sh.count; ++b) acc = fold(acc, h[b]);
+    sums[i] = acc;
+  }
+  std::vector<double> norms;
+  norms.reserve(sums.size());
+  for (double acc : sums) norms.push_back(inf ? acc : std::pow(acc, 1.0 / norm_type));
+  if (norms.empty()) return 0.0;
+  for (double v : norms) total = fold(total, inf ? v : std::pow(v, norm_type));
   if (!inf) total = std::pow(total, 1.0 / norm_type);
   if (error_if_nonfinite && !std::isfinite(total))
     throw value_error("tenet: clip_grad_norm_: the total norm of order " + std::to_string(norm_type) +

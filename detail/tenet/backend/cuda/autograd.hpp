@@ -316,22 +316,20 @@ __global__ void clip_norm_partial_kernel(const T* __restrict__ g, std::int64_t n
     part[blockIdx.x] = r;
   }
 }
-/// sum |g_i|^p over the n elements of device memory g (max |g_i| when inf), in double.
+/// How many partial results clip_norm_partials writes for n elements (none for n == 0).
+inline std::int64_t clip_norm_blocks(device dev, std::int64_t n) {
+  return n == 0 ? 0 : static_cast<std::int64_t>(std::min(grid_for(n, 256, dev.index), 1024u));
+}
+/// part[0, clip_norm_blocks(n)) = sums of |g_i|^p (maxima of |g_i| when inf) over shares of the n
+/// elements of device memory g, in double; enqueued on the current stream, nothing waited for
+/// (clip_grad_norm_ copies the partials of all gradients on a device to the host at once).
 template <class T>
-double clip_norm_partial(device dev, const T* g, std::int64_t n, double p, bool inf) {
-  if (n == 0) return 0.0;
+void clip_norm_partials(device dev, const T* g, std::int64_t n, double p, bool inf, double* part) {
+  if (n == 0) return;
   device_context ctx(dev);
-  const unsigned blocks = std::min(grid_for(n, 256, dev.index), 1024u);
-  Tensor<double, dyn_shape<1>> part({static_cast<std::int64_t>(blocks)}, dev);
-  clip_norm_partial_kernel<T><<<blocks, 256, 0, current_stream()>>>(g, n, p, inf, part.data());
+  const auto blocks = static_cast<unsigned>(clip_norm_blocks(dev, n));
+  clip_norm_partial_kernel<T><<<blocks, 256, 0, current_stream()>>>(g, n, p, inf, part);
   check_launch("the clip_grad_norm_ kernel launch");
-  const auto h = part.cpu();  // waits for the kernel
-  double r = 0.0;
-  for (unsigned b = 0; b < blocks; ++b) {
-    const double v = h.data()[b];
-    r = inf ? ((v != v || r != r) ? NAN : std::max(r, v)) : r + v;
-  }
-  return r;
 }
 template <class T>
 __global__ void clip_scale_kernel(T* __restrict__ g, std::int64_t n, T c) {
