@@ -18,8 +18,9 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <map>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -204,6 +205,38 @@ int fastest_algo(const cublasLtMatmulHeuristicResult_t* results, int found, Run&
   return best;
 }
 
+/// cuBLASLt's matmul descriptor and matrix layouts for one problem (types, shapes, transposes,
+/// leading dims, batch strides, epilogue), made on a thread's first call of the problem and kept:
+/// creating them and setting their attributes costs several microseconds of host time per call,
+/// which nanoGPT-sized steps (hundreds of small GEMMs) feel. Per thread, because a call sets the
+/// descriptor's bias pointer.
+struct lt_plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  lt_plan() = default;
+  lt_plan(const lt_plan&) = delete;
+  lt_plan& operator=(const lt_plan&) = delete;
+  ~lt_plan() {
+    if (ld) cublasLtMatrixLayoutDestroy(ld);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+using lt_plan_key = std::array<std::int64_t, 15>;
+/// The calling thread's plan for key, made by make(plan) on first use (a plan that make leaves
+/// half-made, by throwing, is dropped).
+template <class Make>
+lt_plan& lt_plan_for(const lt_plan_key& key, Make&& make) {
+  thread_local std::map<lt_plan_key, std::unique_ptr<lt_plan>> plans;
+  auto it = plans.find(key);
+  if (it != plans.end()) return *it->second;
+  if (plans.size() >= 1024) plans.clear();  // a bound for programs with ever-changing shapes
+  auto p = std::make_unique<lt_plan>();
+  make(*p);
+  return *plans.emplace(key, std::move(p)).first->second;
+}
+
 /// One column-major operand as cuBLASLt reads it: op(X) is rows x cols.
 struct lt_operand {
   const void* p;
@@ -224,57 +257,46 @@ void lt_matmul(int dev, std::int64_t m, std::int64_t n, std::int64_t k, const lt
   using L = lt_types<T>;
   auto& ctx = lt_for(dev);
   const cudaStream_t s = current_stream();
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
-  struct cleanup {
-    cublasLtMatmulDesc_t& d;
-    cublasLtMatrixLayout_t &a, &b, &c;
-    cublasLtMatmulPreference_t& p;
-    ~cleanup() {
-      if (p) cublasLtMatmulPreferenceDestroy(p);
-      if (c) cublasLtMatrixLayoutDestroy(c);
-      if (b) cublasLtMatrixLayoutDestroy(b);
-      if (a) cublasLtMatrixLayoutDestroy(a);
-      if (d) cublasLtMatmulDescDestroy(d);
-    }
-  } guard{desc, la, lb, ld, pref};
-  check_lt(cublasLtMatmulDescCreate(&desc, L::compute(), L::scale), "cublasLtMatmulDescCreate");
-  const cublasOperation_t ta = A.trans ? CUBLAS_OP_T : CUBLAS_OP_N, tb = B.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "TRANSA");
-  check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "TRANSB");
-  if (ep != epilogue::none) {
-    const cublasLtEpilogue_t e = ep == epilogue::bias             ? CUBLASLT_EPILOGUE_BIAS
-                                 : ep == epilogue::bias_relu      ? CUBLASLT_EPILOGUE_RELU_BIAS
-                                 : ep == epilogue::bias_gelu_tanh ? CUBLASLT_EPILOGUE_GELU_BIAS
-                                                                  : CUBLASLT_EPILOGUE_BGRADB;
-    check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)), "EPILOGUE");
+  lt_plan& plan = lt_plan_for(
+      {static_cast<std::int64_t>(L::data), static_cast<std::int64_t>(L::compute()), m, n, k, A.trans, B.trans, A.ld,
+       B.ld, ldd, A.stride, B.stride, stride_d, batch, static_cast<std::int64_t>(ep)},
+      [&](lt_plan& p) {
+        check_lt(cublasLtMatmulDescCreate(&p.desc, L::compute(), L::scale), "cublasLtMatmulDescCreate");
+        const cublasOperation_t ta = A.trans ? CUBLAS_OP_T : CUBLAS_OP_N, tb = B.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+        check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "TRANSA");
+        check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "TRANSB");
+        if (ep != epilogue::none) {
+          const cublasLtEpilogue_t e = ep == epilogue::bias             ? CUBLASLT_EPILOGUE_BIAS
+                                       : ep == epilogue::bias_relu      ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                       : ep == epilogue::bias_gelu_tanh ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                                        : CUBLASLT_EPILOGUE_BGRADB;
+          check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)), "EPILOGUE");
+          const cudaDataType_t bt = L::data;
+          check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)),
+                   "BIAS_DATA_TYPE");
+        }
+        auto layout = [&](cublasLtMatrixLayout_t& l, std::int64_t rows, std::int64_t cols, std::int64_t ldx,
+                          std::int64_t stride) {
+          check_lt(cublasLtMatrixLayoutCreate(&l, L::data, static_cast<std::uint64_t>(rows),
+                                              static_cast<std::uint64_t>(cols), ldx),
+                   "cublasLtMatrixLayoutCreate");
+          if (batch > 1) {
+            check_lt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)),
+                     "BATCH_COUNT");
+            check_lt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                      sizeof(stride)),
+                     "STRIDED_BATCH_OFFSET");
+          }
+        };
+        layout(p.la, A.trans ? k : m, A.trans ? m : k, A.ld, A.stride);
+        layout(p.lb, B.trans ? n : k, B.trans ? k : n, B.ld, B.stride);
+        layout(p.ld, m, n, ldd, stride_d);
+      });
+  const cublasLtMatmulDesc_t desc = plan.desc;
+  const cublasLtMatrixLayout_t la = plan.la, lb = plan.lb, ld = plan.ld;
+  if (ep != epilogue::none)  // the one attribute that changes between calls of a problem
     check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
              "BIAS_POINTER");
-    const cudaDataType_t bt = L::data;
-    check_lt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)),
-             "BIAS_DATA_TYPE");
-  }
-  auto layout = [&](cublasLtMatrixLayout_t& l, std::int64_t rows, std::int64_t cols, std::int64_t ldx,
-                    std::int64_t stride) {
-    check_lt(cublasLtMatrixLayoutCreate(&l, L::data, static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(cols),
-                                        ldx),
-             "cublasLtMatrixLayoutCreate");
-    if (batch > 1) {
-      check_lt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)),
-               "BATCH_COUNT");
-      check_lt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                                sizeof(stride)),
-               "STRIDED_BATCH_OFFSET");
-    }
-  };
-  layout(la, A.trans ? k : m, A.trans ? m : k, A.ld, A.stride);
-  layout(lb, B.trans ? n : k, B.trans ? k : n, B.ld, B.stride);
-  layout(ld, m, n, ldd, stride_d);
-  check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-  const std::uint64_t ws = ctx.workspace_bytes;
-  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
-           "MAX_WORKSPACE_BYTES");
   // the heuristic's choice is kept per problem (it costs tens of microseconds per query); the
   // pointers' alignment is part of the key because cuBLASLt's choice may depend on it
   auto align = [](const void* p) {
@@ -302,6 +324,15 @@ void lt_matmul(int dev, std::int64_t m, std::int64_t n, std::int64_t k, const lt
   const bool tune = !choice.tuned && !choice.none && matmul_tuning_on() && !accumulate &&
                     cudaStreamIsCapturing(s, &capturing) == cudaSuccess && capturing == cudaStreamCaptureStatusNone;
   if (!cached || choice.none || tune) {
+    cublasLtMatmulPreference_t pref = nullptr;
+    check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    struct pref_guard {
+      cublasLtMatmulPreference_t p;
+      ~pref_guard() { cublasLtMatmulPreferenceDestroy(p); }
+    } pg{pref};
+    const std::uint64_t ws = ctx.workspace_bytes;
+    check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+             "MAX_WORKSPACE_BYTES");
     cublasLtMatmulHeuristicResult_t results[tuning_candidates] = {};
     int found = 0;
     const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc, la, lb, ld, ld, pref,
