@@ -252,29 +252,52 @@ TEST_CASE("cuda: the caching allocator reuses freed blocks and reports allocated
   CHECK(cuda::memory_stats().reserved == s0.reserved);
   using F1 = Tensor<float, dyn_shape<1>>;
   const std::size_t mib = std::size_t{1} << 20;
-  {  // a large request may take a cached block up to a quarter larger (no splitting), not more
-    { F1 big(sizes_t<1>{std::int64_t{25} << 20}, tenet::cuda(0)); }  // 100 MiB, then cached
+  {  // a cached block is split to serve a smaller request; the pieces merge back when freed
+    { F1 big(sizes_t<1>{std::int64_t{25} << 20}, tenet::cuda(0)); }  // 100 MiB, its own segment, then cached
     const auto a1 = cuda::memory_stats();
     CHECK(a1.reserved == s0.reserved + 100 * mib);
     {
-      F1 t(sizes_t<1>{std::int64_t{24} << 20}, tenet::cuda(0));  // 96 MiB: served by the 100 MiB block
-      CHECK(cuda::memory_stats().cache_hits == a1.cache_hits + 1);
-      CHECK(cuda::memory_stats().reserved == a1.reserved);
-      CHECK(cuda::memory_stats().allocated == a1.allocated + 100 * mib);
+      F1 t(sizes_t<1>{std::int64_t{15} << 20}, tenet::cuda(0));  // 60 MiB: cut from the 100 MiB block
+      F1 u(sizes_t<1>{std::int64_t{10} << 20}, tenet::cuda(0));  // 40 MiB: the rest
+      const auto a2 = cuda::memory_stats();
+      CHECK(a2.cache_hits == a1.cache_hits + 2);
+      CHECK(a2.reserved == a1.reserved);
+      CHECK(a2.allocated == a1.allocated + 100 * mib);
+      CHECK(a2.splits == a1.splits + 1);
+      CHECK(u.data() == t.data() + (std::int64_t{15} << 20));  // the two pieces are adjacent
+      t.fill_(1.0f);
+      u.fill_(2.0f);
+      CHECK(t.cpu()(t.numel() - 1) == 1.0f);  // the pieces are distinct memory
+      CHECK(u.cpu()(0) == 2.0f);
     }
     CHECK(cuda::memory_stats().allocated == a1.allocated);
-    {
-      F1 t(sizes_t<1>{std::int64_t{15} << 20}, tenet::cuda(0));  // 60 MiB: too small for it, a new block
-      CHECK(cuda::memory_stats().cache_hits == a1.cache_hits + 1);
-      CHECK(cuda::memory_stats().reserved == a1.reserved + 60 * mib);
+    {  // merged again: one 100 MiB request fits without a new segment
+      F1 t(sizes_t<1>{std::int64_t{25} << 20}, tenet::cuda(0));
+      CHECK(cuda::memory_stats().reserved == a1.reserved);
     }
-    {  // below 2 MiB the size classes stay exact: a 512 KiB block does not serve 480 KiB
-      { F1 small(sizes_t<1>{std::int64_t{128} << 10}, tenet::cuda(0)); }
+    {  // small requests share 2 MiB segments: sixteen 128 KiB tensors take one
+      cuda::empty_cache();
       const auto b1 = cuda::memory_stats();
-      F1 t(sizes_t<1>{std::int64_t{120} << 10}, tenet::cuda(0));
-      CHECK(cuda::memory_stats().cache_hits == b1.cache_hits);
+      std::vector<F1> smalls;
+      for (int i = 0; i < 16; ++i) smalls.emplace_back(sizes_t<1>{std::int64_t{32} << 10}, tenet::cuda(0));
+      CHECK(cuda::memory_stats().reserved <= b1.reserved + 2 * mib);  // (a partly used one may serve some)
+      CHECK(cuda::memory_stats().segments <= b1.segments + 1);
+      CHECK(cuda::memory_stats().cache_hits == b1.cache_hits + 15);
     }
   }
+  cuda::empty_cache();
+  CHECK(cuda::memory_stats().reserved == s0.reserved);
+  {  // a tensor on another stream never takes a block freed on this one before that stream's work
+    cuda::stream side;
+    { F1 t(sizes_t<1>{std::int64_t{1} << 20}, tenet::cuda(0)); }  // 4 MiB, freed on the default stream
+    const auto c1 = cuda::memory_stats();
+    {
+      cuda::stream_guard g(side);
+      F1 t(sizes_t<1>{std::int64_t{1} << 20}, tenet::cuda(0));
+      CHECK(cuda::memory_stats().cache_hits == c1.cache_hits);
+      CHECK(cuda::memory_stats().reserved == c1.reserved + 20 * mib);
+    }
+  }  // the side stream's segment goes back when the stream is destroyed
   cuda::empty_cache();
   CHECK(cuda::memory_stats().reserved == s0.reserved);
 }

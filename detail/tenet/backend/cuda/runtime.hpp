@@ -5,11 +5,11 @@
 // caching device allocator and the copies. Only for translation units compiled by nvcc
 // (include <tenet/cuda.hpp>, which says so otherwise).
 //
-// Allocator: device blocks are rounded to a size class (512 B steps below 1 MiB, 2 MiB steps
-// above) and kept, when freed, in a pool keyed by (device, stream, size class): a block is reused
-// only by an allocation of the same class on the same stream, which is safe without a
-// synchronization because work on one stream runs in order (PyTorch's rule). Blocks are never
-// split; empty_cache() returns every free block to the driver.
+// Allocator: runtime/block_pool.hpp over cudaMalloc: requests rounded to 512 B, served from
+// 2 MiB segments (up to 1 MiB) or 20 MiB ones (up to 10 MiB; larger requests get their own),
+// best fit with splitting, merging on free; a free block is reused only by work on the stream
+// that freed it, which is safe without a synchronization because work on one stream runs in order
+// (PyTorch's rule); empty_cache() returns every wholly free segment to the driver.
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -22,6 +22,7 @@
 
 #include <tenet/device.hpp>
 #include <tenet/error.hpp>
+#include <tenet/runtime/block_pool.hpp>
 #include <tenet/runtime/storage.hpp>
 
 namespace tenet::detail::cuda {
@@ -205,145 +206,97 @@ inline void raise_device_faults(int dev, cudaStream_t s, bool all_streams) {
                     " after that kernel (CUDA kernels run asynchronously)");
 }
 
-struct memory_stats_t {
-  std::size_t allocated = 0;       ///< bytes in live tensors (rounded to the size class)
-  std::size_t reserved = 0;        ///< bytes obtained from cudaMalloc and not yet returned
-  std::size_t peak_allocated = 0;  ///< the largest `allocated` seen since the last reset
-  std::size_t allocations = 0;     ///< allocations served
-  std::size_t cache_hits = 0;      ///< allocations served from a free block
+using memory_stats_t = tenet::detail::pool_stats;
+
+/// The caching allocator's memory: cudaMalloc / cudaFree on the block's device (made current for
+/// the call), cudaDeviceSynchronize before memory goes back.
+struct cuda_backing {
+  cudaError_t last_error = cudaSuccess;  // of the last failed cudaMalloc (for the error message)
+  struct on_device {  // makes dev current for the scope, without throwing
+    int previous = -1;
+    explicit on_device(int dev) {
+      if (cudaGetDevice(&previous) != cudaSuccess || previous == dev || cudaSetDevice(dev) != cudaSuccess)
+        previous = -1;
+    }
+    ~on_device() {
+      if (previous >= 0) (void)cudaSetDevice(previous);
+    }
+  };
+  void* alloc(std::size_t bytes, int dev) {
+    on_device g(dev);
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, bytes);
+    if (e == cudaSuccess) return p;
+    (void)cudaGetLastError();  // clear the error state
+    last_error = e;
+    return nullptr;
+  }
+  void free(void* p, int dev) noexcept {
+    on_device g(dev);
+    (void)cudaFree(p);
+  }
+  void synchronize(int dev) noexcept {
+    on_device g(dev);
+    (void)cudaDeviceSynchronize();
+  }
 };
 
+/// Device memory for tensors: runtime/block_pool.hpp's pool (size classes, per-stream reuse,
+/// block splitting and merging) over cudaMalloc, behind a mutex, with the CUDA graph capture's
+/// interceptor in front.
 class caching_allocator {
  public:
   static caching_allocator& instance() {
     static caching_allocator* a = new caching_allocator;  // never destroyed: frees at exit go into it
     return *a;
   }
-  /// Requests of at least this many bytes may take a somewhat larger cached block.
-  static constexpr std::size_t large_block = std::size_t{2} << 20;
-  static std::size_t rounded(std::size_t n) {
-    constexpr std::size_t small = 512, big = std::size_t{2} << 20;
-    if (n == 0) return small;
-    if (n < (std::size_t{1} << 20)) return (n + small - 1) / small * small;
-    return (n + big - 1) / big * big;
-  }
   void* allocate(std::size_t n, int dev, cudaStream_t s) {
     alloc_interceptor* ic = current_alloc_interceptor();
     if (ic)
       if (void* q = ic->serve(n, dev)) return q;
-    std::size_t r = rounded(n);
     std::lock_guard<std::mutex> lock(mutex_);
-    ++stats_.allocations;
-    void* p = take_cached_locked(dev, s, r);
-    if (p) {
-      ++stats_.cache_hits;
-    } else {
-      cudaError_t e = cudaMalloc(&p, r);
-      if (e == cudaErrorMemoryAllocation) {  // give the cached blocks back and try once more
-        (void)cudaGetLastError();
-        release_locked();
-        e = cudaMalloc(&p, r);
-      }
-      if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        throw device_error("tenet: CUDA out of memory allocating " + std::to_string(n) + " bytes on cuda:" +
-                           std::to_string(dev) + " (" + std::to_string(stats_.allocated) + " bytes allocated, " +
-                           std::to_string(stats_.reserved) + " reserved by tenet): " + cudaGetErrorString(e));
-      }
-      stats_.reserved += r;
+    void* p = pool_.allocate(n, dev, s);
+    if (!p) {
+      const auto& st = pool_.stats();
+      throw device_error("tenet: CUDA out of memory allocating " + std::to_string(n) + " bytes on cuda:" +
+                         std::to_string(dev) + " (" + std::to_string(st.allocated) + " bytes allocated, " +
+                         std::to_string(st.reserved) + " reserved by tenet): " +
+                         cudaGetErrorString(pool_.backing().last_error));
     }
-    live_[p] = block{dev, s, r};
-    stats_.allocated += r;
-    if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
     if (ic) ic->allocated(p, n);
     return p;
   }
   void deallocate(void* p) noexcept {
     if (alloc_interceptor* ic = current_alloc_interceptor(); ic && ic->release(p)) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = live_.find(p);
-    if (it == live_.end()) return;
-    const block b = it->second;
-    live_.erase(it);
-    stats_.allocated -= b.size;
-    free_[key{b.dev, b.stream, b.size}].push_back(p);
+    pool_.deallocate(p);
   }
+  /// Gives every wholly free segment back to the driver.
   void empty_cache() {
     std::lock_guard<std::mutex> lock(mutex_);
-    release_locked();
+    pool_.release_cached();
   }
   memory_stats_t stats() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return stats_;
+    return pool_.stats();
   }
   void reset_peak() {
     std::lock_guard<std::mutex> lock(mutex_);
-    stats_.peak_allocated = stats_.allocated;
+    pool_.reset_peak();
   }
-  /// Forgets the pools of stream `s` (called when a tenet stream is destroyed): its free blocks
-  /// go back to the driver after the stream's work is done.
+  /// Called when a tenet stream is destroyed: the wholly free segments of its pools go back to
+  /// the driver once the device's work is done (the rest stay, tagged with the stream, and
+  /// are given back by empty_cache() once free).
   void drop_stream(cudaStream_t s) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto it = free_.begin(); it != free_.end();) {
-      if (it->first.stream == s) {
-        for (void* p : it->second) {
-          (void)cudaFree(p);
-          stats_.reserved -= it->first.size;
-        }
-        it = free_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    pool_.release_stream(s);
   }
 
  private:
-  struct key {
-    int dev;
-    cudaStream_t stream;
-    std::size_t size;
-    bool operator<(const key& o) const {
-      return std::tie(dev, stream, size) < std::tie(o.dev, o.stream, o.size);
-    }
-  };
-  struct block {
-    int dev;
-    cudaStream_t stream;
-    std::size_t size;
-  };
-  /// A cached block of stream s for a request of r bytes (a size class), or null: one of exactly
-  /// r bytes, else, for large requests, the smallest cached block of at most r + r / 4 bytes (no
-  /// splitting: a 96 MiB request may take a free 100 MiB block, not a 200 MiB one). r becomes the
-  /// size of the block taken.
-  void* take_cached_locked(int dev, cudaStream_t s, std::size_t& r) {
-    const std::size_t limit = r >= large_block ? r + r / 4 : r;
-    for (auto it = free_.lower_bound(key{dev, s, r});
-         it != free_.end() && it->first.dev == dev && it->first.stream == s && it->first.size <= limit; ++it) {
-      auto& v = it->second;
-      if (v.empty()) continue;
-      void* p = v.back();
-      v.pop_back();
-      r = it->first.size;
-      return p;
-    }
-    return nullptr;
-  }
-  void release_locked() noexcept {
-    (void)cudaDeviceSynchronize();
-    for (auto& [k, v] : free_)
-      for (void* p : v) {
-        (void)cudaFree(p);
-        stats_.reserved -= k.size;
-      }
-    free_.clear();
-  }
   mutable std::mutex mutex_;
-  std::map<key, std::vector<void*>> free_;
-  std::unordered_map<void*, block> live_;
-  memory_stats_t stats_;
+  block_pool<cuda_backing, cudaStream_t> pool_;
 };
 
-// --- the hooks storage.hpp calls --------------------------------------------------------------
 inline void* hook_allocate(std::size_t n, device d) {
   device_context ctx(d);
   return caching_allocator::instance().allocate(n, d.index, current_stream());
