@@ -448,7 +448,7 @@ class graph_class final : public device_class_state {
   /// Times each pointwise launch configuration (one warm-up, median of three, CUDA events).
   void autotune(const R& r, cudaStream_t s) {
     const int threads[] = {128, 256, 512, 1024};
-    const int per_sm[] = {4, 16, 64};
+    const int per_sm[] = {4, 16, 32, 64};
     cudaEvent_t a = nullptr, b = nullptr;
     TENET_CUDA_CHECK(cudaEventCreate(&a));
     TENET_CUDA_CHECK(cudaEventCreate(&b));
