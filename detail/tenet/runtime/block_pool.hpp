@@ -58,7 +58,8 @@ class block_pool {
   block_pool& operator=(const block_pool&) = delete;
   /// The segments still held go back to the Backing (live blocks in them become invalid).
   ~block_pool() {
-    for (auto& [seg, dev] : segment_devices_) backing_.free(seg, dev);
+    for (auto& [b, owned] : blocks_)
+      if (!b->prev) backing_.free(b->ptr, b->dev);  // a segment's first block starts it
   }
 
   static std::size_t rounded(std::size_t n) { return n == 0 ? granule : (n + granule - 1) / granule * granule; }
@@ -88,7 +89,6 @@ class block_pool {
       auto owned = std::make_unique<block>(block{static_cast<char*>(p), seg, dev, s, small, false, nullptr, nullptr});
       b = owned.get();
       blocks_.emplace(b, std::move(owned));
-      segment_devices_.emplace_back(p, dev);
       stats_.reserved += seg;
       ++stats_.segments;
     }
@@ -203,11 +203,6 @@ class block_pool {
     for (block* b : whole) {
       free_.erase(b);
       backing_.free(b->ptr, b->dev);
-      for (auto it = segment_devices_.begin(); it != segment_devices_.end(); ++it)
-        if (it->first == b->ptr) {
-          segment_devices_.erase(it);
-          break;
-        }
       stats_.reserved -= b->size;
       --stats_.segments;
       blocks_.erase(b);
@@ -218,7 +213,6 @@ class block_pool {
   std::set<block*, by_fit> free_;
   std::unordered_map<void*, block*> live_;
   std::unordered_map<block*, std::unique_ptr<block>> blocks_;  // owns every block, free or live
-  std::vector<std::pair<void*, int>> segment_devices_;         // every segment held, with its device
   pool_stats stats_;
 };
 

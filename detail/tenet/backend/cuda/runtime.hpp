@@ -11,10 +11,8 @@
 // that freed it, which is safe without a synchronization because work on one stream runs in order
 // (PyTorch's rule); empty_cache() returns every wholly free segment to the driver.
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <string>
-#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -297,6 +295,7 @@ class caching_allocator {
   block_pool<cuda_backing, cudaStream_t> pool_;
 };
 
+// --- the hooks storage.hpp calls --------------------------------------------------------------
 inline void* hook_allocate(std::size_t n, device d) {
   device_context ctx(d);
   return caching_allocator::instance().allocate(n, d.index, current_stream());
