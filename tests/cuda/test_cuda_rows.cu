@@ -220,3 +220,33 @@ TEST_CASE("cuda gemm epilogue: linear + bias (+ relu / tanh-gelu) from the sched
   check_close(F2(matmul(xt.to(tenet::cuda(0)).transpose<0, 1>(), wk.to(tenet::cuda(0))) + db),
               F2(matmul(xt.transpose<0, 1>(), wk) + bias), 1e-4, 1e-4);
 }
+
+TEST_CASE("cuda rows: 16-bit rows through the looping kernel, more rows than its grid") {
+  // bf16 / fp16 rows of 129..4096 vectors from a contiguous tensor run row_pipe_kernel, whose grid
+  // holds 2048 threads per SM (132 SMs, 128-thread blocks: 2112 blocks): 4500 rows make each block
+  // loop over two or three rows, the last with no next row to load; 16384 columns: 512 threads.
+  manual_seed(13);
+  for (const auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{4500, 4096}, {9001, 1040}, {3, 16384}}) {
+    INFO("rows " << rows << ", cols " << cols);
+    F2 x = randn<float, dyn_shape<2>>(rows, cols) * 2.0f + 0.25f;
+    F1 w = randn<float, dyn_shape<1>>(cols), b = randn<float, dyn_shape<1>>(cols);
+    B2 xb = x.to<bfloat16>();
+    B1 wb = w.to<bfloat16>(), bb = b.to<bfloat16>();
+    F2 xr = xb.to<float>();
+    F1 wr = wb.to<float>(), br = bb.to<float>();
+    auto dxb = xb.to(tenet::cuda(0));
+    auto dwb = wb.to(tenet::cuda(0)), dbb = bb.to(tenet::cuda(0));
+    const std::int64_t k0 = kernels();
+    B2 sb = softmax<-1>(dxb);
+    CHECK(kernels() - k0 == 1);
+    check_close(sb, F2(softmax<-1>(xr)), 8e-3, 1e-7);
+    check_close(B2(log_softmax<-1>(dxb)), F2(log_softmax<-1>(xr)), 8e-3, 2e-2);
+    check_close(B2(layer_norm(dxb, dwb, dbb, 1e-5)), F2(layer_norm(xr, wr, br, 1e-5)), 1e-2, 2e-2);
+    check_close(B2(rms_norm(dxb, dwb, 1e-5)), F2(rms_norm(xr, wr, 1e-5)), 1e-2, 2e-2);
+    H2 xh = x.to<float16>();
+    auto wh = w.to<float16>(), bh = b.to<float16>();
+    check_close(H2(layer_norm(xh.to(tenet::cuda(0)), wh.to(tenet::cuda(0)), bh.to(tenet::cuda(0)))),
+                F2(layer_norm(xh.to<float>(), wh.to<float>(), bh.to<float>())), 3e-3, 5e-3);
+    check_close(H2(softmax<-1>(xh.to(tenet::cuda(0)))), F2(softmax<-1>(xh.to<float>())), 2e-3, 1e-7);
+  }
+}

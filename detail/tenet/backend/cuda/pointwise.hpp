@@ -230,18 +230,31 @@ struct dpw<node<P, C...>, R> : divisor_check<checks_divisor<P, typename node<P, 
   }
 };
 
-/// 16-byte groups each thread keeps in flight per loop step of the flat kernel: 4 for 4- and
-/// 8-byte outputs, 1 for 16-bit ones. Measured on an H100 (docs/cuda.md, 20 calls per timing):
-/// gelu(x*a+b)*c on 64 Mi fp32 went from 2751 GB/s (1 group) to 2837 (4), its copy from 2802 to
-/// 2847; in bf16 the same gelu is bound by its arithmetic (8 elements per group, each rounded to
-/// bf16 four times) and fell from 2509 to 2347 with 4 groups (more registers, fewer warps).
-template <class T>
-inline constexpr int flat_groups_per_step = sizeof(T) >= 4 ? 4 : 1;
+/// Whether a dpw tree draws random numbers (random.hpp specializes it for its uniform leaf).
+template <class D>
+struct dpw_draws : std::false_type {};
+template <class P, class... C, std::size_t R>
+struct dpw_draws<dpw<node<P, C...>, R>> : std::bool_constant<(dpw_draws<dpw<C, R>>::value || ...)> {};
+template <class D>
+struct dpw_is_tensor_leaf : std::false_type {};
+template <class U, class S, std::size_t R>
+struct dpw_is_tensor_leaf<dpw<Tensor<U, S>, R>> : std::true_type {};
+
+/// 16-byte groups each thread keeps in flight per loop step of the flat kernel. 16-bit outputs: 1
+/// (on an H100 the bf16 gelu(x*a+b)*c, bound by its arithmetic, fell from 2509 to 2347 GB/s with
+/// 4: more registers, fewer warps). 4- and 8-byte outputs: 4, except a plain copy (a tensor leaf)
+/// 8 and a tree that draws random numbers (Philox: many registers per group) 2. On an H200, two
+/// rounds each, 64 Mi fp32, GB/s for 2 / 4 / 8 groups: gelu(x*a+b)*c 3830-3837 / 3926-3931 /
+/// 3754-3758, copy_ 3984-3988 / 3714-3717 / 4026-4034 (cudaMemcpy 4156-4168), dropout 3319-3321 /
+/// 2677-2680 / 1614-1616.
+template <class T, class Tree>
+inline constexpr int flat_groups_per_step =
+    sizeof(T) < 4 ? 1 : dpw_is_tensor_leaf<Tree>::value ? 8 : dpw_draws<Tree>::value ? 2 : 4;
 
 template <class T, class Tree>
 __global__ void pointwise_flat_kernel(T* __restrict__ out, Tree tree, std::int64_t n) {
   constexpr int N = 16 / sizeof(T) > 0 ? static_cast<int>(16 / sizeof(T)) : 1;
-  constexpr int U = flat_groups_per_step<T>;
+  constexpr int U = flat_groups_per_step<T, Tree>;
   const std::int64_t groups = n / N;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x * U;
   // a block's step covers U * blockDim consecutive groups, thread t takes t, t + blockDim, ...:
@@ -351,7 +364,7 @@ void run_pointwise(const Tensor<T, S>& out, const E& e) {
   pointwise_launch cfg = pointwise_config();  // its thread count capped by what the kernel allows
   ++pointwise_launches();
   if (flat) {
-    constexpr int U = flat_groups_per_step<T>;
+    constexpr int U = flat_groups_per_step<T, tree_t>;
     const std::int64_t steps = std::max<std::int64_t>((n / N + U - 1) / U, 1);
     cfg.threads = std::min(cfg.threads, kernel_max_threads<pointwise_flat_kernel<T, tree_t>>());
     pointwise_flat_kernel<T, tree_t><<<grid_for(steps, cfg.threads, dev, cfg.blocks_per_sm), cfg.threads, 0, s>>>(obase, tree, n);

@@ -19,6 +19,11 @@
 namespace tenet::detail::cuda {
 
 template <class T, class S, std::size_t R>
+struct dpw<uniform_leaf<T, S>, R>;
+template <class T, class S, std::size_t R>
+struct dpw_draws<dpw<uniform_leaf<T, S>, R>> : std::true_type {};
+
+template <class T, class S, std::size_t R>
 struct dpw<uniform_leaf<T, S>, R> {
   using value_type = T;
   static constexpr unsigned words = uniform_words_per_element<T>();

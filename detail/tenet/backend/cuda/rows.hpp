@@ -9,12 +9,15 @@
 // a block), and written once with 16-byte stores. Arithmetic is in compute_t<T> (float for
 // fp32/fp16/bf16, double for fp64); the output is rounded once, as PyTorch's CUDA kernels do.
 //   - short rows (<= 128 vectors): a warp per row, 4 rows per block of 128 threads;
+//   - a contiguous bf16 / fp16 input of 129..2048 vectors a row: row_pipe_kernel, blocks looping
+//     over rows with the next row's loads in flight;
 //   - long rows (<= 4096 vectors): a block per row, 64..1024 threads with 4 vectors each, or 256
 //     threads with 2 each for 257..512 vectors (e.g. 4096 bf16 = 512 vectors);
 //   - longer rows, or rows whose length or pointers do not allow 16-byte vectors: a block per row
 //     that reads the row from global memory once per pass (scalar loads).
 // The input is a contiguous tensor or a pointwise producer tree evaluated while loading
 // (softmax(x * s), layer_norm(x + residual)): its inputs are read once, no intermediate is made.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -203,6 +206,126 @@ __global__ void row_vec_kernel(row_args<T> a, Src src) {
   }
 }
 
+/// The row kernel for a contiguous 16-bit input (ptr_src of bf16 / fp16) of 129..2048 vectors a
+/// row (1032..16384 elements): a grid of about what the SMs hold at once (2048 threads per SM)
+/// whose blocks loop over rows r, r + grid, ...; each thread keeps its V vectors of the row packed
+/// as loaded (converted to float in each pass: half the registers of row_vec_kernel's float copy)
+/// and issues the loads of its next row before reducing the current one, so that a block has
+/// memory in flight while it reduces. A one-row-per-block kernel loads, then reduces and stores
+/// with nothing in flight: on an H200, 8192 x 4096 bf16 softmax 2935-2951 GB/s against 3344-3362
+/// with this kernel (docs/cuda.md). softmax computes exp twice (sum, then output): ex2.approx for
+/// 16-bit types, cheap.
+/// Registers are capped at 72 a thread for softmax (7 blocks of 128 threads per SM; registers are
+/// given per warp in steps of 8 a thread) and 80 for the others (6 blocks; bf16 log_softmax
+/// spilled at 72). Left alone, ptxas gave bf16 layer_norm 91 (5 blocks): on an H200, 8192 x 4096
+/// bf16, 3246-3263 GB/s with 91, 3357-3375 with 80 (64: spills, 3034).
+template <row_kind K, int V, class T>
+__global__ void __maxnreg__(K == row_kind::softmax ? 72 : 80) row_pipe_kernel(row_args<T> a, const T* __restrict__ x) {
+  using A = compute_t<T>;
+  constexpr int W = 16 / sizeof(T);
+  using L = lanes<T, W>;
+  __shared__ A smem[32];
+  const int t = threadIdx.x, G = static_cast<int>(blockDim.x);
+  const std::int64_t nv = a.cols / W;
+  const A n = static_cast<A>(a.cols);
+  std::int64_t r = blockIdx.x;
+  if (r >= a.rows) return;
+  const std::int64_t step = gridDim.x;
+  L cur[V], nxt[V];
+  auto load = [&](L* buf, std::int64_t row) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const std::int64_t q = t + static_cast<std::int64_t>(j) * G;
+      if (q < nv) buf[j] = *reinterpret_cast<const L*>(x + row * a.cols + q * W);
+    }
+  };
+  auto ok = [&](int j) { return t + static_cast<std::int64_t>(j) * G < nv; };
+  load(cur, r);
+  for (; r < a.rows; r += step) {
+    if (r + step < a.rows) load(nxt, r + step);
+    A s0, s1;  // as row_vec_kernel's
+    if constexpr (K == row_kind::softmax || K == row_kind::log_softmax) {
+      A m = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        if (ok(j))
+#pragma unroll
+          for (int k = 0; k < W; ++k) m = row_max(m, static_cast<A>(cur[j].v[k]));
+      m = group_allreduce<true, false>(m, smem);
+      A s = 0;
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        if (ok(j))
+#pragma unroll
+          for (int k = 0; k < W; ++k) s += row_exp<T>(static_cast<A>(cur[j].v[k]), m);
+      s = group_allreduce<false, false>(s, smem);
+      s0 = m;
+      s1 = K == row_kind::softmax ? A(1) / s : ::log(s);
+    } else if constexpr (K == row_kind::layer_norm) {
+      A s = 0;
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        if (ok(j))
+#pragma unroll
+          for (int k = 0; k < W; ++k) s += static_cast<A>(cur[j].v[k]);
+      const A mean = group_allreduce<false, false>(s, smem) / n;
+      A q = 0;
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        if (ok(j))
+#pragma unroll
+          for (int k = 0; k < W; ++k) {
+            const A d = static_cast<A>(cur[j].v[k]) - mean;
+            q += d * d;
+          }
+      s0 = mean;
+      s1 = A(1) / ::sqrt(group_allreduce<false, false>(q, smem) / n + static_cast<A>(a.eps));
+    } else {
+      A q = 0;
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        if (ok(j))
+#pragma unroll
+          for (int k = 0; k < W; ++k) {
+            const A d = static_cast<A>(cur[j].v[k]);
+            q += d * d;
+          }
+      s0 = 0;
+      s1 = A(1) / ::sqrt(group_allreduce<false, false>(q, smem) / n + static_cast<A>(a.eps));
+    }
+    T* y = a.out + r * a.cols;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const std::int64_t q = t + static_cast<std::int64_t>(j) * G;
+      if (q < nv) {
+        L o;
+        if constexpr (K == row_kind::softmax) {
+#pragma unroll
+          for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(row_exp<T>(static_cast<A>(cur[j].v[k]), s0) * s1);
+        } else if constexpr (K == row_kind::log_softmax) {
+#pragma unroll
+          for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(static_cast<A>(cur[j].v[k]) - s0 - s1);
+        } else {
+          const L wl = *reinterpret_cast<const L*>(a.w + q * W);
+          if constexpr (K == row_kind::layer_norm) {
+            const L bl = *reinterpret_cast<const L*>(a.b + q * W);
+#pragma unroll
+            for (int k = 0; k < W; ++k)
+              o.v[k] = static_cast<T>((static_cast<A>(cur[j].v[k]) - s0) * s1 * static_cast<A>(wl.v[k]) +
+                                      static_cast<A>(bl.v[k]));
+          } else {
+#pragma unroll
+            for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(static_cast<A>(cur[j].v[k]) * s1 * static_cast<A>(wl.v[k]));
+          }
+        }
+        *reinterpret_cast<L*>(y + q * W) = o;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) cur[j] = nxt[j];
+  }
+}
+
 /// Any length and alignment: a block per row, the row read from global memory once per pass.
 template <row_kind K, class T, class Src>
 __global__ void row_scalar_kernel(row_args<T> a, Src src) {
@@ -272,6 +395,24 @@ void launch_rows(const row_args<T>& a, const Src& src, bool src_aligned) {
   if (a.rows > 0x7fffffffLL)
     throw device_error("tenet: a row kernel over " + std::to_string(a.rows) + " rows is not supported on CUDA "
                        "(at most 2^31 - 1 rows)");
+  if constexpr (sizeof(T) == 2 && std::is_same_v<Src, ptr_src<T>>) {
+    // rows too long for a warp, input not written by this call (the kernel reads it through the
+    // read-only path, a row ahead)
+    const auto* in = reinterpret_cast<const char*>(src.p);
+    const auto* o = reinterpret_cast<const char*>(a.out);
+    const std::int64_t bytes = a.rows * a.cols * static_cast<std::int64_t>(sizeof(T));
+    // at most 512 threads: up to 91 registers a thread (bf16 layer_norm), 1024 would not launch
+    if (vec && nv > 32 * V && nv <= 512 * V && (in + bytes <= o || o + bytes <= in)) {
+      int threads = 64;
+      while (threads * V < nv) threads *= 2;
+      int dev = 0;
+      TENET_CUDA_CHECK(cudaGetDevice(&dev));
+      const std::int64_t grid = std::min<std::int64_t>(a.rows, static_cast<std::int64_t>(sm_count(dev)) * (2048 / threads));
+      row_pipe_kernel<K, V, T><<<static_cast<unsigned>(grid), threads, 0, s>>>(a, src.p);
+      check_launch("the row kernel launch");
+      return;
+    }
+  }
   if (vec && nv <= 32 * V) {
     constexpr int per_block = 4;
     const auto blocks = static_cast<unsigned>((a.rows + per_block - 1) / per_block);
