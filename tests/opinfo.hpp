@@ -31,10 +31,25 @@ inline constexpr bool on_cuda = true;
 #else
 inline constexpr bool on_cuda = false;
 #endif
+#if defined(TENET_OPINFO_HALF)
+inline constexpr bool half_rows = true;
+#else
+inline constexpr bool half_rows = false;
+#endif
+template <class T>
+inline constexpr bool is_half = std::is_same_v<T, tenet::bfloat16> || std::is_same_v<T, tenet::float16>;
 /// On CUDA the float32 rows run (the other dtypes' rows take the same kernels with another
 /// element type; compiling them too cost about 7 CPU minutes and 9 GB per translation unit).
+/// With TENET_OPINFO_HALF (the CUDA program tenet_cuda_opinfo_half_tests) the bfloat16 and
+/// float16 rows run instead, against opinfo_half.txt (tests/reference/gen_opinfo_half.py: PyTorch
+/// on CUDA); the CPU does not run them.
 template <class T>
-inline constexpr bool row_runs = !on_cuda || std::is_same_v<T, float>;
+inline constexpr bool row_runs = half_rows ? on_cuda && is_half<T> : !is_half<T> && (!on_cuda || std::is_same_v<T, float>);
+/// The reference file of T's rows.
+template <class T>
+const char* file_for() {
+  return is_half<T> ? "opinfo_half.txt" : kFile;
+}
 /// A sample on the device the rows run on.
 template <class T>
 mat<T> place(const mat<T>& t) {
@@ -149,7 +164,7 @@ template <class T, class F>
 void unary_row(const std::string& op, F f, tol t) {
   const std::string name = op + "_" + dtype_name<T>();
   INFO("opinfo case " << name);
-  const auto& c = get_case(kFile, name);
+  const auto& c = get_case(file_for<T>(), name);
   using R = tenet::value_type_of<decltype(f(std::declval<mat<T>>()))>;
   check_prims_only<decltype(f(std::declval<mat<T>>()))>();
   auto run = [&](const mat<T>& x, const char* out, bool signs) {
@@ -169,7 +184,7 @@ template <class T, class F>
 void binary_row(const std::string& op, F f, tol t) {
   const std::string name = op + "_" + dtype_name<T>();
   INFO("opinfo case " << name);
-  const auto& c = get_case(kFile, name);
+  const auto& c = get_case(file_for<T>(), name);
   using R = tenet::value_type_of<decltype(f(std::declval<mat<T>>(), std::declval<mat<T>>()))>;
   check_prims_only<decltype(f(std::declval<mat<T>>(), std::declval<mat<T>>()))>();
   auto run = [&](const mat<T>& a, const mat<T>& b, const char* out, bool signs) {

@@ -9,8 +9,10 @@
 
 using namespace tenet_test::opinfo;
 
-#define ROW_F(NAME, ...) \
-  unary<float>(#NAME, OPINFO_FN1(NAME), ##__VA_ARGS__), unary<double>(#NAME, OPINFO_FN1(NAME))
+// every float row also names bfloat16 and float16 (run by the CUDA half program only: opinfo.hpp)
+#define ROW_F(NAME, ...)                                                                           \
+  unary<float>(#NAME, OPINFO_FN1(NAME), ##__VA_ARGS__), unary<double>(#NAME, OPINFO_FN1(NAME)), \
+      unary<tenet::bfloat16>(#NAME, OPINFO_FN1(NAME)), unary<tenet::float16>(#NAME, OPINFO_FN1(NAME))
 #define ROW_FI(NAME, I, ...) ROW_F(NAME, ##__VA_ARGS__), unary<I>(#NAME, OPINFO_FN1(NAME))
 
 TEST_CASE("opinfo: unary math", "[opinfo]") {
@@ -60,6 +62,8 @@ TEST_CASE("opinfo: unary rounding, classification and logical", "[opinfo]") {
   ROW_F(logit);
   unary<float>("logit_eps", [](const auto& x) { return tenet::logit(x, 0.05); });
   unary<double>("logit_eps", [](const auto& x) { return tenet::logit(x, 0.05); });
+  unary<tenet::bfloat16>("logit_eps", [](const auto& x) { return tenet::logit(x, 0.05); });
+  unary<tenet::float16>("logit_eps", [](const auto& x) { return tenet::logit(x, 0.05); });
   ROW_F(isnan);
   ROW_FI(isinf, std::int32_t);
   ROW_F(isfinite);

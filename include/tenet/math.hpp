@@ -4,7 +4,8 @@
 // hyperbolic functions, hypot, copysign, logaddexp, xlogy, logit, sinc, fmax/fmin and aliases.
 // Each function documents its decomposition; the forms are chosen to keep full range and accuracy
 // (no overflow for large |x|, no cancellation near 0), and the tests compare them with PyTorch at
-// the edge values (tests/test_opinfo.cpp).
+// the edge values (tests/test_opinfo.cpp). For bfloat16 / float16 they compute in float32 and round
+// the result once, as PyTorch does (detail::opmath_t; tests/cuda/tu_opinfo_half_*.cu).
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -20,6 +21,16 @@ namespace detail {
 template <class X>
 auto float_operand(const X& x) {
   return share(cast_to<floating_t<value_type_of<X>>>(x));
+}
+/// The type a floating op computes in (PyTorch's "opmath"): float32 for bfloat16 / float16, whose
+/// result is rounded to the 16-bit type once, not after every prim of the decomposition; T itself
+/// otherwise. (atanh of bf16 0.98828 rounded after each prim was -2.77 where torch gives -2.56.)
+template <class T>
+using opmath_t = std::conditional_t<std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>, float, T>;
+/// The operand of a floating-only op in its opmath type (ints and bool as float32).
+template <class X>
+auto opmath_operand(const X& x) {
+  return share(cast_to<opmath_t<floating_t<value_type_of<X>>>>(x));
 }
 /// The odd extension of v = f(|x|) (f(0) = 0): -v for x < 0, x itself at +-0 (keeps the zero's sign).
 template <class X, class V>
@@ -49,20 +60,22 @@ auto atan(const X& x0) {
 /// asin(x) = atan2(x, sqrt((1 - x)(1 + x))); NaN outside [-1, 1] from the sqrt.
 template <Expression X>
 auto asin(const X& x0) {
-  auto x = detail::float_operand(x0);
+  using R = detail::floating_t<value_type_of<X>>;
+  auto x = detail::opmath_operand(x0);
   using T = value_type_of<decltype(x)>;
   auto c = sqrt(make_node(prim::mul_{}, make_node(prim::sub_{}, detail::cast_to<T>(1), x),
                           make_node(prim::add_{}, detail::cast_to<T>(1), x)));
-  return make_node(prim::atan2_{}, x, c);
+  return detail::cast_to<R>(make_node(prim::atan2_{}, x, c));
 }
 /// acos(x) = atan2(sqrt((1 - x)(1 + x)), x).
 template <Expression X>
 auto acos(const X& x0) {
-  auto x = detail::float_operand(x0);
+  using R = detail::floating_t<value_type_of<X>>;
+  auto x = detail::opmath_operand(x0);
   using T = value_type_of<decltype(x)>;
   auto s = sqrt(make_node(prim::mul_{}, make_node(prim::sub_{}, detail::cast_to<T>(1), x),
                           make_node(prim::add_{}, detail::cast_to<T>(1), x)));
-  return make_node(prim::atan2_{}, s, x);
+  return detail::cast_to<R>(make_node(prim::atan2_{}, s, x));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -81,25 +94,28 @@ auto half_exp_abs(const X& x) {
 /// e^|x|/2 - e^-|x|/2, the first term as h * (h/2), h = e^(|x|/2), so it overflows only with the result.
 template <Expression X>
 auto sinh(const X& x0) {
-  auto x = detail::float_operand(x0);
+  using R = detail::floating_t<value_type_of<X>>;
+  auto x = detail::opmath_operand(x0);
   using T = value_type_of<decltype(x)>;
   auto small = make_node(prim::mul_{}, make_node(prim::sub_{}, expm1(x), expm1(neg(x))), detail::cast_to<T>(0.5));
   auto [big, tiny] = detail::half_exp_abs(x);
   auto large = detail::with_sign_of(x, make_node(prim::sub_{}, big, tiny));
-  return make_node(prim::where_{}, make_node(prim::lt_{}, make_node(prim::abs_{}, x), detail::cast_to<T>(1)), small,
-                   large);
+  return detail::cast_to<R>(
+      make_node(prim::where_{}, make_node(prim::lt_{}, make_node(prim::abs_{}, x), detail::cast_to<T>(1)), small, large));
 }
 /// cosh(x) = e^|x|/2 + e^-|x|/2 (as in sinh).
 template <Expression X>
 auto cosh(const X& x0) {
-  auto x = detail::float_operand(x0);
+  using R = detail::floating_t<value_type_of<X>>;
+  auto x = detail::opmath_operand(x0);
   auto [big, tiny] = detail::half_exp_abs(x);
-  return make_node(prim::add_{}, big, tiny);
+  return detail::cast_to<R>(make_node(prim::add_{}, big, tiny));
 }
 /// asinh(x) = sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2))); log(|x|) + ln 2 once x^2 would lose 1.
 template <Expression X>
 auto asinh(const X& x0) {
-  auto x = detail::float_operand(x0);
+  using R = detail::floating_t<value_type_of<X>>;
+  auto x = detail::opmath_operand(x0);
   using T = value_type_of<decltype(x)>;
   auto a = detail::share(make_node(prim::abs_{}, x));
   auto x2 = detail::share(make_node(prim::mul_{}, a, a));
@@ -109,28 +125,31 @@ auto asinh(const X& x0) {
                                                  sqrt(make_node(prim::add_{}, detail::cast_to<T>(1), x2))))));
   auto big = make_node(prim::add_{}, log(a), detail::cast_to<T>(std::numbers::ln2));
   auto v = make_node(prim::where_{}, make_node(prim::gt_{}, a, detail::cast_to<T>(268435456.0)), big, mid);
-  return detail::with_sign_of(x, v);
+  return detail::cast_to<R>(detail::with_sign_of(x, v));
 }
 /// acosh(x) = log1p((x - 1) + sqrt(x - 1) sqrt(x + 1)); log(x) + ln 2 for large x; NaN below 1.
 template <Expression X>
 auto acosh(const X& x0) {
-  auto x = detail::float_operand(x0);
+  using R = detail::floating_t<value_type_of<X>>;
+  auto x = detail::opmath_operand(x0);
   using T = value_type_of<decltype(x)>;
   auto xm1 = detail::share(make_node(prim::sub_{}, x, detail::cast_to<T>(1)));
   // sqrt(x - 1) sqrt(x + 1): NaN below 1, and no overflow of the product
   auto mid = log1p(make_node(prim::add_{}, xm1,
                              make_node(prim::mul_{}, sqrt(xm1), sqrt(make_node(prim::add_{}, x, detail::cast_to<T>(1))))));
   auto big = make_node(prim::add_{}, log(x), detail::cast_to<T>(std::numbers::ln2));
-  return make_node(prim::where_{}, make_node(prim::gt_{}, x, detail::cast_to<T>(268435456.0)), big, mid);
+  return detail::cast_to<R>(
+      make_node(prim::where_{}, make_node(prim::gt_{}, x, detail::cast_to<T>(268435456.0)), big, mid));
 }
 /// atanh(x) = log1p(2x / (1 - x)) / 2.
 template <Expression X>
 auto atanh(const X& x0) {
-  auto x = detail::float_operand(x0);
+  using R = detail::floating_t<value_type_of<X>>;
+  auto x = detail::opmath_operand(x0);
   using T = value_type_of<decltype(x)>;
   auto q = make_node(prim::div_{}, make_node(prim::mul_{}, x, detail::cast_to<T>(2)),
                      make_node(prim::sub_{}, detail::cast_to<T>(1), x));
-  return make_node(prim::mul_{}, log1p(q), detail::cast_to<T>(0.5));
+  return detail::cast_to<R>(make_node(prim::mul_{}, log1p(q), detail::cast_to<T>(0.5)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -140,8 +159,9 @@ auto atanh(const X& x0) {
 template <class A, class B>
   requires detail::binary_args<A, B>
 auto hypot(const A& a0, const B& b0) {
-  using T = detail::promoted_t<A, B>;
-  static_assert(is_floating_v<T>, "tenet: hypot needs floating operands (as torch.hypot)");
+  using R = detail::promoted_t<A, B>;
+  static_assert(is_floating_v<R>, "tenet: hypot needs floating operands (as torch.hypot)");
+  using T = detail::opmath_t<R>;
   auto a = detail::share(make_node(prim::abs_{}, detail::cast_to<T>(a0)));
   auto b = detail::share(make_node(prim::abs_{}, detail::cast_to<T>(b0)));
   auto m = detail::share(make_node(prim::maximum_{}, a, b));
@@ -150,8 +170,9 @@ auto hypot(const A& a0, const B& b0) {
   const T inf = std::numeric_limits<T>::infinity();
   auto any_inf = make_node(prim::bitwise_or_{}, make_node(prim::eq_{}, a, scalar<T>{inf}),
                            make_node(prim::eq_{}, b, scalar<T>{inf}));
-  return make_node(prim::where_{}, any_inf, scalar<T>{inf},
-                   make_node(prim::where_{}, make_node(prim::eq_{}, m, detail::cast_to<T>(0)), detail::cast_to<T>(0), v));
+  return detail::cast_to<R>(
+      make_node(prim::where_{}, any_inf, scalar<T>{inf},
+                make_node(prim::where_{}, make_node(prim::eq_{}, m, detail::cast_to<T>(0)), detail::cast_to<T>(0), v)));
 }
 /// copysign(a, b): |a| with the sign of b, promoted to a floating dtype. The sign of a zero b is read
 /// through 1/b; a NaN b counts as positive (torch reads a NaN's sign bit: documented difference).
@@ -180,7 +201,8 @@ auto nan_ignoring(const A& a0, const B& b0) {
 /// a == b == +-inf (no inf - inf).
 template <bool Base2, class A, class B>
 auto log_add_exp(const A& a0, const B& b0) {
-  using T = floating_t<promoted_t<A, B>>;
+  using R = floating_t<promoted_t<A, B>>;
+  using T = opmath_t<R>;
   auto a = share(cast_to<T>(a0));
   auto b = share(cast_to<T>(b0));
   auto m = make_node(prim::maximum_{}, a, b);
@@ -192,7 +214,7 @@ auto log_add_exp(const A& a0, const B& b0) {
       return make_node(prim::add_{}, m, log1p(exp(d)));
   }();
   auto both_inf = make_node(prim::bitwise_and_{}, isinf(a), make_node(prim::eq_{}, a, b));
-  return make_node(prim::where_{}, both_inf, a, v);
+  return cast_to<R>(make_node(prim::where_{}, both_inf, a, v));
 }
 }  // namespace detail
 /// fmax/fmin: maximum/minimum that ignore a NaN operand (NaN only when both are NaN).
@@ -222,12 +244,13 @@ auto logaddexp2(const A& a, const B& b) {
 template <class A, class B>
   requires detail::binary_args<A, B>
 auto xlogy(const A& a0, const B& b0) {
-  using T = detail::floating_t<detail::promoted_t<A, B>>;
+  using R = detail::floating_t<detail::promoted_t<A, B>>;
+  using T = detail::opmath_t<R>;
   auto x = detail::share(detail::cast_to<T>(a0));
   auto y = detail::share(detail::cast_to<T>(b0));
   auto zero = make_node(prim::bitwise_and_{}, make_node(prim::eq_{}, x, detail::cast_to<T>(0)),
                         make_node(prim::bitwise_not_{}, make_node(prim::isnan_{}, y)));
-  return make_node(prim::where_{}, zero, detail::cast_to<T>(0), make_node(prim::mul_{}, x, log(y)));
+  return detail::cast_to<R>(make_node(prim::where_{}, zero, detail::cast_to<T>(0), make_node(prim::mul_{}, x, log(y))));
 }
 /// heaviside(x, values): values where x == 0, else x > 0 (same dtype, as torch.heaviside).
 template <Expression X, Expression V>
@@ -258,22 +281,25 @@ auto rsub(const A& a, const B& b, double alpha = 1.0) {
 /// log10(x) = log(x) / ln 10.
 template <Expression X>
 auto log10(const X& x0) {
-  auto x = detail::cast_to<detail::floating_t<value_type_of<X>>>(x0);
+  using R = detail::floating_t<value_type_of<X>>;
+  auto x = detail::cast_to<detail::opmath_t<R>>(x0);
   using T = value_type_of<decltype(x)>;
-  return make_node(prim::div_{}, log(x), detail::cast_to<T>(std::numbers::ln10));
+  return detail::cast_to<R>(make_node(prim::div_{}, log(x), detail::cast_to<T>(std::numbers::ln10)));
 }
 /// deg2rad / rad2deg: multiply by pi/180 or 180/pi.
 template <Expression X>
 auto deg2rad(const X& x0) {
-  auto x = detail::cast_to<detail::floating_t<value_type_of<X>>>(x0);
+  using R = detail::floating_t<value_type_of<X>>;
+  auto x = detail::cast_to<detail::opmath_t<R>>(x0);
   using T = value_type_of<decltype(x)>;
-  return make_node(prim::mul_{}, x, detail::cast_to<T>(std::numbers::pi / 180.0));
+  return detail::cast_to<R>(make_node(prim::mul_{}, x, detail::cast_to<T>(std::numbers::pi / 180.0)));
 }
 template <Expression X>
 auto rad2deg(const X& x0) {
-  auto x = detail::cast_to<detail::floating_t<value_type_of<X>>>(x0);
+  using R = detail::floating_t<value_type_of<X>>;
+  auto x = detail::cast_to<detail::opmath_t<R>>(x0);
   using T = value_type_of<decltype(x)>;
-  return make_node(prim::mul_{}, x, detail::cast_to<T>(180.0 / std::numbers::pi));
+  return detail::cast_to<R>(make_node(prim::mul_{}, x, detail::cast_to<T>(180.0 / std::numbers::pi)));
 }
 /// frac(x) = x - trunc(x) (floating dtypes, as torch.frac).
 template <Expression X>
@@ -285,22 +311,25 @@ auto frac(const X& x0) {
 /// sinc(x) = sin(pi x) / (pi x), 1 at 0.
 template <Expression X>
 auto sinc(const X& x0) {
-  auto x = detail::float_operand(x0);
+  using R = detail::floating_t<value_type_of<X>>;
+  auto x = detail::opmath_operand(x0);
   using T = value_type_of<decltype(x)>;
   auto px = detail::share(make_node(prim::mul_{}, x, detail::cast_to<T>(std::numbers::pi)));
-  return make_node(prim::where_{}, make_node(prim::eq_{}, x, detail::cast_to<T>(0)), detail::cast_to<T>(1),
-                   make_node(prim::div_{}, sin(px), px));
+  return detail::cast_to<R>(make_node(prim::where_{}, make_node(prim::eq_{}, x, detail::cast_to<T>(0)),
+                                      detail::cast_to<T>(1), make_node(prim::div_{}, sin(px), px)));
 }
 /// logit(x) = log(x / (1 - x)); with eps the input is first clamped to [eps, 1 - eps].
 template <Expression X>
 auto logit(const X& x0, std::optional<double> eps = std::nullopt) {
-  auto xf = detail::cast_to<detail::floating_t<value_type_of<X>>>(x0);
+  using R = detail::floating_t<value_type_of<X>>;
+  auto xf = detail::cast_to<detail::opmath_t<R>>(x0);
   using T = value_type_of<decltype(xf)>;
   auto body = [](const auto& x) {
     return log(make_node(prim::div_{}, x, make_node(prim::sub_{}, detail::cast_to<T>(1), x)));
   };
-  if (!eps) return body(detail::share(clamp(xf, detail::cast_to<T>(-INFINITY), detail::cast_to<T>(INFINITY))));
-  return body(detail::share(clamp(xf, detail::cast_to<T>(*eps), detail::cast_to<T>(1.0 - *eps))));
+  if (!eps)
+    return detail::cast_to<R>(body(detail::share(clamp(xf, detail::cast_to<T>(-INFINITY), detail::cast_to<T>(INFINITY)))));
+  return detail::cast_to<R>(body(detail::share(clamp(xf, detail::cast_to<T>(*eps), detail::cast_to<T>(1.0 - *eps)))));
 }
 /// Aliases of torch: positive, negative, absolute, fix, sgn (real), arctan ... spelled as torch.
 template <Expression X>

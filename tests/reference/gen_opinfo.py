@@ -183,35 +183,40 @@ def edge(dtype):
     return torch.tensor(FLOAT_EDGE, dtype=DT[dtype])
 
 
-ref = ReferenceFile()
-gen = torch.Generator().manual_seed(0)
+def main():
+    ref = ReferenceFile()
+    gen = torch.Generator().manual_seed(0)
 
-for name, fn, dtypes, domain in UNARY + DIM1:
-    for dt in dtypes:
-        x_edge = edge(dt).reshape(1, -1)
-        x_nc = rand((5, 4), dt, domain, gen)
-        x_empty = rand((0, 3), dt, domain, gen)
-        x_one = rand((1, 1), dt, domain, gen)
-        ref.case(f"{name}_{dt}", x_edge=x_edge, out_edge=fn(x_edge), x_nc=x_nc, out_nc=fn(x_nc.t()),
-                 x_empty=x_empty, out_empty=fn(x_empty), x_one=x_one, out_one=fn(x_one))
+    for name, fn, dtypes, domain in UNARY + DIM1:
+        for dt in dtypes:
+            x_edge = edge(dt).reshape(1, -1)
+            x_nc = rand((5, 4), dt, domain, gen)
+            x_empty = rand((0, 3), dt, domain, gen)
+            x_one = rand((1, 1), dt, domain, gen)
+            ref.case(f"{name}_{dt}", x_edge=x_edge, out_edge=fn(x_edge), x_nc=x_nc, out_nc=fn(x_nc.t()),
+                     x_empty=x_empty, out_empty=fn(x_empty), x_one=x_one, out_one=fn(x_one))
 
-for name, fn, dtypes, domain in BINARY:
-    for dt in dtypes:
-        e = edge(dt)
-        a_edge = e.reshape(-1, 1)
-        b_edge = e.reshape(1, -1)
-        a_nc = rand((5, 4), dt, domain, gen)
-        b_nc = rand((4, 5), dt, domain, gen)
-        a_bc = rand((3, 1), dt, domain, gen)
-        b_bc = rand((1, 4), dt, domain, gen)
-        if name in NONZERO_DIVISOR and dt != "bool" and not DT[dt].is_floating_point:
-            b_edge = b_edge[b_edge != 0].reshape(1, -1)
-            b_nc = torch.where(b_nc == 0, torch.ones_like(b_nc), b_nc)
-            b_bc = torch.where(b_bc == 0, torch.ones_like(b_bc), b_bc)
-        a_empty = rand((0, 3), dt, domain, gen)
-        b_empty = rand((1, 3), dt, domain, gen)
-        ref.case(f"{name}_{dt}", a_edge=a_edge, b_edge=b_edge, out_edge=fn(a_edge, b_edge), a_nc=a_nc, b_nc=b_nc,
-                 out_nc=fn(a_nc.t(), b_nc), a_bc=a_bc, b_bc=b_bc, out_bc=fn(a_bc, b_bc), a_empty=a_empty,
-                 b_empty=b_empty, out_empty=fn(a_empty, b_empty))
+    for name, fn, dtypes, domain in BINARY:
+        for dt in dtypes:
+            e = edge(dt)
+            a_edge = e.reshape(-1, 1)
+            b_edge = e.reshape(1, -1)
+            a_nc = rand((5, 4), dt, domain, gen)
+            b_nc = rand((4, 5), dt, domain, gen)
+            a_bc = rand((3, 1), dt, domain, gen)
+            b_bc = rand((1, 4), dt, domain, gen)
+            if name in NONZERO_DIVISOR and dt != "bool" and not DT[dt].is_floating_point:
+                b_edge = b_edge[b_edge != 0].reshape(1, -1)
+                b_nc = torch.where(b_nc == 0, torch.ones_like(b_nc), b_nc)
+                b_bc = torch.where(b_bc == 0, torch.ones_like(b_bc), b_bc)
+            a_empty = rand((0, 3), dt, domain, gen)
+            b_empty = rand((1, 3), dt, domain, gen)
+            ref.case(f"{name}_{dt}", a_edge=a_edge, b_edge=b_edge, out_edge=fn(a_edge, b_edge), a_nc=a_nc, b_nc=b_nc,
+                     out_nc=fn(a_nc.t(), b_nc), a_bc=a_bc, b_bc=b_bc, out_bc=fn(a_bc, b_bc), a_empty=a_empty,
+                     b_empty=b_empty, out_empty=fn(a_empty, b_empty))
 
-ref.write("opinfo.txt")
+    ref.write("opinfo.txt")
+
+
+if __name__ == "__main__":
+    main()
