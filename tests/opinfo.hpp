@@ -102,6 +102,12 @@ inline const known_difference known_differences[] = {
 inline const known_difference known_differences_cuda[] = {
     {"cumsum_dim1_float32", "out_edge", 10, 0.0, "the scan's tree order keeps the prefix 1.45 (exact)"},
     {"cumsum_dim1_float32", "out_edge", 11, 88.5, "the scan's tree order keeps the prefix 1.45 (exact)"},
+    {"cumsum_dim1_bfloat16", "out_edge", 10, 0.0, "the scan's tree order keeps the prefix 1.45 (exact)"},
+    {"cumsum_dim1_bfloat16", "out_edge", 11, 88.5, "the scan's tree order keeps the prefix 1.45 (exact)"},
+    // tenet's scans add in float32 and round each output once; torch's float16 CUDA scan does not:
+    // -2.59375 is the exact sum -2.59314 rounded to float16, torch gives -2.58984 (two ulps off)
+    {"cumsum_dim1_float16", "out_nc", 4, -2.58984375, "float32 accumulation: the exact sum, rounded once"},
+    {"cumsum_dim1_float16", "out_nc", 14, -0.115234375, "float32 accumulation: the exact sum, rounded once"},
 };
 
 template <class R>

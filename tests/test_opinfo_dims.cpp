@@ -10,7 +10,9 @@
 using namespace tenet_test::opinfo;
 
 #define DIM1_FN(...) [](const auto& x) { return __VA_ARGS__; }
-#define ROW_F(NAME, FN) unary<float>(NAME, FN), unary<double>(NAME, FN)
+// every float row also names bfloat16 and float16 (run by the CUDA half program only: opinfo.hpp)
+#define ROW_F(NAME, FN) \
+  unary<float>(NAME, FN), unary<double>(NAME, FN), unary<tenet::bfloat16>(NAME, FN), unary<tenet::float16>(NAME, FN)
 #define ROW_FI(NAME, I, FN) ROW_F(NAME, FN), unary<I>(NAME, FN)
 
 TEST_CASE("opinfo: reductions along dim 1", "[opinfo]") {

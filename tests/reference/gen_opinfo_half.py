@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes opinfo_half.txt: the OpInfo table's unary and binary rows (gen_opinfo.py's lists, every
-op with a float32 row) in bfloat16 and float16, for the CUDA program tenet_cuda_opinfo_half_tests.
+"""Writes opinfo_half.txt: the OpInfo table's unary, binary and along-a-dim rows (gen_opinfo.py's
+lists, every op with a float32 row) in bfloat16 and float16, for the CUDA program
+tenet_cuda_opinfo_half_tests.
 
 Same samples as gen_opinfo.py (edge values rounded to the dtype: 1e30 is inf in float16, 1e-30
 is 0), drawn in float64 and rounded. PyTorch computes on CUDA when a GPU is present (the GPU
@@ -14,7 +15,7 @@ import sys
 
 import torch
 
-from gen_opinfo import BINARY, FLOAT_EDGE, UNARY, rand
+from gen_opinfo import BINARY, DIM1, FLOAT_EDGE, UNARY, rand
 from reference_writer import ReferenceFile
 
 HALF = {"bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -70,6 +71,20 @@ def main():
                 ref.case(f"{name}_{dt}", a_edge=a_edge, b_edge=b_edge, out_edge=f(a_edge, b_edge), a_nc=a_nc,
                          b_nc=b_nc, out_nc=on_device_t(fn)(a_nc, b_nc), a_bc=a_bc, b_bc=b_bc, out_bc=f(a_bc, b_bc),
                          a_empty=a_empty, b_empty=b_empty, out_empty=f(a_empty, b_empty))
+            except (RuntimeError, NotImplementedError) as e:
+                missing.append(f"{name}_{dt}: {str(e).splitlines()[0]}")
+    for name, fn, dtypes, domain in DIM1:  # after the others: their samples stay as they were
+        if "float32" not in dtypes:
+            continue
+        for dt in HALF:
+            x_edge = torch.tensor(FLOAT_EDGE, dtype=HALF[dt]).reshape(1, -1)
+            x_nc = sample((5, 4), dt, domain, gen)
+            x_empty = sample((0, 3), dt, domain, gen)
+            x_one = sample((1, 1), dt, domain, gen)
+            try:
+                f = on_device(fn)
+                ref.case(f"{name}_{dt}", x_edge=x_edge, out_edge=f(x_edge), x_nc=x_nc, out_nc=on_device_t(fn)(x_nc),
+                         x_empty=x_empty, out_empty=f(x_empty), x_one=x_one, out_one=f(x_one))
             except (RuntimeError, NotImplementedError) as e:
                 missing.append(f"{name}_{dt}: {str(e).splitlines()[0]}")
     for m in missing:
