@@ -5,7 +5,7 @@
 #
 # TENET_DEPS_DIR: a folder made by scripts/gpu/make-deps.sh (xsimd/ and Catch2 v2's
 # catch2/catch.hpp), needed where the system lacks them. Configures with TENET_CUDA=ON, builds
-# the CUDA test programs (forward; autograd; the OpInfo table, also in bf16/fp16) and the bench/cuda_*.cu programs with ninja -j16,
+# the CUDA test programs (forward; autograd, also second order; the OpInfo table, also in bf16/fp16) and the bench/cuda_*.cu programs with ninja -j16,
 # runs the tests, then the benchmarks and their PyTorch twin (bench/cuda_torch_twin.py, default python3), printing
 # JSON lines. Exit status: the tests' (0 when they pass).
 set -uo pipefail
@@ -47,7 +47,7 @@ cmake -S "$here" -B "$build" -G Ninja \
   -DTENET_BUILD_EXAMPLES=OFF \
   ${deps:+-DTENET_DEPS_DIR="$deps"} || exit 1
 
-targets=(tenet_cuda_tests tenet_cuda_autograd_tests tenet_cuda_opinfo_tests tenet_cuda_opinfo_half_tests)
+targets=(tenet_cuda_tests tenet_cuda_autograd_tests tenet_cuda_autograd2_tests tenet_cuda_opinfo_tests tenet_cuda_opinfo_half_tests)
 if [[ $bench -eq 1 ]]; then
   for f in "$here"/bench/cuda_*.cu; do targets+=("bench_$(basename "${f%.cu}")"); done
 fi
@@ -65,6 +65,11 @@ echo "== autograd tests"
 ag_status=$?
 echo "(autograd tests exit status $ag_status)"
 [[ $status -eq 0 ]] && status=$ag_status
+echo "== second-order autograd tests"
+"$build/tests/tenet_cuda_autograd2_tests"
+ag2_status=$?
+echo "(second-order autograd tests exit status $ag2_status)"
+[[ $status -eq 0 ]] && status=$ag2_status
 echo "== OpInfo table on the GPU"
 "$build/tests/tenet_cuda_opinfo_tests"
 op_status=$?

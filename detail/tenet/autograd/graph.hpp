@@ -348,23 +348,41 @@ void copy_into_strided(const T* src, const sizes_t<R>& sizes, T* dst, const size
 template <class T, std::size_t RI, std::size_t RO>
 struct relayout_node;
 
+/// Under create_graph (grad mode on, g tracked): out, view_backward's result for g, gets a
+/// relayout_node (its backward: view_backward with the layouts swapped).
+template <class T, std::size_t RB, std::size_t RV>
+void record_relayout(grad_tensor<T, RB>& out, const grad_tensor<T, RV>& g, const sizes_t<RV>& vsizes,
+                     const sizes_t<RV>& vstrides, std::int64_t voffset, const sizes_t<RB>& bsizes,
+                     const sizes_t<RB>& bstrides, std::int64_t boffset) {
+  if constexpr (TENET_AUTOGRAD >= 2) {
+    if (grad_mode() && is_tracked(g)) {
+      auto n = std::make_shared<relayout_node<T, RV, RB>>();
+      n->isizes = vsizes, n->istrides = vstrides, n->ioffset = voffset;
+      n->osizes = bsizes, n->ostrides = bstrides, n->ooffset = boffset;
+      n->inputs.push_back(g.autograd_meta());
+      auto m = std::make_shared<meta>();
+      m->grad_fn = std::move(n);
+      out.set_autograd_meta(std::move(m));
+    }
+  }
+}
+
 /// view_backward of a gradient on a device (autograd/device.hpp): g's storage when it is laid out
-/// as the view reads a contiguous base one to one, else a scatter-add and a gather kernel.
+/// as the view reads a contiguous base one to one (not under create_graph), else a scatter-add and
+/// a gather kernel.
 template <class T, std::size_t RB, std::size_t RV>
 grad_tensor<T, RB> view_backward_device(const grad_tensor<T, RV>& g, const sizes_t<RV>& vsizes, const sizes_t<RV>& vstrides,
                                         std::int64_t voffset, const sizes_t<RB>& bsizes, const sizes_t<RB>& bstrides,
                                         std::int64_t boffset) {
-  if constexpr (TENET_AUTOGRAD >= 2)
-    if (grad_mode() && is_tracked(g))
-      throw value_error("tenet: autograd: create_graph (second order) through a view of a tensor on " +
-                        g.device().str() + " is not implemented; only on the CPU");
+  bool recording = false;
+  if constexpr (TENET_AUTOGRAD >= 2) recording = grad_mode() && is_tracked(g);
   const auto [blo, bhi] = offset_span(bsizes, bstrides, boffset);
   const auto [vlo, vhi] = offset_span(vsizes, vstrides, voffset);
   std::int64_t bn = 1, vn = 1;
   for (auto s : bsizes) bn *= s;
   for (auto s : vsizes) vn *= s;
-  if (bn > 0 && vn == bn && bstrides == contiguous_strides(bsizes) && view_is_injective(vsizes, vstrides) &&
-      vlo >= boffset && vhi < boffset + bn) {
+  if (!recording && bn > 0 && vn == bn && bstrides == contiguous_strides(bsizes) &&
+      view_is_injective(vsizes, vstrides) && vlo >= boffset && vhi < boffset + bn) {
     bool same = true;
     for (std::size_t d = 0; d < RV; ++d) same = same && (vsizes[d] == 1 || g.strides()[d] == vstrides[d]);
     if (same)
@@ -372,6 +390,7 @@ grad_tensor<T, RB> view_backward_device(const grad_tensor<T, RV>& g, const sizes
   }
   grad_tensor<T, RB> out(bsizes, g.device());
   view_backward_on_device<T, RV, RB>(g, vstrides, voffset, out, bstrides, boffset, std::min(blo, vlo), std::max(bhi, vhi));
+  record_relayout<T, RB, RV>(out, g, vsizes, vstrides, voffset, bsizes, bstrides, boffset);
   return out;
 }
 
@@ -447,17 +466,7 @@ grad_tensor<T, RB> view_backward(const grad_tensor<T, RV>& g, const sizes_t<RV>&
   for_each_offset(bsizes, bstrides, boffset, [&](std::int64_t flat, std::int64_t off) {
     op[flat] = buf[static_cast<std::size_t>(off - lo)];
   });
-  if constexpr (TENET_AUTOGRAD >= 2) {
-    if (grad_mode() && is_tracked(g)) {
-      auto n = std::make_shared<relayout_node<T, RV, RB>>();
-      n->isizes = vsizes, n->istrides = vstrides, n->ioffset = voffset;
-      n->osizes = bsizes, n->ostrides = bstrides, n->ooffset = boffset;
-      n->inputs.push_back(g.autograd_meta());
-      auto m = std::make_shared<meta>();
-      m->grad_fn = std::move(n);
-      out.set_autograd_meta(std::move(m));
-    }
-  }
+  record_relayout<T, RB, RV>(out, g, vsizes, vstrides, voffset, bsizes, bstrides, boffset);
   return out;
 }
 

@@ -252,14 +252,25 @@ grad_tensor<T, R> reduce_to(const Tensor<T, S>& g, const sizes_t<R>& target) {
   }
   if constexpr (Rg == R)
     if (same) return grad_tensor<T, R>(g.template with_layout<dyn_shape<R>>(target, g.strides(), g.offset()));
+  // under create_graph the sum gets a sum_to_node (on any device: its backward is an expand)
+  auto recorded = [&](grad_tensor<T, R> out) {
+    if constexpr (TENET_AUTOGRAD >= 2) {
+      if (grad_mode() && is_tracked(g)) {
+        auto node = std::make_shared<sum_to_node<T, Rg, R>>();
+        node->from = gs;
+        node->to = target;
+        node->inputs.push_back(g.autograd_meta());
+        auto m = std::make_shared<meta>();
+        m->grad_fn = std::move(node);
+        out.set_autograd_meta(std::move(m));
+      }
+    }
+    return out;
+  };
   if (!g.device().is_cpu()) {  // a kernel on g's device (autograd/device.hpp)
-    if constexpr (TENET_AUTOGRAD >= 2)
-      if (grad_mode() && is_tracked(g))
-        throw value_error("tenet: autograd: create_graph (second order) through a broadcast on " + g.device().str() +
-                          " is not implemented; only on the CPU");
     grad_tensor<T, R> out(target, g.device());
     sum_to_on_device<T, Rg, R>(grad_tensor<T, Rg>(g), out);
-    return out;
+    return recorded(std::move(out));
   }
   grad_tensor<T, R> out(target);
   const auto cs = contiguous_strides(target);
@@ -307,18 +318,7 @@ grad_tensor<T, R> reduce_to(const Tensor<T, S>& g, const sizes_t<R>& target) {
   }
   T* op = out.data();
   for (std::int64_t k = 0; k < n; ++k) op[k] = static_cast<T>(acc[static_cast<std::size_t>(k)]);
-  if constexpr (TENET_AUTOGRAD >= 2) {
-    if (grad_mode() && is_tracked(g)) {
-      auto node = std::make_shared<sum_to_node<T, Rg, R>>();
-      node->from = gs;
-      node->to = target;
-      node->inputs.push_back(g.autograd_meta());
-      auto m = std::make_shared<meta>();
-      m->grad_fn = std::move(node);
-      out.set_autograd_meta(std::move(m));
-    }
-  }
-  return out;
+  return recorded(std::move(out));
 }
 
 /// The node of a reduce_to computed under create_graph: the gradient of its input is the output's

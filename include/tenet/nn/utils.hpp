@@ -6,7 +6,6 @@
 // host in one copy (one wait per device and call).
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <utility>
 #include <string>
 #include <vector>
@@ -59,11 +58,12 @@ inline double clip_grad_norm_(const std::vector<tensor_ref>& params, double max_
   };
   // Each gradient's sum of |g|^p (max |g| when inf). A device gradient's partial sums go into one
   // buffer per device, copied to the host once for all of that device's gradients (one wait per
-  // device, not per gradient).
+  // device, not per gradient). Two passes: the first sums the CPU gradients and places each device
+  // gradient's partials in its device's buffer; the second launches the device kernels.
   struct on_device {
     device dev;
-    std::int64_t total = 0;                        // partial sums of this device's gradients
-    std::vector<std::function<void(double*)>> launch;
+    std::int64_t total = 0;  // partial sums of this device's gradients
+    Tensor<double, dyn_shape<1>> part;
   };
   std::vector<on_device> devices;
   struct share {
@@ -71,23 +71,19 @@ inline double clip_grad_norm_(const std::vector<tensor_ref>& params, double max_
     std::int64_t offset, count;
   };
   std::vector<double> sums;
-  std::vector<std::pair<std::size_t, share>> from_device;  // (index into sums, its partials)
-  std::vector<any_tensor> grads;  // alive until the kernels reading them have run (a strided grad is a copy)
+  std::vector<std::pair<std::size_t, share>> from_device;  // (index into sums, its partials), in order
+  std::vector<any_tensor> grads;
   for (const auto& p : params)
     if (auto g = p.grad(); g.defined()) grads.push_back(std::move(g));
   for (const auto& gr : grads) detail::visit_grad(gr, [&](auto* g, std::int64_t n, const device& d) {
     double acc = 0.0;
     if (!d.is_cpu()) {
-      const std::int64_t count = detail::norm_partial_count(d, n);  // (autograd/device.hpp)
       std::size_t slot = 0;
       while (slot < devices.size() && !(devices[slot].dev == d)) ++slot;
-      if (slot == devices.size()) devices.push_back(on_device{d});
-      auto& od = devices[slot];
-      from_device.push_back({sums.size(), share{slot, od.total, count}});
-      od.launch.push_back([=, off = od.total](double* part) {
-        detail::norm_partials_on_device(d, g, n, norm_type, inf, part + off);
-      });
-      od.total += count;
+      if (slot == devices.size()) devices.push_back(on_device{d, 0, {}});
+      const std::int64_t count = detail::norm_partial_count(d, n);  // (autograd/device.hpp)
+      from_device.push_back({sums.size(), share{slot, devices[slot].total, count}});
+      devices[slot].total += count;
     } else if (norm_type == 2.0) {  // the usual case: a * a (std::pow is a libm call per element)
       for (std::int64_t i = 0; i < n; ++i) {
         const double a = static_cast<double>(g[i]);
@@ -101,12 +97,15 @@ inline double clip_grad_norm_(const std::vector<tensor_ref>& params, double max_
     }
     sums.push_back(acc);
   });
+  for (auto& od : devices) od.part = Tensor<double, dyn_shape<1>>({std::max<std::int64_t>(od.total, 1)}, od.dev);
+  std::size_t next = 0;  // the device gradients come in from_device's order
+  for (const auto& gr : grads) detail::visit_grad(gr, [&](auto* g, std::int64_t n, const device& d) {
+    if (d.is_cpu()) return;
+    const share& sh = from_device[next++].second;
+    detail::norm_partials_on_device(d, g, n, norm_type, inf, devices[sh.device_slot].part.data() + sh.offset);
+  });
   std::vector<Tensor<double, dyn_shape<1>>> partials;  // on the host, one per device
-  for (auto& od : devices) {
-    Tensor<double, dyn_shape<1>> part({std::max<std::int64_t>(od.total, 1)}, od.dev);
-    for (auto& f : od.launch) f(part.data());
-    partials.push_back(part.cpu());  // waits for the device's kernels
-  }
+  for (auto& od : devices) partials.push_back(od.part.cpu());  // waits for the device's kernels
   for (const auto& [i, sh] : from_device) {
     const double* h = partials[sh.device_slot].data() + sh.offset;
     double acc = 0.0;
