@@ -39,54 +39,46 @@ def on_device_t(fn):
     return run
 
 
+def unary_case(ref, gen, name, fn, dt, domain):
+    x_edge = torch.tensor(FLOAT_EDGE, dtype=HALF[dt]).reshape(1, -1)
+    x_nc = sample((5, 4), dt, domain, gen)
+    x_empty = sample((0, 3), dt, domain, gen)
+    x_one = sample((1, 1), dt, domain, gen)
+    f = on_device(fn)
+    ref.case(f"{name}_{dt}", x_edge=x_edge, out_edge=f(x_edge), x_nc=x_nc, out_nc=on_device_t(fn)(x_nc),
+             x_empty=x_empty, out_empty=f(x_empty), x_one=x_one, out_one=f(x_one))
+
+
+def binary_case(ref, gen, name, fn, dt, domain):
+    e = torch.tensor(FLOAT_EDGE, dtype=HALF[dt])
+    a_edge, b_edge = e.reshape(-1, 1), e.reshape(1, -1)
+    a_nc, b_nc = sample((5, 4), dt, domain, gen), sample((4, 5), dt, domain, gen)
+    a_bc, b_bc = sample((3, 1), dt, domain, gen), sample((1, 4), dt, domain, gen)
+    a_empty, b_empty = sample((0, 3), dt, domain, gen), sample((1, 3), dt, domain, gen)
+    f = on_device(fn)
+    ref.case(f"{name}_{dt}", a_edge=a_edge, b_edge=b_edge, out_edge=f(a_edge, b_edge), a_nc=a_nc, b_nc=b_nc,
+             out_nc=on_device_t(fn)(a_nc, b_nc), a_bc=a_bc, b_bc=b_bc, out_bc=f(a_bc, b_bc), a_empty=a_empty,
+             b_empty=b_empty, out_empty=f(a_empty, b_empty))
+
+
 def main():
     ref = ReferenceFile()
     gen = torch.Generator().manual_seed(0)
     missing = []
-    for name, fn, dtypes, domain in UNARY:
-        if "float32" not in dtypes:
-            continue
-        for dt in HALF:
-            x_edge = torch.tensor(FLOAT_EDGE, dtype=HALF[dt]).reshape(1, -1)
-            x_nc = sample((5, 4), dt, domain, gen)
-            x_empty = sample((0, 3), dt, domain, gen)
-            x_one = sample((1, 1), dt, domain, gen)
-            try:
-                f = on_device(fn)
-                ref.case(f"{name}_{dt}", x_edge=x_edge, out_edge=f(x_edge), x_nc=x_nc, out_nc=on_device_t(fn)(x_nc),
-                         x_empty=x_empty, out_empty=f(x_empty), x_one=x_one, out_one=f(x_one))
-            except (RuntimeError, NotImplementedError) as e:
-                missing.append(f"{name}_{dt}: {str(e).splitlines()[0]}")
-    for name, fn, dtypes, domain in BINARY:
-        if "float32" not in dtypes:
-            continue
-        for dt in HALF:
-            e = torch.tensor(FLOAT_EDGE, dtype=HALF[dt])
-            a_edge, b_edge = e.reshape(-1, 1), e.reshape(1, -1)
-            a_nc, b_nc = sample((5, 4), dt, domain, gen), sample((4, 5), dt, domain, gen)
-            a_bc, b_bc = sample((3, 1), dt, domain, gen), sample((1, 4), dt, domain, gen)
-            a_empty, b_empty = sample((0, 3), dt, domain, gen), sample((1, 3), dt, domain, gen)
-            try:
-                f = on_device(fn)
-                ref.case(f"{name}_{dt}", a_edge=a_edge, b_edge=b_edge, out_edge=f(a_edge, b_edge), a_nc=a_nc,
-                         b_nc=b_nc, out_nc=on_device_t(fn)(a_nc, b_nc), a_bc=a_bc, b_bc=b_bc, out_bc=f(a_bc, b_bc),
-                         a_empty=a_empty, b_empty=b_empty, out_empty=f(a_empty, b_empty))
-            except (RuntimeError, NotImplementedError) as e:
-                missing.append(f"{name}_{dt}: {str(e).splitlines()[0]}")
-    for name, fn, dtypes, domain in DIM1:  # after the others: their samples stay as they were
-        if "float32" not in dtypes:
-            continue
-        for dt in HALF:
-            x_edge = torch.tensor(FLOAT_EDGE, dtype=HALF[dt]).reshape(1, -1)
-            x_nc = sample((5, 4), dt, domain, gen)
-            x_empty = sample((0, 3), dt, domain, gen)
-            x_one = sample((1, 1), dt, domain, gen)
-            try:
-                f = on_device(fn)
-                ref.case(f"{name}_{dt}", x_edge=x_edge, out_edge=f(x_edge), x_nc=x_nc, out_nc=on_device_t(fn)(x_nc),
-                         x_empty=x_empty, out_empty=f(x_empty), x_one=x_one, out_one=f(x_one))
-            except (RuntimeError, NotImplementedError) as e:
-                missing.append(f"{name}_{dt}: {str(e).splitlines()[0]}")
+
+    def rows(table, make):
+        for name, fn, dtypes, domain in table:
+            if "float32" not in dtypes:
+                continue
+            for dt in HALF:
+                try:
+                    make(ref, gen, name, fn, dt, domain)
+                except (RuntimeError, NotImplementedError) as e:
+                    missing.append(f"{name}_{dt}: {str(e).splitlines()[0]}")
+
+    rows(UNARY, unary_case)
+    rows(BINARY, binary_case)
+    rows(DIM1, unary_case)  # after the others: their samples stay as they were
     for m in missing:
         print("not in PyTorch:", m, file=sys.stderr)
     print(f"device {DEVICE}, torch {torch.__version__}", file=sys.stderr)
