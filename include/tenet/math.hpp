@@ -17,17 +17,13 @@
 namespace tenet {
 
 namespace detail {
-/// Float operand of a floating-only op: ints and bool become float32 (as torch's unary float ops).
-template <class X>
-auto float_operand(const X& x) {
-  return share(cast_to<floating_t<value_type_of<X>>>(x));
-}
 /// The type a floating op computes in (PyTorch's "opmath"): float32 for bfloat16 / float16, whose
 /// result is rounded to the 16-bit type once, not after every prim of the decomposition; T itself
 /// otherwise. (atanh of bf16 0.98828 rounded after each prim was -2.77 where torch gives -2.56.)
 template <class T>
 using opmath_t = std::conditional_t<std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>, float, T>;
-/// The operand of a floating-only op in its opmath type (ints and bool as float32).
+/// The operand of a floating-only op in its opmath type (ints and bool become float32, as torch's
+/// unary float ops).
 template <class X>
 auto opmath_operand(const X& x) {
   return share(cast_to<opmath_t<floating_t<value_type_of<X>>>>(x));

@@ -70,9 +70,10 @@ TEST_CASE("cuda rows: softmax / log_softmax, warp, block and scalar-fallback ker
   manual_seed(11);
   check_softmax_shape(37, 96);     // warp per row
   check_softmax_shape(5, 1024);    // warp per row, 4 vectors per lane (bf16); block (fp32)
-  check_softmax_shape(9, 4096);    // block per row (bf16: 512 vectors, 256 threads of 2)
-  check_softmax_shape(4, 2048);    // fp32: 512 vectors, 256 threads of 2; bf16: 64 threads of 4
-  check_softmax_shape(3, 2400);    // bf16: 300 vectors, 256 threads of 2, some without a second vector
+  check_softmax_shape(9, 4096);    // fp32: 1024 vectors, block of 256 x 4; bf16: row_pipe_kernel, 128 x 4
+  check_softmax_shape(4, 2048);    // fp32: 512 vectors, 256 threads of 2; bf16: row_pipe_kernel, 64 x 4
+  check_softmax_shape(3, 2400);    // bf16: 300 vectors, row_pipe_kernel, 128 threads, some with fewer vectors
+  check_softmax_shape(3, 1200);    // fp32: 300 vectors, 256 threads of 2, some without a second vector
   check_softmax_shape(6, 1001);    // odd length: scalar fallback
   check_softmax_shape(2, 40000);   // longer than the register kernels hold: scalar fallback
   check_softmax_shape(2, 20000);   // bf16: 2500 vectors, 1024-thread blocks
@@ -98,7 +99,7 @@ TEST_CASE("cuda rows: softmax / log_softmax, warp, block and scalar-fallback ker
 
 TEST_CASE("cuda rows: layer_norm and rms_norm, fp32 / bf16 / fp16, one and two normalized dims") {
   manual_seed(12);
-  for (const auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{37, 128}, {8, 4096}, {5, 2048}, {3, 2400}, {3, 999}, {2, 20000}, {2, 40000}}) {
+  for (const auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{37, 128}, {8, 4096}, {5, 2048}, {3, 2400}, {3, 1200}, {3, 999}, {2, 20000}, {2, 40000}}) {
     INFO("rows " << rows << ", cols " << cols);
     F2 x = randn<float, dyn_shape<2>>(rows, cols) * 2.0f + 0.5f;
     F1 w = randn<float, dyn_shape<1>>(cols);

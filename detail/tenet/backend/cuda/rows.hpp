@@ -12,7 +12,7 @@
 //   - a contiguous bf16 / fp16 input of 129..2048 vectors a row: row_pipe_kernel, blocks looping
 //     over rows with the next row's loads in flight;
 //   - long rows (<= 4096 vectors): a block per row, 64..1024 threads with 4 vectors each, or 256
-//     threads with 2 each for 257..512 vectors (e.g. 4096 bf16 = 512 vectors);
+//     threads with 2 each for 257..512 vectors (e.g. 2048 fp32, or 4096 bf16 fed by a producer tree);
 //   - longer rows, or rows whose length or pointers do not allow 16-byte vectors: a block per row
 //     that reads the row from global memory once per pass (scalar loads).
 // The input is a contiguous tensor or a pointwise producer tree evaluated while loading
@@ -418,10 +418,11 @@ void launch_rows(const row_args<T>& a, const Src& src, bool src_aligned) {
     const auto blocks = static_cast<unsigned>((a.rows + per_block - 1) / per_block);
     row_vec_kernel<K, true, V, T, Src><<<blocks, 32 * per_block, 0, s>>>(a, src);
   } else if (vec && nv > 256 && nv <= 512) {
-    // 256 threads of 2 vectors rather than 128 of 4 (4096 bf16 / 2048 fp32 rows): fewer registers
-    // per thread (bf16 softmax 31 against 47, layer_norm 40 against 55), so more rows per SM. On
-    // an H200, four alternating rounds over 8192 x 4096 bf16: softmax 2941-2955 GB/s against
-    // 2903-2912, layer_norm 2860-2865 against 2769-2776 (512 threads of 1 vector: 2136 / 2314)
+    // 256 threads of 2 vectors rather than 128 of 4 (2048 fp32 rows; 4096 bf16 ones fed by a
+    // producer tree): fewer registers per thread (bf16 softmax 31 against 47, layer_norm 40
+    // against 55), so more rows per SM. On an H200, four alternating rounds over 8192 x 4096 bf16
+    // (measured before contiguous 16-bit rows went to row_pipe_kernel): softmax 2941-2955 GB/s
+    // against 2903-2912, layer_norm 2860-2865 against 2769-2776 (512 threads of 1 vector: 2136 / 2314)
     row_vec_kernel<K, false, 2, T, Src><<<static_cast<unsigned>(a.rows), 256, 0, s>>>(a, src);
   } else if (vec && nv <= 1024 * V) {
     int threads = 64;
