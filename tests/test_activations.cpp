@@ -6,7 +6,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -104,4 +107,48 @@ TEST_CASE("activations: glu halves along a compile-time dim") {
     CHECK_THROWS_WITH(tenet::glu<1>(x), Catch::Contains("5"));
     CHECK_NOTHROW(tenet::glu<0>(x));
   }
+}
+
+TEST_CASE("activations: gelu on bfloat16 / float16 takes Phi from a fit accurate to 2^-17") {
+  // normal_cdf_half against Phi in double (erfc): relative error under 1e-5 wherever Phi(x) is
+  // 1e-9 or more, 0 below (|x| > 6), the tails exact at the ends
+  double worst = 0;
+  for (int i = -8 * 1024; i <= 8 * 1024; ++i) {
+    const float x = static_cast<float>(i) / 1024.0f;
+    const double want = 0.5 * std::erfc(-static_cast<double>(x) / std::sqrt(2.0));
+    const double got = tenet::detail::normal_cdf_half(x);
+    if (want < 1e-9) {
+      CHECK(got <= 1e-9);
+      continue;
+    }
+    worst = std::max(worst, std::abs(got - want) / want);
+  }
+  INFO("max relative error " << worst);
+  CHECK(worst < 1e-5);
+  CHECK(tenet::detail::normal_cdf_half(-7.0f) == 0.0f);
+  CHECK(tenet::detail::normal_cdf_half(7.0f) == 1.0f);
+  // gelu itself: within one unit in the last place of x * Phi(x) rounded, and the edge values
+  Tensor<float, shape<dyn>> x({4097});
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data()[i] = static_cast<float>(i - 2048) / 256.0f;
+  Tensor<tenet::bfloat16, shape<dyn>> xb = x.to<tenet::bfloat16>();
+  Tensor<tenet::float16, shape<dyn>> xh = x.to<tenet::float16>();
+  Tensor<tenet::bfloat16, shape<dyn>> yb = tenet::gelu(xb);
+  Tensor<tenet::float16, shape<dyn>> yh = tenet::gelu(xh);
+  auto gelu_exact = [](double v) { return v * 0.5 * std::erfc(-v / std::sqrt(2.0)); };  // at the rounded input
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    INFO("x = " << x.data()[i]);
+    const double eb = gelu_exact(static_cast<float>(xb.data()[i])), eh = gelu_exact(static_cast<float>(xh.data()[i]));
+    CHECK(std::abs(static_cast<float>(yb.data()[i]) - eb) <= std::abs(eb) * 0x1p-8 + 1e-8);  // |x| > 6: 0 (as PyTorch)
+    CHECK(std::abs(static_cast<float>(yh.data()[i]) - eh) <= std::abs(eh) * 0x1p-11 + 0x1p-24);  // subnormal steps
+  }
+  Tensor<float, shape<dyn>> e({5});
+  const float inf = std::numeric_limits<float>::infinity();
+  e.data()[0] = inf, e.data()[1] = -inf, e.data()[2] = std::nanf(""), e.data()[3] = 0.0f, e.data()[4] = -0.0f;
+  Tensor<tenet::bfloat16, shape<dyn>> ge = tenet::gelu(e.to<tenet::bfloat16>());
+  CHECK(static_cast<float>(ge.data()[0]) == inf);
+  CHECK(std::isnan(static_cast<float>(ge.data()[1])));  // -inf * 0, as PyTorch's -inf * 0.5 * (1 + erf)
+  CHECK(std::isnan(static_cast<float>(ge.data()[2])));
+  CHECK(static_cast<float>(ge.data()[3]) == 0.0f);
+  CHECK(!std::signbit(static_cast<float>(ge.data()[3])));
+  CHECK(std::signbit(static_cast<float>(ge.data()[4])));
 }
