@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -83,6 +84,42 @@ TEST_CASE("cuda: one fused pointwise kernel, contiguous, broadcast and strided")
     Tensor<float16, dyn_shape<2>> ref = xh * xh - float16(0.5f);
     Tensor<float16, dyn_shape<2>> got = dxh * dxh - float16(0.5f);
     check_close(got, ref, 0, 0);
+  }
+  SECTION("16-bit add, sub and mul two lanes per instruction: the bits of float math, rounded") {
+    // special values among the normal ones: subnormals, overflow, infinities, NaN, signed zeros
+    auto run = [&]<class H>(H) {
+      const std::int64_t n = 4099;  // odd: the scalar tail too
+      Tensor<H, dyn_shape<1>> a({n}), b({n}), c({n});
+      const std::uint16_t special[] = {0x0000, 0x8000, 0x0001, 0x8003, 0x7c00, 0xfc00, 0x7e00, 0x7f80, 0xff80, 0x7fc0,
+                                       0x7bff, 0x7f7f, 0x3c00, 0x3f80, 0x0400, 0x0080};
+      F2 r = cpu_randn(3, n);
+      for (std::int64_t i = 0; i < n; ++i) {
+        a.data()[i] = i % 7 == 0 ? H::from_bits(special[(i / 7) % 16]) : H(r.data()[i] * 100.0f);
+        b.data()[i] = i % 11 == 0 ? H::from_bits(special[(i / 11) % 16]) : H(r.data()[n + i] * 1e-3f);
+        c.data()[i] = H(r.data()[2 * n + i]);
+      }
+      auto da = a.to(tenet::cuda(0)), db = b.to(tenet::cuda(0)), dc = c.to(tenet::cuda(0));
+      Tensor<H, dyn_shape<1>> ref = (a * b + c) - a * H(3.0f);
+      Tensor<H, dyn_shape<1>> got = (da * db + dc) - da * H(3.0f);
+      auto g = got.cpu();
+      std::int64_t bad = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float x = static_cast<float>(g.data()[i]), y = static_cast<float>(ref.data()[i]);
+        if (std::isnan(x) && std::isnan(y)) continue;
+        if (g.data()[i].bits != ref.data()[i].bits) ++bad;
+      }
+      CHECK(bad == 0);
+    };
+    run(bfloat16{});
+    run(float16{});
+  }
+  SECTION("16-bit gelu: the host's values (the same Phi fit; ex2.approx on the GPU) to one ulp") {
+    Tensor<float16, dyn_shape<2>> xh = F2(x * 3.0f).to<float16>();
+    B2 xb = F2(x * 3.0f).to<bfloat16>();
+    Tensor<float16, dyn_shape<2>> gh = gelu(xh.to(tenet::cuda(0)));
+    B2 gb = gelu(xb.to(tenet::cuda(0)));
+    check_close(gh, Tensor<float16, dyn_shape<2>>(gelu(xh)), 0x1p-10, 0x1p-24);
+    check_close(gb, B2(gelu(xb)), 0x1p-7, 1e-30);
   }
   SECTION("double") {
     Tensor<double, dyn_shape<2>> xd = x.to<double>();

@@ -69,6 +69,64 @@ struct value_group {
   }
 };
 
+/// Paired evaluation of bfloat16 / float16 trees: the flat kernel computes its 16-bit output two
+/// lanes at a time, as one 32-bit word (lane j in the low half). add, sub and mul of two 16-bit
+/// operands then take one bf16x2 / f16x2 instruction for both lanes (H100: a bf16 add as float
+/// math is two widenings, the add and a narrowing per lane). The result is the same bits: the float
+/// sum, difference or product of two 16-bit values is exact or rounds innocuously before the
+/// narrowing (24 >= 2 * 11 + 2 significand bits), so rounding it once to nearest even, as the
+/// paired instruction does, is what the float path gives. Other prims take both lanes' operands
+/// from the pair and apply their scalar `apply` to each.
+template <class T>
+__device__ TENET_INLINE std::uint32_t pack_pair(T lo, T hi) {
+  return static_cast<std::uint32_t>(lo.bits) | (static_cast<std::uint32_t>(hi.bits) << 16);
+}
+template <class T>
+struct lane_pair {
+  T lo, hi;
+};
+template <class T>
+__device__ TENET_INLINE lane_pair<T> unpack_pair(std::uint32_t w) {
+  return {T::from_bits(static_cast<std::uint16_t>(w & 0xffffu)), T::from_bits(static_cast<std::uint16_t>(w >> 16))};
+}
+/// Whether P on two 16-bit T operands has a paired instruction.
+template <class P, class T>
+inline constexpr bool paired_prim =
+    half_precision<T> && (std::is_same_v<P, prim::add_> || std::is_same_v<P, prim::sub_> || std::is_same_v<P, prim::mul_>);
+template <class P, class T>
+__device__ TENET_INLINE std::uint32_t paired_apply(std::uint32_t a, std::uint32_t b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // bf16x2 arithmetic is sm_90; f16x2 since sm_53
+  constexpr bool bf = std::is_same_v<T, bfloat16>;
+  std::uint32_t r;
+  if constexpr (std::is_same_v<P, prim::add_>) {
+    if constexpr (bf) asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    else asm("add.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  } else if constexpr (std::is_same_v<P, prim::sub_>) {
+    if constexpr (bf) asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    else asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  } else {
+    if constexpr (bf) asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    else asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  }
+  return r;
+#else
+  const auto x = unpack_pair<T>(a), y = unpack_pair<T>(b);
+  return pack_pair(P::apply(x.lo, y.lo), P::apply(x.hi, y.hi));
+#endif
+}
+/// Lanes j and j + 1 of a loaded group: from its pair where it has one, else lane by lane.
+template <class G>
+__device__ TENET_INLINE auto group_lanes(const G& g, int j) {
+  using V = std::remove_cvref_t<decltype(g[j])>;
+  if constexpr (requires { g.pair(j); }) return unpack_pair<V>(g.pair(j));
+  else return lane_pair<V>{g[j], g[j + 1]};
+}
+template <class G>
+__device__ TENET_INLINE std::uint32_t group_pair(const G& g, int j) {
+  if constexpr (requires { g.pair(j); }) return g.pair(j);
+  else return pack_pair(g[j], g[j + 1]);
+}
+
 template <class E, std::size_t R>
 struct dpw;
 
@@ -219,6 +277,22 @@ struct dpw<node<P, C...>, R> : divisor_check<checks_divisor<P, typename node<P, 
       return apply_checked(*this, std::get<I>(g)[j]...);
     }
     __device__ TENET_INLINE value_type operator[](int j) const { return get_(j, std::index_sequence_for<C...>{}); }
+    /// Lanes j and j + 1 as one word (16-bit floating nodes; see paired_apply).
+    template <std::size_t... I>
+    __device__ TENET_INLINE std::uint32_t pair_(int j, std::index_sequence<I...>) const {
+      if constexpr (paired_prim<P, value_type> &&
+                    (std::is_same_v<typename dpw<C, R>::value_type, value_type> && ...)) {
+        return paired_apply<P, value_type>(group_pair(std::get<I>(g), j)...);
+      } else {
+        const std::tuple<decltype(group_lanes(std::get<I>(g), j))...> k{group_lanes(std::get<I>(g), j)...};
+        return pack_pair(apply_checked(*this, std::get<I>(k).lo...), apply_checked(*this, std::get<I>(k).hi...));
+      }
+    }
+    __device__ TENET_INLINE std::uint32_t pair(int j) const
+      requires half_precision<value_type>
+    {
+      return pair_(j, std::index_sequence_for<C...>{});
+    }
   };
   template <int N, std::size_t... I>
   __device__ TENET_INLINE group<N> load_(std::int64_t i, std::index_sequence<I...>) const {
@@ -241,8 +315,9 @@ template <class U, class S, std::size_t R>
 struct dpw_is_tensor_leaf<dpw<Tensor<U, S>, R>> : std::true_type {};
 
 /// 16-byte groups each thread keeps in flight per loop step of the flat kernel. 16-bit outputs: 1
-/// (on an H100 the bf16 gelu(x*a+b)*c, bound by its arithmetic, fell from 2509 to 2347 GB/s with
-/// 4: more registers, fewer warps). 4- and 8-byte outputs: 4, except a plain copy (a tensor leaf)
+/// (on an H100 the bf16 gelu(x*a+b)*c, then bound by its arithmetic, fell from 2509 to 2347 GB/s
+/// with 4: more registers, fewer warps; with paired lanes and gelu's Phi fit, an H200 gave 3865
+/// with 1 against 3780 with 2). 4- and 8-byte outputs: 4, except a plain copy (a tensor leaf)
 /// 8 and a tree that draws random numbers (Philox: many registers per group) 2. On an H200, two
 /// rounds each, 64 Mi fp32, GB/s for 2 / 4 / 8 groups: gelu(x*a+b)*c 3830-3837 / 3926-3931 /
 /// 3754-3758, copy_ 3984-3988 / 3714-3717 / 4026-4034 (cudaMemcpy 4156-4168), dropout 3319-3321 /
@@ -270,10 +345,17 @@ __global__ void pointwise_flat_kernel(T* __restrict__ out, Tree tree, std::int64
     for (int u = 0; u < U; ++u) {
       const std::int64_t g = b + static_cast<std::int64_t>(u) * blockDim.x;
       if (g < groups) {
-        lanes<T, N> o;
+        if constexpr (half_precision<T> && std::is_same_v<typename Tree::value_type, T>) {
+          lanes<std::uint32_t, N / 2> o;  // two lanes per word (paired_apply)
 #pragma unroll
-        for (int j = 0; j < N; ++j) o.v[j] = static_cast<T>(v[u][j]);
-        *reinterpret_cast<lanes<T, N>*>(out + g * N) = o;
+          for (int j = 0; j < N / 2; ++j) o.v[j] = group_pair(v[u], 2 * j);
+          *reinterpret_cast<lanes<std::uint32_t, N / 2>*>(out + g * N) = o;
+        } else {
+          lanes<T, N> o;
+#pragma unroll
+          for (int j = 0; j < N; ++j) o.v[j] = static_cast<T>(v[u][j]);
+          *reinterpret_cast<lanes<T, N>*>(out + g * N) = o;
+        }
       }
     }
   }
