@@ -23,3 +23,16 @@
 
 #define TENET_STRINGIFY_(x) #x
 #define TENET_STRINGIFY(x) TENET_STRINGIFY_(x)
+
+// TENET_CPU_KERNELS=0 (a CUDA translation unit only; every unit of the program alike, since it
+// changes the definitions of inline templates): the unit compiles no CPU kernels for expressions
+// except copies (a tree of casts over tensor and scalar leaves: to(), contiguous(), clone(),
+// copy_, fill_), and evaluating any other expression on the CPU throws device_error. For programs
+// that evaluate on the GPU only: the CPU kernels were about a third of the compile time of the CUDA
+// OpInfo test units (tests/CMakeLists.txt), which check the GPU against reference files.
+#ifndef TENET_CPU_KERNELS
+#define TENET_CPU_KERNELS 1
+#endif
+#if !TENET_CPU_KERNELS && !defined(__CUDACC__)
+#error "tenet: TENET_CPU_KERNELS=0 leaves a translation unit no kernels for the CPU; it is for units nvcc compiles (the CUDA backend)"
+#endif

@@ -79,6 +79,24 @@ auto decompose_checked(const E& e) {
                                                    "a prim nor a composite the backend runs");
   return d;
 }
+/// A copy: casts over tensor and scalar leaves (what TENET_CPU_KERNELS=0 still runs on the CPU).
+template <class E>
+constexpr bool is_copy_tree() {
+  if constexpr (SharedNode<E>) {
+    return is_copy_tree<std::remove_cvref_t<decltype(std::declval<const E&>().expr)>>();
+  } else if constexpr (Node<E>) {
+    return []<class Op, class... C>(std::type_identity<node<Op, C...>>) {
+      return prim::is_convert_element_type<Op> && (is_copy_tree<C>() && ...);
+    }(std::type_identity<E>{});
+  } else {
+    return TensorType<E> || std::is_same_v<E, scalar<value_type_of<E>>>;
+  }
+}
+inline constexpr const char* cpu_kernels_off =
+    "tenet: this translation unit was compiled with TENET_CPU_KERNELS=0: it has no CPU kernels except "
+    "copies, and this expression is on the CPU; evaluate it on a CUDA device, or compile without "
+    "TENET_CPU_KERNELS=0";
+
 /// f(decomposition of e for the backend of device dev): cpu_simd, or in CUDA translation units
 /// cuda_gpu for a CUDA device (backend/cuda/native.hpp says what it runs whole).
 template <class E, class F>
@@ -87,7 +105,10 @@ decltype(auto) with_decomposition(const E& e, device dev, F&& f) {
   if (dev.type == device_type::cuda) return f(decompose_checked<cuda_gpu>(e));
 #endif
   (void)dev;
-  return f(decompose_checked<cpu_simd>(e));
+  if constexpr (TENET_CPU_KERNELS || is_copy_tree<E>())
+    return f(decompose_checked<cpu_simd>(e));
+  else
+    throw device_error(cpu_kernels_off);
 }
 
 /// An op whose CPU value is a Tensor it makes itself, typically a strided view of its materialized
@@ -115,10 +136,13 @@ void run_pointwise(const Tensor<T, S>& out, const E& e);
 
 /// False for a tree holding a leaf that only another backend evaluates (a generator leaf of
 /// decompose.hpp's prim_leaf, marked `cpu_evaluates = false`): its CPU kernels are never
-/// instantiated (such a tree comes from another backend's decomposition and runs there).
+/// instantiated (such a tree comes from another backend's decomposition and runs there). False
+/// too, except for copies, where TENET_CPU_KERNELS=0.
 template <class E>
 constexpr bool cpu_can_evaluate() {
-  if constexpr (SharedNode<E>) {
+  if constexpr (!TENET_CPU_KERNELS && !is_copy_tree<E>()) {
+    return false;
+  } else if constexpr (SharedNode<E>) {
     return cpu_can_evaluate<std::remove_cvref_t<decltype(std::declval<const E&>().expr)>>();
   } else if constexpr (Node<E>) {
     return []<class Op, class... C>(std::type_identity<node<Op, C...>>) {
@@ -140,7 +164,8 @@ void run_pointwise_on(const Out& out, const E& e) {
       cpu::run_pointwise(out, e);
       return;
     } else {
-      throw device_error("tenet: internal: an expression decomposed for another backend reached the CPU");
+      throw device_error(TENET_CPU_KERNELS ? "tenet: internal: an expression decomposed for another backend reached the CPU"
+                                           : cpu_kernels_off);
     }
   }
 #if defined(__CUDACC__)
@@ -165,8 +190,9 @@ void run_into_on(const E& e, const Out& out) {
       E::op_type::run_on_cpu_into(e, out);
       return;
     } else {
-      throw device_error(std::string("tenet: internal: '") + std::string(E::op_type::name) +
-                         "' was decomposed for another backend than the CPU's");
+      throw device_error(TENET_CPU_KERNELS ? std::string("tenet: internal: '") + std::string(E::op_type::name) +
+                                                 "' was decomposed for another backend than the CPU's"
+                                           : std::string(cpu_kernels_off));
     }
   }
 #if defined(__CUDACC__)

@@ -338,6 +338,11 @@ struct convert_element_type_ : elementwise_base {
 };
 
 template <class Op>
+inline constexpr bool is_convert_element_type = false;
+template <class To>
+inline constexpr bool is_convert_element_type<convert_element_type_<To>> = true;
+
+template <class Op>
 concept is_elementwise_op = requires { typename Op::group; } && std::is_base_of_v<elementwise_group, typename Op::group>;
 
 }  // namespace tenet::prim
