@@ -3,6 +3,8 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include "gpu_main.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -387,10 +389,4 @@ TEST_CASE("cuda: mixing devices in one expression is a device_error naming both"
   CHECK_THROWS_AS(d(0, 0), device_error);  // element access needs the host
 }
 
-int main(int argc, char** argv) {
-  if (!tenet::cuda::is_available()) {
-    std::printf("tenet CUDA tests: no CUDA device here; skipped (exit code 77)\n");
-    return 77;
-  }
-  return Catch::Session().run(argc, argv);
-}
+int main(int argc, char** argv) { return tenet::test::run_or_skip("tenet CUDA tests", argc, argv); }

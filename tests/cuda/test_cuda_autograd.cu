@@ -14,6 +14,8 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include "gpu_main.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -67,10 +69,4 @@ TEST_CASE("cuda autograd: accumulation, retain_graph, its error, autograd::grad,
   CHECK_THROWS_AS(S0<double>(sum(xd * xc)), device_error);
 }
 
-int main(int argc, char** argv) {
-  if (!tenet::cuda::is_available()) {
-    std::printf("tenet CUDA autograd tests: no CUDA device here; skipped (exit code 77)\n");
-    return 77;
-  }
-  return Catch::Session().run(argc, argv);
-}
+int main(int argc, char** argv) { return tenet::test::run_or_skip("tenet CUDA autograd tests", argc, argv); }

@@ -8,6 +8,8 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include "gpu_main.hpp"
+
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -128,10 +130,4 @@ TEST_CASE("cuda autograd second order: MLP Hessian-vector product, a seed that r
   check_all(g, c);
 }
 
-int main(int argc, char** argv) {
-  if (!tenet::cuda::is_available()) {
-    std::printf("tenet CUDA second-order autograd tests: no CUDA device here; skipped (exit code 77)\n");
-    return 77;
-  }
-  return Catch::Session().run(argc, argv);
-}
+int main(int argc, char** argv) { return tenet::test::run_or_skip("tenet CUDA second-order autograd tests", argc, argv); }

@@ -4,6 +4,8 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include "gpu_main.hpp"
+
 #include <cstdio>
 
 #include <tenet/cuda.hpp>
@@ -12,10 +14,4 @@
 #define TENET_OPINFO_HALF 1
 #include "../test_opinfo_unary.cpp"
 
-int main(int argc, char** argv) {
-  if (!tenet::cuda::is_available()) {
-    std::printf("tenet CUDA OpInfo half tests: no CUDA device here; skipped (exit code 77)\n");
-    return 77;
-  }
-  return Catch::Session().run(argc, argv);
-}
+int main(int argc, char** argv) { return tenet::test::run_or_skip("tenet CUDA OpInfo half tests", argc, argv); }
