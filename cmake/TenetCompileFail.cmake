@@ -9,7 +9,11 @@
 # and states what the compiler must say in comment lines, each a CMake regular expression
 # (https://cmake.org/cmake/help/latest/command/string.html#regex-specification):
 #   // EXPECT: cannot broadcast shape<64, ?784> with shape<10, ?784>
-# Regexes given with REGEX are checked in addition to the EXPECT lines. The EXPECT lines are read
+# A snippet may also name macros that only its failing build defines on the command line, as a
+# user's build would (a #define in the file would come after the precompiled tenet.hpp: too late):
+#   // DEFINE: TENET_CPU_KERNELS=0
+# such a snippet is built without the precompiled header. Regexes given with REGEX are checked in
+# addition to the EXPECT lines. The EXPECT lines are read
 # from the file when the test runs, so editing them needs no re-configure. Diagnostics are produced
 # without colours and without the echoed source line (so a regex cannot match the snippet's or the
 # header's own text shown under a caret, only the diagnostic itself).
@@ -41,12 +45,15 @@ function(tenet_add_compile_fail_test)
     message(FATAL_ERROR "compile-fail snippet ${src} has no '// EXPECT: <regex>' line")
   endif()
 
+  file(STRINGS "${src}" defines REGEX "^// DEFINE: ")
+  list(TRANSFORM defines REPLACE "^// DEFINE: " "")
+
   string(MAKE_C_IDENTIFIER "${arg_NAME}" id)
   set(fail_target tenet_cf_${id})
   set(control_target tenet_cf_${id}_control)
   foreach(t IN ITEMS ${fail_target} ${control_target})
     add_library(${t} OBJECT EXCLUDE_FROM_ALL "${src}")
-    if(TARGET tenet_cf_pch)
+    if(TARGET tenet_cf_pch AND NOT defines)
       # tenet.hpp parsed once for all snippets (see tenet_add_compile_fail_tests)
       target_precompile_headers(${t} REUSE_FROM tenet_cf_pch)
     endif()
@@ -72,6 +79,9 @@ function(tenet_add_compile_fail_test)
     endif()
   endforeach()
   target_compile_definitions(${control_target} PRIVATE TENET_COMPILE_FAIL_CONTROL)
+  if(defines)
+    target_compile_definitions(${fail_target} PRIVATE ${defines})
+  endif()
 
   # Regexes passed as arguments go to a file, one a line, so that the driver never has to pass
   # them through a command line (CMake lists and shells both mangle ';', '[' and quotes).
