@@ -80,16 +80,16 @@ auto promoted_binary(const A& a, const B& b) {
 template <class A, class B>
 concept binary_args = (Expression<A> || Expression<B>) && ExprOrScalar<A> && ExprOrScalar<B>;
 
-
 /// The standard normal CDF Phi(x) in float, for gelu on bfloat16 / float16: Phi(-|x|) is
-/// 2^q(|x|) with q a degree-7 polynomial (|x| clamped to 6; Phi(-6) = 1e-9 and below is taken as 0),
-/// a least-squares fit (reweighted toward minimax) to log2 Phi(-t) on [0, 6] made for tenet, checked
-/// against 30-digit values: max relative error 6.4e-6 (2^-17, under a tenth of a float16 ulp). On the
-/// GPU it is branch-free, 8 FMAs and one ex2.approx, where erff takes about twice the instructions
-/// and a branch: with it gelu(x*a+b)*c on bf16 stopped being bound by arithmetic (docs/cuda.md). Near x = -5.5, where 1 + erff(x /
-/// sqrt 2) cancels to 0 in float, it gives the small true value where PyTorch gives 0.
+/// 2^q(|x|) with q a degree-7 polynomial (|x| clamped to 6; Phi(-6) = 1e-9 and below is taken as
+/// 0), a least-squares fit (reweighted toward minimax) to log2 Phi(-t) on [0, 6] made for tenet,
+/// checked against 30-digit values: max relative error 6.4e-6 (2^-17, under a tenth of a float16
+/// ulp). On the GPU it is branch-free, 8 FMAs and one ex2.approx, where erff takes about twice the
+/// instructions and a branch: with it gelu(x*a+b)*c on bf16 stopped being bound by arithmetic
+/// (docs/cuda.md). Near x = -5.5, where 1 + erff(x / sqrt 2) cancels to 0 in float, it gives the
+/// small true value where PyTorch gives 0.
 TENET_HOST_DEVICE TENET_INLINE float normal_cdf_half(float x) {
-  const float t = std::fmin(std::fabs(x), 6.0f);
+  const float a = std::fabs(x), t = std::fmin(a, 6.0f);
   float q = -1.793850515e-06f;  // q(0) = -1 exactly: Phi(0) = 1/2, gelu(x) = x / 2 for tiny x
   q = q * t + 6.072793985e-05f;
   q = q * t - 9.232023731e-04f;
@@ -104,7 +104,7 @@ TENET_HOST_DEVICE TENET_INLINE float normal_cdf_half(float x) {
 #else
   float h = std::exp2(q);
 #endif
-  if (std::fabs(x) > 6.0f) h = 0.0f;
+  if (a > 6.0f) h = 0.0f;
   return x > 0.0f ? 1.0f - h : h;
 }
 

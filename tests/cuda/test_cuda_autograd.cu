@@ -17,7 +17,6 @@
 #include "gpu_main.hpp"
 
 #include <cmath>
-#include <cstdio>
 #include <string>
 #include <vector>
 

@@ -10,7 +10,6 @@
 
 #include "gpu_main.hpp"
 
-#include <cstdio>
 #include <string>
 #include <vector>
 

@@ -6,7 +6,6 @@
 #include "gpu_main.hpp"
 
 #include <cmath>
-#include <cstdio>
 
 #include <tenet/cuda.hpp>
 

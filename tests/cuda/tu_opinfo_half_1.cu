@@ -6,7 +6,6 @@
 
 #include "gpu_main.hpp"
 
-#include <cstdio>
 
 #include <tenet/cuda.hpp>
 

@@ -92,6 +92,11 @@ constexpr bool is_copy_tree() {
     return TensorType<E> || std::is_same_v<E, scalar<value_type_of<E>>>;
   }
 }
+/// Whether this unit has CPU kernels for E: always, except that TENET_CPU_KERNELS=0 keeps copies only.
+template <class E>
+constexpr bool cpu_kernels_for() {
+  return TENET_CPU_KERNELS || is_copy_tree<E>();
+}
 inline constexpr const char* cpu_kernels_off =
     "tenet: this translation unit was compiled with TENET_CPU_KERNELS=0: it has no CPU kernels except "
     "copies, and this expression is on the CPU; evaluate it on a CUDA device, or compile without "
@@ -105,7 +110,7 @@ decltype(auto) with_decomposition(const E& e, device dev, F&& f) {
   if (dev.type == device_type::cuda) return f(decompose_checked<cuda_gpu>(e));
 #endif
   (void)dev;
-  if constexpr (TENET_CPU_KERNELS || is_copy_tree<E>())
+  if constexpr (cpu_kernels_for<E>())
     return f(decompose_checked<cpu_simd>(e));
   else
     throw device_error(cpu_kernels_off);
@@ -140,7 +145,7 @@ void run_pointwise(const Tensor<T, S>& out, const E& e);
 /// too, except for copies, where TENET_CPU_KERNELS=0.
 template <class E>
 constexpr bool cpu_can_evaluate() {
-  if constexpr (!TENET_CPU_KERNELS && !is_copy_tree<E>()) {
+  if constexpr (!cpu_kernels_for<E>()) {
     return false;
   } else if constexpr (SharedNode<E>) {
     return cpu_can_evaluate<std::remove_cvref_t<decltype(std::declval<const E&>().expr)>>();
