@@ -1,6 +1,8 @@
 // CUDA line and indexing ops: cumsum and argmax over the last dim of 8192x4096 (fp32, bf16),
 // an embedding lookup (64x128 ids into a 50000x1024 bf16 table), gather and scatter_add along the
-// last dim of 8192x4096 fp32. GB/s counts bytes read + written once (indices included).
+// last dim of 8192x4096 fp32; common fp32 ops on 8192x4096: sums along each dim and over all,
+// amax along the rows, softmax, layer_norm, a transposed copy. GB/s counts bytes read + written
+// once (indices included).
 #include <cstdint>
 
 #include "cuda_harness.hpp"
@@ -20,8 +22,27 @@ void run_lines(const char* dtype) {
   bench::report(std::string("argmax_8192x4096_") + dtype, "tenet", "GB/s", bench::gbps(1.0 * r * c * sizeof(T), s), "cuda");
 }
 
+void run_common() {
+  const std::int64_t r = 8192, c = 4096;
+  using F2 = Tensor<float, dyn_shape<2>>;
+  using F1 = Tensor<float, dyn_shape<1>>;
+  F2 x = randn<float, dyn_shape<2>>(r, c).to(tenet::cuda(0)), y;
+  F1 w = randn<float, dyn_shape<1>>(c).to(tenet::cuda(0)), b = randn<float, dyn_shape<1>>(c).to(tenet::cuda(0)), v;
+  Tensor<float, dyn_shape<0>> z;
+  const double in = 4.0 * r * c;
+  auto line = [](const char* wl, double bytes, double s) { bench::report(wl, "tenet", "GB/s", bench::gbps(bytes, s), "cuda"); };
+  line("sum_dim1_8192x4096_fp32", in + 4.0 * r, bench::measure_cuda([&] { v = sum<1>(x); }));
+  line("sum_dim0_8192x4096_fp32", in + 4.0 * c, bench::measure_cuda([&] { v = sum<0>(x); }));
+  line("sum_all_8192x4096_fp32", in, bench::measure_cuda([&] { z = sum(x); }));
+  line("amax_dim1_8192x4096_fp32", in + 4.0 * r, bench::measure_cuda([&] { v = amax<1>(x); }));
+  line("softmax_8192x4096_fp32", 2 * in, bench::measure_cuda([&] { y = softmax<-1>(x); }));
+  line("layer_norm_8192x4096_fp32", 2 * in, bench::measure_cuda([&] { y = layer_norm(x, w, b); }));
+  line("transpose_copy_8192x4096_fp32", 2 * in, bench::measure_cuda([&] { y = x.t().contiguous(); }));
+}
+
 int main() {
   bench::require_gpu("cuda_ops");
+  run_common();
   manual_seed(0);
   run_lines<float>("fp32");
   run_lines<bfloat16>("bf16");

@@ -171,6 +171,25 @@ def main():
         [("torch eager", lambda: F.layer_norm(xb, (c,), w, b)), ("torch.compile", lambda: ln(xb))])
     del xb
 
+    # bench/cuda_ops.cu: common fp32 ops on 8192x4096
+    xf = torch.randn(r, c, device=dev)
+    wf = torch.randn(c, device=dev)
+    bf = torch.randn(c, device=dev)
+    inb = 4 * r * c
+    smf = torch.compile(lambda t: torch.softmax(t, -1))
+    lnf = torch.compile(lambda t: F.layer_norm(t, (c,), wf, bf))
+    for wl, byts, eager, comp in (
+            ("sum_dim1_8192x4096_fp32", inb + 4 * r, lambda: xf.sum(1), None),
+            ("sum_dim0_8192x4096_fp32", inb + 4 * c, lambda: xf.sum(0), None),
+            ("sum_all_8192x4096_fp32", inb, lambda: xf.sum(), None),
+            ("amax_dim1_8192x4096_fp32", inb + 4 * r, lambda: xf.amax(1), None),
+            ("softmax_8192x4096_fp32", 2 * inb, lambda: torch.softmax(xf, -1), lambda: smf(xf)),
+            ("layer_norm_8192x4096_fp32", 2 * inb, lambda: F.layer_norm(xf, (c,), wf, bf), lambda: lnf(xf)),
+            ("transpose_copy_8192x4096_fp32", 2 * inb, lambda: xf.t().contiguous(), None)):
+        impls = [("torch eager", eager)] + ([("torch.compile", comp)] if comp else [])
+        run(wl, "GB/s", byts / 1e9, impls)
+    del xf
+
     # bench/cuda_ops.cu: line and indexing ops (eager only: single ATen kernels)
     for dtype, name in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):
         xo = torch.randn(r, c, device=dev, dtype=dtype)

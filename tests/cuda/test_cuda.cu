@@ -164,6 +164,97 @@ TEST_CASE("cuda: reductions along inner, middle and outer axes, and a long split
   }
 }
 
+TEST_CASE("cuda: flat reductions (contiguous input, trailing or leading dims reduced) and their fallbacks") {
+  manual_seed(5);
+  using F1 = Tensor<float, dyn_shape<1>>;
+  SECTION("rows, a warp per row: sum of a fused tree, amax, prod, keepdim over two trailing dims") {
+    F2 x = cpu_randn(300, 256);
+    auto dx = x.to(tenet::cuda(0));
+    check_close(F1(sum<1>(dx * dx + 1.5f)), F1(sum<1>(x * x + 1.5f)), 1e-5, 1e-5);
+    check_close(F1(amax<1>(dx)), F1(amax<1>(x)), 0, 0);
+    check_close(F1(amin<1>(dx)), F1(amin<1>(x)), 0, 0);
+    check_close(F1(prod<1>(dx * 0.01f + 1.0f)), F1(prod<1>(x * 0.01f + 1.0f)), 1e-5, 1e-6);
+    F3 x3 = randn<float, dyn_shape<3>>(5, 6, 8);
+    check_close(F3(sum<1, 2>(x3.to(tenet::cuda(0)), keepdim)), F3(sum<1, 2>(x3, keepdim)), 1e-5, 1e-5);
+    F3 x1 = randn<float, dyn_shape<3>>(300, 1, 256);  // a size-1 dim between them
+    check_close(F2(sum<2>(x1.to(tenet::cuda(0)))), F2(sum<2>(x1)), 1e-5, 1e-5);
+  }
+  SECTION("rows, a block per row: few long rows, split over the card") {
+    for (std::int64_t rows : {1, 3, 400}) {
+      INFO("rows " << rows);
+      F2 x = cpu_randn(rows, rows == 400 ? 8192 : 100000);
+      auto dx = x.to(tenet::cuda(0));
+      check_close(F1(sum<1>(dx)), F1(sum<1>(x)), 1e-4, 1e-3);
+      check_close(F1(amax<1>(dx)), F1(amax<1>(x)), 0, 0);
+    }
+  }
+  SECTION("columns: sum and amax over leading dims, split over the card") {
+    F2 x = cpu_randn(1000, 64);
+    auto dx = x.to(tenet::cuda(0));
+    check_close(F1(sum<0>(dx)), F1(sum<0>(x)), 1e-4, 1e-4);
+    check_close(F1(amax<0>(dx)), F1(amax<0>(x)), 0, 0);
+    F3 x3 = randn<float, dyn_shape<3>>(7, 9, 128);
+    check_close(F1(mean<0, 1>(x3.to(tenet::cuda(0)))), F1(mean<0, 1>(x3)), 1e-5, 1e-5);
+    F2 wide = cpu_randn(3, 65536);  // many outputs, few rows: no split
+    check_close(F1(sum<0>(wide.to(tenet::cuda(0)))), F1(sum<0>(wide)), 1e-5, 1e-5);
+  }
+  SECTION("bf16, fp64 and int32 inputs, rows and columns") {
+    B2 b = cpu_randn(513, 48).to<bfloat16>();
+    auto db = b.to(tenet::cuda(0));
+    check_close(Tensor<bfloat16, dyn_shape<1>>(sum<0>(db)), Tensor<bfloat16, dyn_shape<1>>(sum<0>(b)), 1e-2, 1e-2);
+    check_close(Tensor<bfloat16, dyn_shape<1>>(sum<1>(db)), Tensor<bfloat16, dyn_shape<1>>(sum<1>(b)), 1e-2, 1e-2);
+    auto d = cpu_randn(50, 34).to<double>();
+    auto dd = d.to(tenet::cuda(0));
+    check_close(Tensor<double, dyn_shape<1>>(sum<0>(dd)), Tensor<double, dyn_shape<1>>(sum<0>(d)), 1e-12, 1e-12);
+    check_close(Tensor<double, dyn_shape<1>>(sum<1>(dd)), Tensor<double, dyn_shape<1>>(sum<1>(d)), 1e-12, 1e-12);
+    auto i = randint<std::int32_t, dyn_shape<2>>(-9, 9, 33, 64);
+    auto di = i.to(tenet::cuda(0));
+    check_close(eval(sum<1>(di)), eval(sum<1>(i)), 0, 0);
+    check_close(eval(sum<0>(di)), eval(sum<0>(i)), 0, 0);
+  }
+  SECTION("a NaN propagates through amax and sum") {
+    F2 x = cpu_randn(40, 128);
+    x.data()[5 * 128 + 77] = std::nanf("");
+    auto dx = x.to(tenet::cuda(0));
+    check_close(F1(amax<1>(dx)), F1(amax<1>(x)), 0, 0);
+    check_close(F1(sum<0>(dx)), F1(sum<0>(x)), 1e-5, 1e-5);
+  }
+  SECTION("fallbacks: a broadcast row, a strided view, an unaligned start, a row not of whole groups") {
+    F2 x = cpu_randn(300, 260);
+    F1 b = randn<float, dyn_shape<1>>(256);
+    auto dx = x.to(tenet::cuda(0));
+    auto db = b.to(tenet::cuda(0));
+    check_close(F1(sum<1>(dx.slice<1>(0, 256) + db)), F1(sum<1>(x.slice<1>(0, 256) + b)), 1e-5, 1e-5);
+    check_close(F1(sum<1>(dx.slice<1>(4, 260))), F1(sum<1>(x.slice<1>(4, 260))), 1e-5, 1e-5);
+    F1 flat = randn<float, dyn_shape<1>>(4097);
+    auto dflat = flat.to(tenet::cuda(0));
+    check_close(Tensor<float, shape<>>(sum(dflat.slice<0>(1, 4097))), Tensor<float, shape<>>(sum(flat.slice<0>(1, 4097))),
+                1e-4, 1e-4);
+    check_close(F1(sum<1>(dx.slice<1>(0, 255))), F1(sum<1>(x.slice<1>(0, 255))), 1e-5, 1e-5);
+    check_close(F1(sum<0>(dx.slice<1>(0, 255))), F1(sum<0>(x.slice<1>(0, 255))), 1e-5, 1e-5);
+  }
+}
+
+TEST_CASE("cuda: transposed copies go through shared-memory tiles; the values are the CPU's") {
+  manual_seed(6);
+  F2 x = cpu_randn(300, 257);
+  auto dx = x.to(tenet::cuda(0));
+  check_close(F2(dx.t().contiguous()), F2(x.t().contiguous()), 0, 0);
+  check_close(F2(dx.slice<0>(1, 300).t().contiguous()), F2(x.slice<0>(1, 300).t().contiguous()), 0, 0);
+  B2 b = cpu_randn(64, 96).to<bfloat16>();
+  check_close(B2(b.to(tenet::cuda(0)).t().contiguous()), B2(b.t().contiguous()), 0, 0);
+  auto d = cpu_randn(33, 65).to<double>();
+  check_close(Tensor<double, dyn_shape<2>>(d.to(tenet::cuda(0)).t().contiguous()),
+              Tensor<double, dyn_shape<2>>(d.t().contiguous()), 0, 0);
+  F3 x3 = randn<float, dyn_shape<3>>(3, 40, 70);
+  auto dx3 = x3.to(tenet::cuda(0));
+  check_close(F3(dx3.permute<0, 2, 1>().contiguous()), F3(x3.permute<0, 2, 1>().contiguous()), 0, 0);
+  check_close(F3(dx3.permute<2, 0, 1>().contiguous()), F3(x3.permute<2, 0, 1>().contiguous()), 0, 0);
+  check_close(F3(dx3.permute<1, 2, 0>().contiguous()), F3(x3.permute<1, 2, 0>().contiguous()), 0, 0);
+  F2 one = cpu_randn(1, 77);  // a transposed row is contiguous: the flat kernel
+  check_close(F2(one.to(tenet::cuda(0)).t().contiguous()), F2(one.t().contiguous()), 0, 0);
+}
+
 TEST_CASE("cuda: softmax and log_softmax over the last dim, fp32 and bf16") {
   manual_seed(4);
   F2 x = cpu_randn(300, 1000);

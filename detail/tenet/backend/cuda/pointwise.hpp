@@ -387,6 +387,39 @@ __global__ void pointwise_strided_kernel(T* __restrict__ out, Tree tree, out_lay
   }
 }
 
+/// A copy whose source (a tensor leaf) is transposed against its destination over the last two
+/// dims of the coalesced space [B,] M, N (the source's unit stride on M, the destination's on N):
+/// 32 x 32 tiles through shared memory, read along M and written along N, so that both sides
+/// coalesce (the strided kernel reads a column of the tile per warp). Block (32, 8); grid-stride
+/// over the tiles of every batch.
+template <class T, std::size_t R, class Leaf>
+__global__ void transpose_copy_kernel(T* __restrict__ out, Leaf leaf, out_layout<T, R> lay) {
+  __shared__ alignas(16) unsigned char raw[32 * 33 * sizeof(T)];  // raw: T may have a constructor
+  T(*tile)[33] = reinterpret_cast<T(*)[33]>(raw);
+  const bool batched = lay.nd == 3;
+  const std::int64_t M = lay.sizes[lay.nd - 2], N = lay.sizes[lay.nd - 1];
+  const std::int64_t src_b = batched ? leaf.st[0] : 0, src_n = leaf.st[lay.nd - 1];
+  const std::int64_t dst_b = batched ? lay.st[0] : 0, dst_m = lay.st[lay.nd - 2];
+  const std::int64_t tm = (M + 31) / 32, tn = (N + 31) / 32, tiles = (batched ? lay.sizes[0] : 1) * tm * tn;
+  for (std::int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const std::int64_t b = t / (tm * tn), i0 = (t / tn) % tm * 32, j0 = t % tn * 32;
+    const std::int64_t i = i0 + threadIdx.x;  // the source's unit-stride dim
+#pragma unroll
+    for (int k = 0; k < 32; k += 8) {
+      const std::int64_t j = j0 + threadIdx.y + k;
+      if (i < M && j < N) tile[threadIdx.y + k][threadIdx.x] = static_cast<T>(leaf.base[b * src_b + i + j * src_n]);
+    }
+    __syncthreads();
+    const std::int64_t j = j0 + threadIdx.x;  // the destination's unit-stride dim
+#pragma unroll
+    for (int k = 0; k < 32; k += 8) {
+      const std::int64_t m = i0 + threadIdx.y + k;
+      if (m < M && j < N) out[b * dst_b + m * dst_m + j] = tile[threadIdx.x][threadIdx.y + k];
+    }
+    __syncthreads();
+  }
+}
+
 /// Blocks for `work` threads of `threads` each: enough to fill the card, capped (grid-stride loops).
 inline unsigned grid_for(std::int64_t work, int threads, int dev, int blocks_per_sm = 16) {
   const std::int64_t want = (work + threads - 1) / threads;
@@ -454,6 +487,15 @@ void run_pointwise(const Tensor<T, S>& out, const E& e) {
     out_layout<T, R> lay{};
     lay.nd = static_cast<int>(sp.nd);
     for (std::size_t d = 0; d < sp.nd; ++d) lay.sizes[d] = sp.sizes[d], lay.st[d] = ost[d];
+    if constexpr (dpw_is_tensor_leaf<tree_t>::value && R >= 2) {
+      const std::size_t nd = sp.nd;
+      if ((nd == 2 || nd == 3) && ost[nd - 1] == 1 && tree.st[nd - 2] == 1 && tree.st[nd - 1] != 1 && tree.st[nd - 1] != 0) {
+        const std::int64_t tiles = (nd == 3 ? sp.sizes[0] : 1) * ((sp.sizes[nd - 2] + 31) / 32) * ((sp.sizes[nd - 1] + 31) / 32);
+        transpose_copy_kernel<T, R, tree_t><<<grid_for(tiles, 1, dev, 8), dim3(32, 8), 0, s>>>(obase, tree, lay);
+        check_launch("the transposed copy kernel launch");
+        return;
+      }
+    }
     cfg.threads = std::min(cfg.threads, kernel_max_threads<pointwise_strided_kernel<T, R, tree_t>>());
     pointwise_strided_kernel<T, R, tree_t><<<grid_for(n, cfg.threads, dev, cfg.blocks_per_sm), cfg.threads, 0, s>>>(obase, tree, lay, n);
   }

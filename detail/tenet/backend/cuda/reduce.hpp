@@ -4,8 +4,17 @@
 // CUDA reductions (sum, prod, amax, amin) over any set of dims, with the pointwise child fused
 // in as a prologue (nvcc only).
 //
-// The host reorders the iteration space as the CPU kernel does (kept dims first, reduced dims
-// last), coalesces each group, then picks one of two kernels:
+// Flat inputs first: when every leaf of the child is contiguous in the input's row-major order
+// (or a single broadcast value) and the reduced dims are the trailing ones (rows) or the leading
+// ones (columns), output o reduces the flat elements o*N .. o*N+N-1 (rows) or o, o+K, o+2K, ...
+// (columns), read as 16-byte groups:
+// - flat rows: a warp per row (a block per row, split over grid.y, when there are few long
+//   rows), four groups in flight per thread, then warp shuffles;
+// - flat columns: 32 threads side by side each own a group of adjacent outputs, 8 threads of a
+//   block go down the rows, and the parts meet in shared memory; the rows are split over grid.y
+//   until the card is full.
+// Other inputs: the host reorders the iteration space as the CPU kernel does (kept dims first,
+// reduced dims last), coalesces each group, then picks one of two kernels:
 // - rows (the innermost input dim is reduced): one block per output, the block's threads stride
 //   over the reduced elements, then warp shuffles and one shared-memory step combine them;
 // - columns (the innermost dim is kept): one thread per output walks the reduced elements, so
@@ -132,6 +141,85 @@ __global__ void reduce_cols_kernel(Dst* __restrict__ dst, Tree tree, reduce_layo
   }
 }
 
+/// Flat rows: output o (times gridDim.y parts) combines elements [o*N + r0, o*N + r1) of the flat
+/// tree, r0 and r1 multiples of V. tpr threads per row: 32 (a warp per row, blockDim / 32 rows per
+/// block) or blockDim.x (a block per row).
+template <class Kind, class A, class Dst, class Tree, int V>
+__global__ void reduce_flat_rows_kernel(Dst* __restrict__ dst, Tree tree, std::int64_t K, std::int64_t N,
+                                        std::int64_t chunk, int tpr, A init) {
+  constexpr int U = 4;
+  const int t = static_cast<int>(threadIdx.x) % tpr;
+  const int rows_per_block = static_cast<int>(blockDim.x) / tpr;
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * chunk;
+  const std::int64_t r1 = r0 + chunk < N ? r0 + chunk : N;
+  const std::int64_t step = static_cast<std::int64_t>(tpr) * V;
+  for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * rows_per_block + threadIdx.x / tpr; o < K;
+       o += static_cast<std::int64_t>(gridDim.x) * rows_per_block) {
+    A acc = init;
+    const std::int64_t end = o * N + r1;
+    for (std::int64_t i = o * N + r0 + static_cast<std::int64_t>(t) * V; i < end; i += U * step) {
+      typename Tree::template group<V> v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (i + u * step < end) v[u] = tree.template load<V>(i + u * step);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (i + u * step < end) {
+#pragma unroll
+          for (int j = 0; j < V; ++j) acc = Kind::combine(acc, static_cast<A>(v[u][j]));
+        }
+    }
+    if (tpr == 32) {
+#pragma unroll
+      for (int s = 16; s > 0; s >>= 1) acc = Kind::combine(acc, shfl_down(acc, s));
+    } else {
+      acc = block_reduce<Kind>(acc, init);
+    }
+    if (t == 0) dst[o * gridDim.y + blockIdx.y] = static_cast<Dst>(acc);
+  }
+}
+
+/// Flat columns: element (r, o) at r*K + o. Thread x of a (32, 8) block owns outputs
+/// [V * (blockIdx.x * 32 + x), + V); the 8 rows of threads take rows r0 + y, r0 + y + 8, ... < r1
+/// and meet in shared memory.
+template <class Kind, class A, class Dst, class Tree, int V>
+__global__ void reduce_flat_cols_kernel(Dst* __restrict__ dst, Tree tree, std::int64_t K, std::int64_t N,
+                                        std::int64_t chunk, A init) {
+  constexpr int U = 4;
+  __shared__ alignas(16) unsigned char raw[8 * 32 * V * sizeof(A)];
+  A(*part)[32][V] = reinterpret_cast<A(*)[32][V]>(raw);
+  const std::int64_t c = (static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x) * V;
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * chunk;
+  const std::int64_t r1 = r0 + chunk < N ? r0 + chunk : N;
+  A acc[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) acc[j] = init;
+  if (c < K) {
+    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += 8 * U) {
+      typename Tree::template group<V> v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (r + 8 * u < r1) v[u] = tree.template load<V>((r + 8 * u) * K + c);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (r + 8 * u < r1) {
+#pragma unroll
+          for (int j = 0; j < V; ++j) acc[j] = Kind::combine(acc[j], static_cast<A>(v[u][j]));
+        }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j) part[threadIdx.y][threadIdx.x][j] = acc[j];
+  __syncthreads();
+  if (threadIdx.y == 0 && c < K) {
+    for (int y = 1; y < 8; ++y)
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] = Kind::combine(acc[j], part[y][threadIdx.x][j]);
+#pragma unroll
+    for (int j = 0; j < V; ++j) dst[(c + j) * gridDim.y + blockIdx.y] = static_cast<Dst>(acc[j]);
+  }
+}
+
 /// out[o] = combine of partial[o * parts .. o * parts + parts).
 template <class Kind, class A, class OutT>
 __global__ void reduce_parts_kernel(OutT* __restrict__ out, const A* __restrict__ partial, std::int64_t outputs,
@@ -142,6 +230,96 @@ __global__ void reduce_parts_kernel(OutT* __restrict__ out, const A* __restrict_
     for (int p = 0; p < parts; ++p) acc = Kind::combine(acc, partial[o * parts + p]);
     out[o] = static_cast<OutT>(acc);
   }
+}
+
+/// Runs launch(dst) with dst = out's data (parts == 1) or a buffer of outputs * parts partial
+/// results that reduce_parts_kernel then combines into out.
+template <class Kind, class A, class OutT, class F>
+void launch_split(OutT* out, std::int64_t outputs, int parts, A init, int dev, cudaStream_t s, F&& launch) {
+  if (parts == 1) {
+    launch(out);
+    check_launch("the reduction kernel launch");
+    return;
+  }
+  auto& alloc = caching_allocator::instance();
+  A* partial = static_cast<A*>(alloc.allocate(static_cast<std::size_t>(outputs) * parts * sizeof(A), dev, s));
+  launch(partial);
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) {
+    reduce_parts_kernel<Kind, A, OutT><<<grid_for(outputs, 256, dev), 256, 0, s>>>(out, partial, outputs, parts, init);
+    e = cudaGetLastError();
+  }
+  alloc.deallocate(partial);  // stream-ordered: reused only by later work on the same stream
+  check(e, "the split reduction kernel launch");
+}
+
+/// Parts to split a reduction of `length` elements into: none when `blocks` already fill the
+/// card (`want` blocks) or the reduction is short, else enough for `want`, each part at least
+/// `min_part` long.
+inline int split_parts(std::int64_t blocks, std::int64_t want, std::int64_t length, std::int64_t min_part) {
+  if (blocks >= want || length < 2 * min_part) return 1;
+  return static_cast<int>(std::clamp<std::int64_t>(std::min((want + blocks - 1) / blocks, length / min_part), 1, 65535));
+}
+
+/// The flat fast paths (top of the file): false, and nothing launched, when the input allows
+/// neither (a leaf strided or broadcast along some dims, kept and reduced dims interleaved, rows or
+/// columns not a whole number of 16-byte groups, a leaf not aligned to its group).
+template <class Kind, class A, class OutT, class Tree, std::size_t R>
+bool run_flat_reduce(OutT* out, const Tree& child_tree, const sizes_t<R>& in, const std::array<bool, R>& mask,
+                     std::int64_t K, std::int64_t N, A init, int dev, cudaStream_t s) {
+  int changes = 0;
+  bool first_reduced = true, seen = false, prev = false;
+  for (std::size_t d = 0; d < R; ++d) {
+    if (in[d] == 1) continue;
+    if (!seen) first_reduced = mask[d];
+    else if (mask[d] != prev) ++changes;
+    seen = true;
+    prev = mask[d];
+  }
+  if (changes > 1) return false;
+  // one run of dims, or kept then reduced: rows (output o = elements o*N ...); reduced then kept:
+  // columns (output o = elements o, o + K, ...)
+  const bool rows = changes == 0 || !first_reduced;
+  Tree tree = child_tree;
+  if (cpu::coalesce<R>(in, nullptr, tree).nd != 1) return false;
+  using T = typename Tree::value_type;
+  constexpr int VR = 16 / sizeof(T) > 0 ? static_cast<int>(16 / sizeof(T)) : 1;
+  constexpr int VC = std::min<int>(VR, std::max<int>(1, static_cast<int>(64 / sizeof(A))));  // <= 16 KB of smem
+  const int V = rows ? VR : VC;
+  if ((rows ? N : K) % V != 0) return false;
+  bool ok = true;
+  tree.for_each_leaf([&](const void* p, std::size_t size, const std::int64_t* st) {
+    if (st[0] != 0 && st[0] != 1) ok = false;
+    if (st[0] == 1 && reinterpret_cast<std::uintptr_t>(p) % std::min<std::size_t>(16, size * V) != 0) ok = false;
+  });
+  if (!ok) return false;
+  const int sms = sm_count(dev);
+  if (rows) {
+    // a warp per row when the rows fill the card or are short, else a block per row
+    const bool warp_rows = K >= 16LL * sms || N / V <= 512;
+    const int tpr = warp_rows ? 32 : 256;
+    const std::int64_t blocks = warp_rows ? (K + 7) / 8 : K;
+    int parts = warp_rows ? 1 : split_parts(blocks, 4LL * sms, N, 2048);
+    const std::int64_t chunk = ((N + parts - 1) / parts + V - 1) / V * V;
+    parts = static_cast<int>((N + chunk - 1) / chunk);
+    const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>(blocks, 65535LL * 16)), static_cast<unsigned>(parts));
+    launch_split<Kind>(out, K, parts, init, dev, s, [&](auto* dst) {
+      using D = std::remove_pointer_t<decltype(dst)>;
+      reduce_flat_rows_kernel<Kind, A, D, Tree, VR><<<grid, 256, 0, s>>>(dst, tree, K, N, chunk, tpr, init);
+    });
+  } else {
+    const std::int64_t blocks = (K / VC + 31) / 32;
+    if (blocks > 0x7fffffffLL) return false;
+    int parts = split_parts(blocks, 8LL * sms, N, 32);
+    const std::int64_t chunk = (N + parts - 1) / parts;
+    parts = static_cast<int>((N + chunk - 1) / chunk);
+    const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(parts)), block(32, 8);
+    launch_split<Kind>(out, K, parts, init, dev, s, [&](auto* dst) {
+      using D = std::remove_pointer_t<decltype(dst)>;
+      reduce_flat_cols_kernel<Kind, A, D, Tree, VC><<<grid, block, 0, s>>>(dst, tree, K, N, chunk, init);
+    });
+  }
+  return true;
 }
 
 /// out = reduce<Kind>(child) over the dims marked in mask (out: fresh, contiguous, on the device).
@@ -167,19 +345,8 @@ void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bo
       in = child.sizes();
       mask = mask_in;
     }
-    using tree_t = dpw<C, R>;
-    tree_t tree(child, in);
-    // every leaf's strides reordered (kept dims first, reduced dims last) and coalesced, as on the CPU
-    const auto arrays = cpu::stride_arrays(tree);
-    const auto space = cpu::coalesce_reduction(in, mask, arrays);
-    reduce_layout<R> L{};
-    L.nk = static_cast<int>(space.nk);
-    L.nr = static_cast<int>(space.nd - space.nk);
-    for (std::size_t d = 0; d < space.nk; ++d) L.ksz[d] = space.sizes[d];
-    for (std::size_t d = space.nk; d < space.nd; ++d) L.rsz[d - space.nk] = space.sizes[d];
-    const std::int64_t outputs = space.K, length = space.N;
-    L.outputs = outputs;
-    L.length = length;
+    std::int64_t outputs = 1, length = 1;
+    for (std::size_t d = 0; d < R; ++d) (mask[d] ? length : outputs) *= in[d];
     if (outputs == 0) return;
     const A init = Kind::template identity<A>();
     if (length == 0) {
@@ -191,6 +358,20 @@ void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bo
         return;
       }
     }
+    using tree_t = dpw<C, R>;
+    tree_t tree(child, in);
+    OutT* const o = out.data();
+    if (run_flat_reduce<Kind>(o, tree, in, mask, outputs, length, init, dev, s)) return;
+    // every leaf's strides reordered (kept dims first, reduced dims last) and coalesced, as on the CPU
+    const auto arrays = cpu::stride_arrays(tree);
+    const auto space = cpu::coalesce_reduction(in, mask, arrays);
+    reduce_layout<R> L{};
+    L.nk = static_cast<int>(space.nk);
+    L.nr = static_cast<int>(space.nd - space.nk);
+    for (std::size_t d = 0; d < space.nk; ++d) L.ksz[d] = space.sizes[d];
+    for (std::size_t d = space.nk; d < space.nd; ++d) L.rsz[d - space.nk] = space.sizes[d];
+    L.outputs = outputs;
+    L.length = length;
     // the innermost dim with an extent > 1 decides the kernel
     bool rows = false;
     for (std::size_t d = R; d-- > 0;)
@@ -201,36 +382,17 @@ void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bo
     const int sms = sm_count(dev);
     const int threads = rows ? 256 : 128;
     const std::int64_t blocks_x = rows ? outputs : (outputs + threads - 1) / threads;
-    int parts = 1;
-    if (blocks_x < 2 * sms && length >= 8192) {
-      const std::int64_t want = (4 * sms + blocks_x - 1) / blocks_x;
-      parts = static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(want, length / 2048), 1, 65535));
-    }
+    int parts = blocks_x < 2LL * sms && length >= 8192 ? split_parts(blocks_x, 4LL * sms, length, 2048) : 1;
     L.chunk = (length + parts - 1) / parts;
     parts = static_cast<int>((length + L.chunk - 1) / L.chunk);
     const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>(blocks_x, 65535LL * 16)), static_cast<unsigned>(parts));
-    OutT* const o = out.data();
-    if (parts == 1) {
+    launch_split<Kind>(o, outputs, parts, init, dev, s, [&](auto* dst) {
+      using D = std::remove_pointer_t<decltype(dst)>;
       if (rows)
-        reduce_rows_kernel<Kind, A, OutT, R, tree_t><<<grid, threads, 0, s>>>(o, tree, L, init);
+        reduce_rows_kernel<Kind, A, D, R, tree_t><<<grid, threads, 0, s>>>(dst, tree, L, init);
       else
-        reduce_cols_kernel<Kind, A, OutT, R, tree_t><<<grid, threads, 0, s>>>(o, tree, L, init);
-      check_launch("the reduction kernel launch");
-      return;
-    }
-    auto& alloc = caching_allocator::instance();
-    A* partial = static_cast<A*>(alloc.allocate(static_cast<std::size_t>(outputs) * parts * sizeof(A), dev, s));
-    if (rows)
-      reduce_rows_kernel<Kind, A, A, R, tree_t><<<grid, threads, 0, s>>>(partial, tree, L, init);
-    else
-      reduce_cols_kernel<Kind, A, A, R, tree_t><<<grid, threads, 0, s>>>(partial, tree, L, init);
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess) {
-      reduce_parts_kernel<Kind, A, OutT><<<grid_for(outputs, 256, dev), 256, 0, s>>>(o, partial, outputs, parts, init);
-      e = cudaGetLastError();
-    }
-    alloc.deallocate(partial);  // stream-ordered: reused only by later work on the same stream
-    check(e, "the split reduction kernel launch");
+        reduce_cols_kernel<Kind, A, D, R, tree_t><<<grid, threads, 0, s>>>(dst, tree, L, init);
+    });
   }
 }
 
