@@ -1,7 +1,8 @@
 // CUDA line and indexing ops: cumsum and argmax over the last dim of 8192x4096 (fp32, bf16),
 // an embedding lookup (64x128 ids into a 50000x1024 bf16 table), gather and scatter_add along the
 // last dim of 8192x4096 fp32; common fp32 ops on 8192x4096: sums along each dim and over all,
-// amax along the rows, softmax, layer_norm, a transposed copy. GB/s counts bytes read + written
+// amax and var along the rows, softmax along either dim, layer_norm, a row bias added, a column
+// scale multiplied, a transposed copy. GB/s counts bytes read + written
 // once (indices included).
 #include <cstdint>
 
@@ -35,8 +36,13 @@ void run_common() {
   line("sum_dim0_8192x4096_fp32", in + 4.0 * c, bench::measure_cuda([&] { v = sum<0>(x); }));
   line("sum_all_8192x4096_fp32", in, bench::measure_cuda([&] { z = sum(x); }));
   line("amax_dim1_8192x4096_fp32", in + 4.0 * r, bench::measure_cuda([&] { v = amax<1>(x); }));
+  line("var_dim1_8192x4096_fp32", in + 4.0 * r, bench::measure_cuda([&] { v = var<1>(x); }));
   line("softmax_8192x4096_fp32", 2 * in, bench::measure_cuda([&] { y = softmax<-1>(x); }));
+  line("softmax_dim0_8192x4096_fp32", 2 * in, bench::measure_cuda([&] { y = softmax<0>(x); }));
   line("layer_norm_8192x4096_fp32", 2 * in, bench::measure_cuda([&] { y = layer_norm(x, w, b); }));
+  F2 col = randn<float, dyn_shape<2>>(r, 1).to(tenet::cuda(0));
+  line("add_row_bias_8192x4096_fp32", 2 * in, bench::measure_cuda([&] { y = x + b; }));
+  line("mul_col_scale_8192x4096_fp32", 2 * in, bench::measure_cuda([&] { y = x * col; }));
   line("transpose_copy_8192x4096_fp32", 2 * in, bench::measure_cuda([&] { y = x.t().contiguous(); }));
 }
 

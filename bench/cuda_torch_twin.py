@@ -175,16 +175,22 @@ def main():
     xf = torch.randn(r, c, device=dev)
     wf = torch.randn(c, device=dev)
     bf = torch.randn(c, device=dev)
+    colf = torch.randn(r, 1, device=dev)
     inb = 4 * r * c
     smf = torch.compile(lambda t: torch.softmax(t, -1))
+    sm0 = torch.compile(lambda t: torch.softmax(t, 0))
     lnf = torch.compile(lambda t: F.layer_norm(t, (c,), wf, bf))
     for wl, byts, eager, comp in (
             ("sum_dim1_8192x4096_fp32", inb + 4 * r, lambda: xf.sum(1), None),
             ("sum_dim0_8192x4096_fp32", inb + 4 * c, lambda: xf.sum(0), None),
             ("sum_all_8192x4096_fp32", inb, lambda: xf.sum(), None),
             ("amax_dim1_8192x4096_fp32", inb + 4 * r, lambda: xf.amax(1), None),
+            ("var_dim1_8192x4096_fp32", inb + 4 * r, lambda: xf.var(1), None),
             ("softmax_8192x4096_fp32", 2 * inb, lambda: torch.softmax(xf, -1), lambda: smf(xf)),
+            ("softmax_dim0_8192x4096_fp32", 2 * inb, lambda: torch.softmax(xf, 0), lambda: sm0(xf)),
             ("layer_norm_8192x4096_fp32", 2 * inb, lambda: F.layer_norm(xf, (c,), wf, bf), lambda: lnf(xf)),
+            ("add_row_bias_8192x4096_fp32", 2 * inb, lambda: xf + bf, None),
+            ("mul_col_scale_8192x4096_fp32", 2 * inb, lambda: xf * colf, None),
             ("transpose_copy_8192x4096_fp32", 2 * inb, lambda: xf.t().contiguous(), None)):
         impls = [("torch eager", eager)] + ([("torch.compile", comp)] if comp else [])
         run(wl, "GB/s", byts / 1e9, impls)

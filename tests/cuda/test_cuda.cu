@@ -58,6 +58,26 @@ TEST_CASE("cuda: one fused pointwise kernel, contiguous, broadcast and strided")
     F2 got = dx * drow + dcol;
     check_close(got, ref, 1e-6, 1e-6);
   }
+  SECTION("two-dim groups: a row bias, a column scale, sliced rows, a batch broadcast, bf16 and fp64") {
+    F2 w = cpu_randn(130, 256);
+    F2 brow = cpu_randn(1, 256), bcol = cpu_randn(130, 1);
+    auto dw = w.to(tenet::cuda(0)), dbrow = brow.to(tenet::cuda(0)), dbcol = bcol.to(tenet::cuda(0));
+    check_close(F2(dw * dbrow + dbcol), F2(w * brow + bcol), 1e-6, 1e-6);
+    check_close(F2(dw.slice<1>(0, 128) * dbcol), F2(w.slice<1>(0, 128) * bcol), 1e-6, 1e-6);
+    check_close(F2(dw.slice<1>(128, 256) - dbrow.slice<1>(4, 132)), F2(w.slice<1>(128, 256) - brow.slice<1>(4, 132)), 1e-6,
+                1e-6);
+    F3 att = randn<float, dyn_shape<3>>(6, 40, 40), mask = randn<float, dyn_shape<3>>(1, 40, 40);
+    check_close(F3(att.to(tenet::cuda(0)) + mask.to(tenet::cuda(0))), F3(att + mask), 1e-6, 1e-6);
+    B2 wb = w.to<bfloat16>(), rb = brow.to<bfloat16>();
+    check_close(B2(wb.to(tenet::cuda(0)) * rb.to(tenet::cuda(0))), B2(wb * rb), 0, 0);
+    auto wd = w.to<double>();
+    auto cd = bcol.to<double>();
+    check_close(Tensor<double, dyn_shape<2>>(wd.to(tenet::cuda(0)) + cd.to(tenet::cuda(0))),
+                Tensor<double, dyn_shape<2>>(wd + cd), 0, 0);
+    F2 into = zeros<float, dyn_shape<2>>(130, 260).to(tenet::cuda(0));  // a destination with a row stride
+    into.slice<1>(0, 256).copy_(dw + dbrow);
+    check_close(F2(into.slice<1>(0, 256).contiguous()), F2(w + brow), 1e-6, 1e-6);
+  }
   SECTION("a transposed (non-contiguous) operand") {
     F2 sq = cpu_randn(64, 64);
     auto dsq = sq.to(tenet::cuda(0));
@@ -164,7 +184,7 @@ TEST_CASE("cuda: reductions along inner, middle and outer axes, and a long split
   }
 }
 
-TEST_CASE("cuda: flat reductions (contiguous input, trailing or leading dims reduced) and their fallbacks") {
+TEST_CASE("cuda: two-dim reductions (one kept and one reduced dim after coalescing) and their fallbacks") {
   manual_seed(5);
   using F1 = Tensor<float, dyn_shape<1>>;
   SECTION("rows, a warp per row: sum of a fused tree, amax, prod, keepdim over two trailing dims") {
@@ -219,13 +239,27 @@ TEST_CASE("cuda: flat reductions (contiguous input, trailing or leading dims red
     check_close(F1(amax<1>(dx)), F1(amax<1>(x)), 0, 0);
     check_close(F1(sum<0>(dx)), F1(sum<0>(x)), 1e-5, 1e-5);
   }
-  SECTION("fallbacks: a broadcast row, a strided view, an unaligned start, a row not of whole groups") {
+  SECTION("other strides: a broadcast row and column, sliced rows, a transposed view, var, softmax over dim 0") {
     F2 x = cpu_randn(300, 260);
     F1 b = randn<float, dyn_shape<1>>(256);
     auto dx = x.to(tenet::cuda(0));
     auto db = b.to(tenet::cuda(0));
     check_close(F1(sum<1>(dx.slice<1>(0, 256) + db)), F1(sum<1>(x.slice<1>(0, 256) + b)), 1e-5, 1e-5);
     check_close(F1(sum<1>(dx.slice<1>(4, 260))), F1(sum<1>(x.slice<1>(4, 260))), 1e-5, 1e-5);
+    check_close(F1(sum<1>(dx.t())), F1(sum<1>(x.t())), 1e-5, 1e-5);
+    check_close(F1(amax<0>(dx.t())), F1(amax<0>(x.t())), 0, 0);
+    check_close(F1(var<1>(dx)), F1(var<1>(x)), 1e-5, 1e-5);
+    check_close(F1(var<0>(dx)), F1(var<0>(x)), 1e-5, 1e-5);
+    check_close(F2(softmax<0>(dx)), F2(softmax<0>(x)), 1e-5, 1e-7);
+    F2 col = cpu_randn(300, 1);
+    check_close(F2(sum<0>(dx * col.to(tenet::cuda(0)), keepdim)), F2(sum<0>(x * col, keepdim)), 1e-5, 1e-5);
+  }
+  SECTION("fallbacks: an unaligned start, a row not of whole groups, an unaligned row stride") {
+    F2 x = cpu_randn(300, 260);
+    auto dx = x.to(tenet::cuda(0));
+    check_close(F1(sum<1>(dx.slice<1>(1, 257))), F1(sum<1>(x.slice<1>(1, 257))), 1e-5, 1e-5);
+    F2 y = cpu_randn(300, 258);
+    check_close(F1(sum<1>(y.to(tenet::cuda(0)).slice<1>(0, 256))), F1(sum<1>(y.slice<1>(0, 256))), 1e-5, 1e-5);
     F1 flat = randn<float, dyn_shape<1>>(4097);
     auto dflat = flat.to(tenet::cuda(0));
     check_close(Tensor<float, shape<>>(sum(dflat.slice<0>(1, 4097))), Tensor<float, shape<>>(sum(flat.slice<0>(1, 4097))),

@@ -513,6 +513,19 @@ TEST_CASE("cuda random: rand_lazy and dropout on the GPU draw the CPU's values; 
   check_equal(rowg, rowc);
   check_close(mmg, mmc, 1e-5, 1e-5);
   check_equal(vg, vc);
+  // the draw read as 16-byte groups by the reductions' two-dim paths (rows, then columns)
+  auto reduced = [](const device& d) {
+    const device_guard on(d);
+    using T1 = Tensor<float, dyn_shape<1>>;
+    return std::pair<T1, T1>{sum<1>(rand_lazy<float, dyn_shape<2>>(300, 256) * 2.0f),
+                             sum<0>(rand_lazy<float, dyn_shape<2>>(300, 256) + 1.0f)};
+  };
+  manual_seed(17);
+  const auto [rows_c, cols_c] = reduced(x0.device());
+  manual_seed(17);
+  const auto [rows_g, cols_g] = reduced(xg0.device());
+  check_close(rows_g, rows_c, 1e-5, 1e-5);
+  check_close(cols_g, cols_c, 1e-5, 1e-5);
   // dropout: the mask is drawn on the input's device, from the same stream
   manual_seed(3);
   const auto x = randn<float, dyn_shape<2>>(333, 77);

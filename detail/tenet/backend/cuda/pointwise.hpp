@@ -204,6 +204,18 @@ struct dpw<Tensor<T, S>, R> {
     for (int j = 0; j < N; ++j) g.v[j] = l.v[j];
     return g;
   }
+  /// Two-dim layout (reductions, reduce.hpp): N elements from (i0, i1) at stride st[0] on the
+  /// outer dim and st[R - 1] (0 or 1) on the vector dim.
+  template <int N>
+  __device__ TENET_INLINE group<N> load_at(std::int64_t i0, std::int64_t i1) const {
+    const T* p = base + i0 * st[0];
+    if (!st[R - 1]) return group<N>::filled(p[0]);
+    group<N> g;
+    const lanes<T, N> l = *reinterpret_cast<const lanes<T, N>*>(p + i1);
+#pragma unroll
+    for (int j = 0; j < N; ++j) g.v[j] = l.v[j];
+    return g;
+  }
 };
 
 /// Scalar leaf.
@@ -225,6 +237,10 @@ struct dpw<scalar<T>, R> {
   };
   template <int N>
   __device__ TENET_INLINE group<N> load(std::int64_t) const {
+    return group<N>{value};
+  }
+  template <int N>
+  __device__ TENET_INLINE group<N> load_at(std::int64_t, std::int64_t) const {
     return group<N>{value};
   }
 };
@@ -298,6 +314,14 @@ struct dpw<node<P, C...>, R> : divisor_check<checks_divisor<P, typename node<P, 
   __device__ TENET_INLINE group<N> load_(std::int64_t i, std::index_sequence<I...>) const {
     return group<N>{static_cast<const check_t&>(*this), {std::get<I>(kids).template load<N>(i)...}};
   }
+  template <int N, std::size_t... I>
+  __device__ TENET_INLINE group<N> load_at_(std::int64_t i0, std::int64_t i1, std::index_sequence<I...>) const {
+    return group<N>{static_cast<const check_t&>(*this), {std::get<I>(kids).template load_at<N>(i0, i1)...}};
+  }
+  template <int N>
+  __device__ TENET_INLINE group<N> load_at(std::int64_t i0, std::int64_t i1) const {
+    return load_at_<N>(i0, i1, std::index_sequence_for<C...>{});
+  }
   template <int N>
   __device__ TENET_INLINE group<N> load(std::int64_t i) const {
     return load_<N>(i, std::index_sequence_for<C...>{});
@@ -326,6 +350,22 @@ template <class T, class Tree>
 inline constexpr int flat_groups_per_step =
     sizeof(T) < 4 ? 1 : dpw_is_tensor_leaf<Tree>::value ? 8 : dpw_draws<Tree>::value ? 2 : 4;
 
+/// Stores group v (of a tree whose values are V) as N elements of T at p (16-byte aligned).
+template <class T, class V, int N, class G>
+__device__ TENET_INLINE void store_group(T* p, const G& v) {
+  if constexpr (half_precision<T> && std::is_same_v<V, T>) {
+    lanes<std::uint32_t, N / 2> o;  // two lanes per word (paired_apply)
+#pragma unroll
+    for (int j = 0; j < N / 2; ++j) o.v[j] = group_pair(v, 2 * j);
+    *reinterpret_cast<lanes<std::uint32_t, N / 2>*>(p) = o;
+  } else {
+    lanes<T, N> o;
+#pragma unroll
+    for (int j = 0; j < N; ++j) o.v[j] = static_cast<T>(v[j]);
+    *reinterpret_cast<lanes<T, N>*>(p) = o;
+  }
+}
+
 template <class T, class Tree>
 __global__ void pointwise_flat_kernel(T* __restrict__ out, Tree tree, std::int64_t n) {
   constexpr int N = 16 / sizeof(T) > 0 ? static_cast<int>(16 / sizeof(T)) : 1;
@@ -344,19 +384,7 @@ __global__ void pointwise_flat_kernel(T* __restrict__ out, Tree tree, std::int64
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const std::int64_t g = b + static_cast<std::int64_t>(u) * blockDim.x;
-      if (g < groups) {
-        if constexpr (half_precision<T> && std::is_same_v<typename Tree::value_type, T>) {
-          lanes<std::uint32_t, N / 2> o;  // two lanes per word (paired_apply)
-#pragma unroll
-          for (int j = 0; j < N / 2; ++j) o.v[j] = group_pair(v[u], 2 * j);
-          *reinterpret_cast<lanes<std::uint32_t, N / 2>*>(out + g * N) = o;
-        } else {
-          lanes<T, N> o;
-#pragma unroll
-          for (int j = 0; j < N; ++j) o.v[j] = static_cast<T>(v[u][j]);
-          *reinterpret_cast<lanes<T, N>*>(out + g * N) = o;
-        }
-      }
+      if (g < groups) store_group<T, typename Tree::value_type, N>(out + g * N, v[u]);
     }
   }
   // the tail (fewer than N elements)
@@ -371,8 +399,34 @@ struct out_layout {
   int nd;
 };
 
+/// Any layout: an index per element. lay.nd == -2 is the two-dim layout instead (rows
+/// lay.sizes[0] at output stride lay.st[0], lay.sizes[1] columns a whole number of 16-byte groups,
+/// every leaf's column stride 0 or 1, read with load_at): groups as in the flat kernel, each
+/// group's row and column from one division.
 template <class T, std::size_t R, class Tree>
 __global__ void pointwise_strided_kernel(T* __restrict__ out, Tree tree, out_layout<T, R> lay, std::int64_t n) {
+  if (lay.nd == -2) {
+    constexpr int N = 16 / sizeof(T) > 0 ? static_cast<int>(16 / sizeof(T)) : 1;
+    constexpr int U = flat_groups_per_step<T, Tree>;
+    const std::int64_t per_row = lay.sizes[1] / N, groups = lay.sizes[0] * per_row;
+    const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x * U;
+    for (std::int64_t b = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U + threadIdx.x; b < groups; b += step) {
+      typename Tree::template group<N> v[U];
+      std::int64_t at[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const std::int64_t g = b + static_cast<std::int64_t>(u) * blockDim.x;
+        const std::int64_t i = g / per_row, j = (g - i * per_row) * N;
+        at[u] = i * lay.st[0] + j;
+        if (g < groups) v[u] = tree.template load_at<N>(i, j);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (b + static_cast<std::int64_t>(u) * blockDim.x < groups)
+          store_group<T, typename Tree::value_type, N>(out + at[u], v[u]);
+    }
+    return;
+  }
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     std::int64_t idx[R];
@@ -487,6 +541,31 @@ void run_pointwise(const Tensor<T, S>& out, const E& e) {
     out_layout<T, R> lay{};
     lay.nd = static_cast<int>(sp.nd);
     for (std::size_t d = 0; d < sp.nd; ++d) lay.sizes[d] = sp.sizes[d], lay.st[d] = ost[d];
+    // two dims, the output's and every leaf's inner stride 0 or 1: 16-byte groups (a row bias, a
+    // column scale, a mask broadcast over a batch)
+    if constexpr (R >= 2) {
+      if (sp.nd == 2 && ost[1] == 1 && sp.sizes[1] % N == 0 && reinterpret_cast<std::uintptr_t>(obase) % 16 == 0 &&
+          (ost[0] * static_cast<std::int64_t>(sizeof(T))) % 16 == 0) {
+        bool rows = true;
+        tree.for_each_leaf([&](const void* p, std::size_t size, const std::int64_t* st) {
+          const std::size_t a = std::min<std::size_t>(16, size * N);
+          if (st[1] != 0 && st[1] != 1) rows = false;
+          if (st[1] == 1 && (reinterpret_cast<std::uintptr_t>(p) % a != 0 || (st[0] * static_cast<std::int64_t>(size)) % a != 0))
+            rows = false;
+        });
+        if (rows) {
+          tree.for_each_strides([](std::int64_t* st) { st[R - 1] = st[1]; });  // load_at's vector stride
+          lay.nd = -2;
+          constexpr int U = flat_groups_per_step<T, tree_t>;
+          const std::int64_t steps = std::max<std::int64_t>((n / N + U - 1) / U, 1);
+          cfg.threads = std::min(cfg.threads, kernel_max_threads<pointwise_strided_kernel<T, R, tree_t>>());
+          pointwise_strided_kernel<T, R, tree_t>
+              <<<grid_for(steps, cfg.threads, dev, cfg.blocks_per_sm), cfg.threads, 0, s>>>(obase, tree, lay, n);
+          check_launch("the pointwise kernel launch");
+          return;
+        }
+      }
+    }
     if constexpr (dpw_is_tensor_leaf<tree_t>::value && R >= 2) {
       const std::size_t nd = sp.nd;
       if ((nd == 2 || nd == 3) && ost[nd - 1] == 1 && tree.st[nd - 2] == 1 && tree.st[nd - 1] != 1 && tree.st[nd - 1] != 0) {

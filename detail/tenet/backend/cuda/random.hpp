@@ -64,11 +64,22 @@ struct dpw<uniform_leaf<T, S>, R> {
   template <int N>
   __device__ TENET_INLINE group<N> load(std::int64_t i) const {
     if (!st[0]) return group<N>::filled(draw(0));
+    return draws_from<N>(i);
+  }
+  /// Two-dim layout (as the tensor leaf's load_at).
+  template <int N>
+  __device__ TENET_INLINE group<N> load_at(std::int64_t i0, std::int64_t i1) const {
+    if (!st[R - 1]) return group<N>::filled(draw(i0 * st[0]));
+    return draws_from<N>(i0 * st[0] + i1);
+  }
+  /// Elements k .. k + N - 1.
+  template <int N>
+  __device__ TENET_INLINE group<N> draws_from(std::int64_t k0) const {
     group<N> g;
     uint4x32 block{};
 #pragma unroll
     for (int j = 0; j < N; ++j) {
-      const std::int64_t k = i + j;
+      const std::int64_t k = k0 + j;
       if (j == 0 || k % per_block == 0) block = philox_block(seed, offset, philox_block_of(k, words));
       g.v[j] = uniform_element<T>(block, k, 0.0, 1.0);
     }

@@ -4,15 +4,15 @@
 // CUDA reductions (sum, prod, amax, amin) over any set of dims, with the pointwise child fused
 // in as a prologue (nvcc only).
 //
-// Flat inputs first: when every leaf of the child is contiguous in the input's row-major order
-// (or a single broadcast value) and the reduced dims are the trailing ones (rows) or the leading
-// ones (columns), output o reduces the flat elements o*N .. o*N+N-1 (rows) or o, o+K, o+2K, ...
-// (columns), read as 16-byte groups:
-// - flat rows: a warp per row (a block per row, split over grid.y, when there are few long
-//   rows), four groups in flight per thread, then warp shuffles;
-// - flat columns: 32 threads side by side each own a group of adjacent outputs, 8 threads of a
-//   block go down the rows, and the parts meet in shared memory; the rows are split over grid.y
-//   until the card is full.
+// Two-dim inputs first: when the iteration space, reordered and coalesced as below, is [K, N]
+// (one kept dim, or none, and one reduced dim) and every leaf of the child has stride 0 or 1 on
+// the reduced dim (rows) or on the kept dim (columns), each leaf is read as 16-byte groups along
+// that dim, its other stride anything (a row-broadcast mean, a sliced row, a transposed view):
+// - rows: a warp per row (a block per row, split over grid.y, when there are few long rows),
+//   four groups in flight per thread, then warp shuffles;
+// - columns: 32 threads side by side each own a group of adjacent outputs, 8 threads of a block
+//   go down the rows, and the parts meet in shared memory; the rows are split over grid.y until
+//   the card is full.
 // Other inputs: the host reorders the iteration space as the CPU kernel does (kept dims first,
 // reduced dims last), coalesces each group, then picks one of two kernels:
 // - rows (the innermost input dim is reduced): one block per output, the block's threads stride
@@ -141,9 +141,9 @@ __global__ void reduce_cols_kernel(Dst* __restrict__ dst, Tree tree, reduce_layo
   }
 }
 
-/// Flat rows: output o (times gridDim.y parts) combines elements [o*N + r0, o*N + r1) of the flat
-/// tree, r0 and r1 multiples of V. tpr threads per row: 32 (a warp per row, blockDim / 32 rows per
-/// block) or blockDim.x (a block per row).
+/// Rows: output o (times gridDim.y parts) combines elements (o, r0) .. (o, r1 - 1) of the tree's
+/// two-dim layout (load_at), r0 and r1 multiples of V. tpr threads per row: 32 (a warp per row,
+/// blockDim / 32 rows per block) or blockDim.x (a block per row).
 template <class Kind, class A, class Dst, class Tree, int V>
 __global__ void reduce_flat_rows_kernel(Dst* __restrict__ dst, Tree tree, std::int64_t K, std::int64_t N,
                                         std::int64_t chunk, int tpr, A init) {
@@ -156,15 +156,14 @@ __global__ void reduce_flat_rows_kernel(Dst* __restrict__ dst, Tree tree, std::i
   for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * rows_per_block + threadIdx.x / tpr; o < K;
        o += static_cast<std::int64_t>(gridDim.x) * rows_per_block) {
     A acc = init;
-    const std::int64_t end = o * N + r1;
-    for (std::int64_t i = o * N + r0 + static_cast<std::int64_t>(t) * V; i < end; i += U * step) {
+    for (std::int64_t i = r0 + static_cast<std::int64_t>(t) * V; i < r1; i += U * step) {
       typename Tree::template group<V> v[U];
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        if (i + u * step < end) v[u] = tree.template load<V>(i + u * step);
+        if (i + u * step < r1) v[u] = tree.template load_at<V>(o, i + u * step);
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        if (i + u * step < end) {
+        if (i + u * step < r1) {
 #pragma unroll
           for (int j = 0; j < V; ++j) acc = Kind::combine(acc, static_cast<A>(v[u][j]));
         }
@@ -179,7 +178,8 @@ __global__ void reduce_flat_rows_kernel(Dst* __restrict__ dst, Tree tree, std::i
   }
 }
 
-/// Flat columns: element (r, o) at r*K + o. Thread x of a (32, 8) block owns outputs
+/// Columns: element (r, o) of the tree's two-dim layout (load_at: r outer, o along the vector
+/// dim). Thread x of a (32, 8) block owns outputs
 /// [V * (blockIdx.x * 32 + x), + V); the 8 rows of threads take rows r0 + y, r0 + y + 8, ... < r1
 /// and meet in shared memory.
 template <class Kind, class A, class Dst, class Tree, int V>
@@ -199,7 +199,7 @@ __global__ void reduce_flat_cols_kernel(Dst* __restrict__ dst, Tree tree, std::i
       typename Tree::template group<V> v[U];
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        if (r + 8 * u < r1) v[u] = tree.template load<V>((r + 8 * u) * K + c);
+        if (r + 8 * u < r1) v[u] = tree.template load_at<V>(r + 8 * u, c);
 #pragma unroll
       for (int u = 0; u < U; ++u)
         if (r + 8 * u < r1) {
@@ -261,38 +261,45 @@ inline int split_parts(std::int64_t blocks, std::int64_t want, std::int64_t leng
   return static_cast<int>(std::clamp<std::int64_t>(std::min((want + blocks - 1) / blocks, length / min_part), 1, 65535));
 }
 
-/// The flat fast paths (top of the file): false, and nothing launched, when the input allows
-/// neither (a leaf strided or broadcast along some dims, kept and reduced dims interleaved, rows or
-/// columns not a whole number of 16-byte groups, a leaf not aligned to its group).
+/// The two-dim paths (top of the file): false, and nothing launched, when the input allows
+/// neither (kept or reduced dims that do not coalesce into one, no dim along which every leaf has
+/// stride 0 or 1, rows or columns not a whole number of 16-byte groups, a leaf whose groups would
+/// not be aligned). `tree` is a copy: its strides are rewritten for load_at.
 template <class Kind, class A, class OutT, class Tree, std::size_t R>
-bool run_flat_reduce(OutT* out, const Tree& child_tree, const sizes_t<R>& in, const std::array<bool, R>& mask,
-                     std::int64_t K, std::int64_t N, A init, int dev, cudaStream_t s) {
-  int changes = 0;
-  bool first_reduced = true, seen = false, prev = false;
-  for (std::size_t d = 0; d < R; ++d) {
-    if (in[d] == 1) continue;
-    if (!seen) first_reduced = mask[d];
-    else if (mask[d] != prev) ++changes;
-    seen = true;
-    prev = mask[d];
-  }
-  if (changes > 1) return false;
-  // one run of dims, or kept then reduced: rows (output o = elements o*N ...); reduced then kept:
-  // columns (output o = elements o, o + K, ...)
-  const bool rows = changes == 0 || !first_reduced;
-  Tree tree = child_tree;
-  if (cpu::coalesce<R>(in, nullptr, tree).nd != 1) return false;
+bool run_flat_reduce(OutT* out, Tree tree, const sizes_t<R>& in, const std::array<bool, R>& mask, A init, int dev,
+                     cudaStream_t s) {
+  const auto space = cpu::coalesce_reduction(in, mask, cpu::stride_arrays(tree));
+  const std::size_t nk = space.nk;
+  if (nk > 1 || space.nd != nk + 1) return false;
+  const std::int64_t K = space.K, N = space.N;
+  bool rows = true, cols = nk == 1;
+  tree.for_each_leaf([&](const void*, std::size_t, const std::int64_t* st) {
+    if (st[nk] != 0 && st[nk] != 1) rows = false;
+    if (nk == 1 && st[0] != 0 && st[0] != 1) cols = false;
+  });
+  if (!rows && !cols) return false;
   using T = typename Tree::value_type;
   constexpr int VR = 16 / sizeof(T) > 0 ? static_cast<int>(16 / sizeof(T)) : 1;
   constexpr int VC = std::min<int>(VR, std::max<int>(1, static_cast<int>(64 / sizeof(A))));  // <= 16 KB of smem
   const int V = rows ? VR : VC;
   if ((rows ? N : K) % V != 0) return false;
+  // the vector dim (stride 0 or 1) and the outer dim of every leaf; a leaf read as vectors must
+  // keep every group aligned: its start and its outer stride
+  const std::size_t vec = rows ? nk : 0, outer = rows ? 0 : 1;
   bool ok = true;
   tree.for_each_leaf([&](const void* p, std::size_t size, const std::int64_t* st) {
-    if (st[0] != 0 && st[0] != 1) ok = false;
-    if (st[0] == 1 && reinterpret_cast<std::uintptr_t>(p) % std::min<std::size_t>(16, size * V) != 0) ok = false;
+    const std::size_t a = std::min<std::size_t>(16, size * V);
+    const std::int64_t o = nk == 1 || !rows ? st[outer] : 0;
+    if (st[vec] == 1 && (reinterpret_cast<std::uintptr_t>(p) % a != 0 || (o * static_cast<std::int64_t>(size)) % a != 0))
+      ok = false;
   });
   if (!ok) return false;
+  // load_at's layout: the outer stride in slot 0, the vector dim's in slot R - 1
+  tree.for_each_strides([&](std::int64_t* st) {
+    const std::int64_t v = st[vec], o = nk == 1 || !rows ? st[outer] : 0;
+    st[0] = o;
+    st[R - 1] = v;
+  });
   const int sms = sm_count(dev);
   if (rows) {
     // a warp per row when the rows fill the card or are short, else a block per row
@@ -361,7 +368,7 @@ void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bo
     using tree_t = dpw<C, R>;
     tree_t tree(child, in);
     OutT* const o = out.data();
-    if (run_flat_reduce<Kind>(o, tree, in, mask, outputs, length, init, dev, s)) return;
+    if (run_flat_reduce<Kind>(o, tree, in, mask, init, dev, s)) return;
     // every leaf's strides reordered (kept dims first, reduced dims last) and coalesced, as on the CPU
     const auto arrays = cpu::stride_arrays(tree);
     const auto space = cpu::coalesce_reduction(in, mask, arrays);
