@@ -220,15 +220,20 @@ __global__ void reduce_flat_cols_kernel(Dst* __restrict__ dst, Tree tree, std::i
   }
 }
 
-/// out[o] = combine of partial[o * parts .. o * parts + parts).
+/// out[o] = combine of partial[o * parts .. o * parts + parts): a warp per output, its lanes
+/// reading neighbouring parts.
 template <class Kind, class A, class OutT>
 __global__ void reduce_parts_kernel(OutT* __restrict__ out, const A* __restrict__ partial, std::int64_t outputs,
                                     int parts, A init) {
-  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < outputs; o += step) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const std::int64_t warps = blockDim.x / 32;
+  for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * warps + threadIdx.x / 32; o < outputs;
+       o += static_cast<std::int64_t>(gridDim.x) * warps) {
     A acc = init;
-    for (int p = 0; p < parts; ++p) acc = Kind::combine(acc, partial[o * parts + p]);
-    out[o] = static_cast<OutT>(acc);
+    for (int p = lane; p < parts; p += 32) acc = Kind::combine(acc, partial[o * parts + p]);
+#pragma unroll
+    for (int s = 16; s > 0; s >>= 1) acc = Kind::combine(acc, shfl_down(acc, s));
+    if (lane == 0) out[o] = static_cast<OutT>(acc);
   }
 }
 
@@ -246,7 +251,7 @@ void launch_split(OutT* out, std::int64_t outputs, int parts, A init, int dev, c
   launch(partial);
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) {
-    reduce_parts_kernel<Kind, A, OutT><<<grid_for(outputs, 256, dev), 256, 0, s>>>(out, partial, outputs, parts, init);
+    reduce_parts_kernel<Kind, A, OutT><<<grid_for(outputs * 32, 256, dev), 256, 0, s>>>(out, partial, outputs, parts, init);
     e = cudaGetLastError();
   }
   alloc.deallocate(partial);  // stream-ordered: reused only by later work on the same stream
