@@ -145,7 +145,7 @@ __global__ void reduce_cols_kernel(Dst* __restrict__ dst, Tree tree, reduce_layo
 /// two-dim layout (load_at), r0 and r1 multiples of V. tpr threads per row: 32 (a warp per row,
 /// blockDim / 32 rows per block) or blockDim.x (a block per row).
 template <class Kind, class A, class Dst, class Tree, int V>
-__global__ void reduce_flat_rows_kernel(Dst* __restrict__ dst, Tree tree, std::int64_t K, std::int64_t N,
+__global__ void reduce_2d_rows_kernel(Dst* __restrict__ dst, Tree tree, std::int64_t K, std::int64_t N,
                                         std::int64_t chunk, int tpr, A init) {
   constexpr int U = 4;
   const int t = static_cast<int>(threadIdx.x) % tpr;
@@ -183,7 +183,7 @@ __global__ void reduce_flat_rows_kernel(Dst* __restrict__ dst, Tree tree, std::i
 /// [V * (blockIdx.x * 32 + x), + V); the 8 rows of threads take rows r0 + y, r0 + y + 8, ... < r1
 /// and meet in shared memory.
 template <class Kind, class A, class Dst, class Tree, int V>
-__global__ void reduce_flat_cols_kernel(Dst* __restrict__ dst, Tree tree, std::int64_t K, std::int64_t N,
+__global__ void reduce_2d_cols_kernel(Dst* __restrict__ dst, Tree tree, std::int64_t K, std::int64_t N,
                                         std::int64_t chunk, A init) {
   constexpr int U = 4;
   __shared__ alignas(16) unsigned char raw[8 * 32 * V * sizeof(A)];
@@ -271,7 +271,7 @@ inline int split_parts(std::int64_t blocks, std::int64_t want, std::int64_t leng
 /// stride 0 or 1, rows or columns not a whole number of 16-byte groups, a leaf whose groups would
 /// not be aligned). `tree` is a copy: its strides are rewritten for load_at.
 template <class Kind, class A, class OutT, class Tree, std::size_t R>
-bool run_flat_reduce(OutT* out, Tree tree, const sizes_t<R>& in, const std::array<bool, R>& mask, A init, int dev,
+bool run_2d_reduce(OutT* out, Tree tree, const sizes_t<R>& in, const std::array<bool, R>& mask, A init, int dev,
                      cudaStream_t s) {
   const auto space = cpu::coalesce_reduction(in, mask, cpu::stride_arrays(tree));
   const std::size_t nk = space.nk;
@@ -317,7 +317,7 @@ bool run_flat_reduce(OutT* out, Tree tree, const sizes_t<R>& in, const std::arra
     const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>(blocks, 65535LL * 16)), static_cast<unsigned>(parts));
     launch_split<Kind>(out, K, parts, init, dev, s, [&](auto* dst) {
       using D = std::remove_pointer_t<decltype(dst)>;
-      reduce_flat_rows_kernel<Kind, A, D, Tree, VR><<<grid, 256, 0, s>>>(dst, tree, K, N, chunk, tpr, init);
+      reduce_2d_rows_kernel<Kind, A, D, Tree, VR><<<grid, 256, 0, s>>>(dst, tree, K, N, chunk, tpr, init);
     });
   } else {
     const std::int64_t blocks = (K / VC + 31) / 32;
@@ -328,7 +328,7 @@ bool run_flat_reduce(OutT* out, Tree tree, const sizes_t<R>& in, const std::arra
     const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(parts)), block(32, 8);
     launch_split<Kind>(out, K, parts, init, dev, s, [&](auto* dst) {
       using D = std::remove_pointer_t<decltype(dst)>;
-      reduce_flat_cols_kernel<Kind, A, D, Tree, VC><<<grid, block, 0, s>>>(dst, tree, K, N, chunk, init);
+      reduce_2d_cols_kernel<Kind, A, D, Tree, VC><<<grid, block, 0, s>>>(dst, tree, K, N, chunk, init);
     });
   }
   return true;
@@ -373,7 +373,7 @@ void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bo
     using tree_t = dpw<C, R>;
     tree_t tree(child, in);
     OutT* const o = out.data();
-    if (run_flat_reduce<Kind>(o, tree, in, mask, init, dev, s)) return;
+    if (run_2d_reduce<Kind>(o, tree, in, mask, init, dev, s)) return;
     // every leaf's strides reordered (kept dims first, reduced dims last) and coalesced, as on the CPU
     const auto arrays = cpu::stride_arrays(tree);
     const auto space = cpu::coalesce_reduction(in, mask, arrays);
