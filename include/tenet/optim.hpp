@@ -160,7 +160,8 @@ class Optimizer {
                            " is on " + gd.str() + ", the parameter on " + pd.str());
       if (!pd.is_cpu() && !runs_on_device())
         throw device_error(std::string("tenet: optim::") + name_ + " updates parameters on the CPU only (parameter " +
-                           std::to_string(i) + " is on " + pd.str() + "); SGD, Adam and AdamW run on CUDA");
+                           std::to_string(i) + " is on " + pd.str() +
+                           "); SGD, Adam, AdamW, RMSprop and Adagrad run on CUDA");
     }
     for (std::size_t i = 0; i < params_.size(); ++i) {
       if (!grads[i].defined()) continue;
