@@ -19,6 +19,7 @@
 #include <omp.h>
 
 #include <tenet/backend/cpu/simd.hpp>
+#include <tenet/backend/node_kids.hpp>
 #include <tenet/expr/node.hpp>
 #include <tenet/tensor.hpp>
 
@@ -98,14 +99,15 @@ struct same_lane<K0, K...> : std::bool_constant<(std::is_same_v<typename K0::lan
 template <class P, class... C, std::size_t R>
 struct pw<node<P, C...>, R> {
   using value_type = typename node<P, C...>::value_type;
-  using kids_t = std::tuple<pw<C, R>...>;
-  using lane = typename std::tuple_element_t<(sizeof...(C) == 3 ? 1 : 0), kids_t>::lane;
+  static constexpr std::size_t arity = sizeof...(C);
+  using kid_types = std::tuple<pw<C, R>...>;  // for tuple_element only: never instantiated
+  using lane = typename std::tuple_element_t<(arity == 3 ? 1 : 0), kid_types>::lane;
   static constexpr bool mask = simd_mask_result<P>;
   static constexpr bool kids_ok = [] {
     if constexpr (std::is_same_v<P, prim::where_>) {
-      using c0 = std::tuple_element_t<0, kids_t>;
-      using c1 = std::tuple_element_t<1, kids_t>;
-      using c2 = std::tuple_element_t<2, kids_t>;
+      using c0 = std::tuple_element_t<0, kid_types>;
+      using c1 = std::tuple_element_t<1, kid_types>;
+      using c2 = std::tuple_element_t<2, kid_types>;
       return c0::simd && c0::mask && c1::simd && !c1::mask && c2::simd && !c2::mask &&
              same_lane<c0, c1, c2>::value;
     } else {
@@ -113,26 +115,39 @@ struct pw<node<P, C...>, R> {
     }
   }();
   static constexpr bool simd = simd_impl<P>::supported && kids_ok;
-  kids_t kids;
+  node_kids<pw<C, R>...> kids;  // members a, b, c (node_kids.hpp: why not a std::tuple)
 
-  pw(const node<P, C...>& n, const sizes_t<R>& out)
-      : kids(std::apply([&](const C&... c) { return kids_t(pw<C, R>(c, out)...); }, n.children)) {}
+  pw(const node<P, C...>& n, const sizes_t<R>& out) : pw(n, out, std::index_sequence_for<C...>{}) {}
+  template <std::size_t... I>
+  pw(const node<P, C...>& n, const sizes_t<R>& out, std::index_sequence<I...>)
+      : kids{pw<C, R>(std::get<I>(n.children), out)...} {}
   template <class F>
   void for_each_strides(F&& f) {
-    std::apply([&](auto&... k) { (k.for_each_strides(f), ...); }, kids);
+    kids.a.for_each_strides(f);
+    if constexpr (arity > 1) kids.b.for_each_strides(f);
+    if constexpr (arity > 2) kids.c.for_each_strides(f);
   }
   void set_row(const std::int64_t* idx, std::size_t nd) {
-    std::apply([&](auto&... k) { (k.set_row(idx, nd), ...); }, kids);
+    kids.a.set_row(idx, nd);
+    if constexpr (arity > 1) kids.b.set_row(idx, nd);
+    if constexpr (arity > 2) kids.c.set_row(idx, nd);
   }
   bool unit_inner() const {
-    return std::apply([&](const auto&... k) { return (k.unit_inner() && ...); }, kids);
+    if constexpr (arity == 1) return kids.a.unit_inner();
+    else if constexpr (arity == 2) return kids.a.unit_inner() && kids.b.unit_inner();
+    else return kids.a.unit_inner() && kids.b.unit_inner() && kids.c.unit_inner();
   }
   TENET_INLINE value_type get(std::int64_t i) const {
-    return std::apply([&](const auto&... k) { return P::apply(k.get(i)...); }, kids);
+    if constexpr (arity == 1) return P::apply(kids.a.get(i));
+    else if constexpr (arity == 2) return P::apply(kids.a.get(i), kids.b.get(i));
+    else return P::apply(kids.a.get(i), kids.b.get(i), kids.c.get(i));
   }
   template <class B>
   TENET_INLINE auto load(std::int64_t i) const {
-    return std::apply([&](const auto&... k) { return simd_impl<P>::apply(k.template load<B>(i)...); }, kids);
+    using S = simd_impl<P>;
+    if constexpr (arity == 1) return S::apply(kids.a.template load<B>(i));
+    else if constexpr (arity == 2) return S::apply(kids.a.template load<B>(i), kids.b.template load<B>(i));
+    else return S::apply(kids.a.template load<B>(i), kids.b.template load<B>(i), kids.c.template load<B>(i));
   }
 };
 

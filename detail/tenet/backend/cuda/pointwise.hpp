@@ -16,10 +16,10 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <tuple>
 #include <type_traits>
 
 #include <tenet/backend/cpu/elementwise.hpp>  // cpu::coalesce (host code, reused)
+#include <tenet/backend/node_kids.hpp>
 #include <tenet/backend/cuda/runtime.hpp>
 #include <tenet/expr/node.hpp>
 #include <tenet/tensor.hpp>
@@ -245,86 +245,108 @@ struct dpw<scalar<T>, R> {
   }
 };
 
+/// P applied to its operands' values as Out; a divisor is checked first where P divides integers
+/// (the two-operand overload). A free function: its name carries P and the value types only.
+template <class Out, class P, class Check, class... V>
+__device__ TENET_INLINE Out node_apply(const Check&, const V&... v) {
+  return P::apply(v...);
+}
+template <class Out, class P, class Check, class A, class B>
+__device__ TENET_INLINE Out node_apply(const Check& c, const A& a, const B& b) {
+  c.check(b);
+  return P::apply(a, b);
+}
+
 /// Elementwise node.
 template <class P, class... C, std::size_t R>
 struct dpw<node<P, C...>, R> : divisor_check<checks_divisor<P, typename node<P, C...>::value_type>> {
   using value_type = typename node<P, C...>::value_type;
-  using kids_t = std::tuple<dpw<C, R>...>;
   using check_t = divisor_check<checks_divisor<P, value_type>>;
-  kids_t kids;
+  static constexpr std::size_t arity = sizeof...(C);
+  node_kids<dpw<C, R>...> kids;
 
-  dpw(const node<P, C...>& n, const sizes_t<R>& out)
-      : kids(std::apply([&](const C&... c) { return kids_t(dpw<C, R>(c, out)...); }, n.children)) {
+  dpw(const node<P, C...>& n, const sizes_t<R>& out) : dpw(n, out, std::index_sequence_for<C...>{}) {}
+  template <std::size_t... I>
+  dpw(const node<P, C...>& n, const sizes_t<R>& out, std::index_sequence<I...>)
+      : kids{dpw<C, R>(std::get<I>(n.children), out)...} {
     this->template bind<P>();
-  }
-  /// P applied to its operands' values (the divisor checked first where P divides integers).
-  template <class... V>
-  __device__ TENET_INLINE static value_type apply_checked(const check_t& c, const V&... v) {
-    if constexpr (sizeof...(V) == 2) c.check(std::get<1>(std::tie(v...)));
-    return P::apply(v...);
   }
   template <class F>
   void for_each_strides(F&& f) {
-    std::apply([&](auto&... k) { (k.for_each_strides(f), ...); }, kids);
+    kids.a.for_each_strides(f);
+    if constexpr (arity > 1) kids.b.for_each_strides(f);
+    if constexpr (arity > 2) kids.c.for_each_strides(f);
   }
   template <class F>
   void for_each_leaf(F&& f) const {
-    std::apply([&](const auto&... k) { (k.for_each_leaf(f), ...); }, kids);
-  }
-  template <std::size_t... I>
-  __device__ TENET_INLINE value_type at_(const std::int64_t* idx, int nd, std::index_sequence<I...>) const {
-    return apply_checked(*this, std::get<I>(kids).at(idx, nd)...);
+    kids.a.for_each_leaf(f);
+    if constexpr (arity > 1) kids.b.for_each_leaf(f);
+    if constexpr (arity > 2) kids.c.for_each_leaf(f);
   }
   __device__ TENET_INLINE value_type at(const std::int64_t* idx, int nd) const {
-    return at_(idx, nd, std::index_sequence_for<C...>{});
+    const check_t& c = *this;
+    if constexpr (arity == 1) return node_apply<value_type, P>(c, kids.a.at(idx, nd));
+    else if constexpr (arity == 2) return node_apply<value_type, P>(c, kids.a.at(idx, nd), kids.b.at(idx, nd));
+    else return node_apply<value_type, P>(c, kids.a.at(idx, nd), kids.b.at(idx, nd), kids.c.at(idx, nd));
   }
-  template <std::size_t... I>
-  __device__ TENET_INLINE value_type flat_(std::int64_t i, std::index_sequence<I...>) const {
-    return apply_checked(*this, std::get<I>(kids).flat(i)...);
+  __device__ TENET_INLINE value_type flat(std::int64_t i) const {
+    const check_t& c = *this;
+    if constexpr (arity == 1) return node_apply<value_type, P>(c, kids.a.flat(i));
+    else if constexpr (arity == 2) return node_apply<value_type, P>(c, kids.a.flat(i), kids.b.flat(i));
+    else return node_apply<value_type, P>(c, kids.a.flat(i), kids.b.flat(i), kids.c.flat(i));
   }
-  __device__ TENET_INLINE value_type flat(std::int64_t i) const { return flat_(i, std::index_sequence_for<C...>{}); }
 
   /// A group evaluates lazily from its children's loaded groups.
   template <int N>
   struct group : check_t {
-    std::tuple<typename dpw<C, R>::template group<N>...> g;
-    template <std::size_t... I>
-    __device__ TENET_INLINE value_type get_(int j, std::index_sequence<I...>) const {
-      return apply_checked(*this, std::get<I>(g)[j]...);
+    node_kids<typename dpw<C, R>::template group<N>...> g;
+    __device__ TENET_INLINE value_type operator[](int j) const {
+      const check_t& c = *this;
+      if constexpr (arity == 1) return node_apply<value_type, P>(c, g.a[j]);
+      else if constexpr (arity == 2) return node_apply<value_type, P>(c, g.a[j], g.b[j]);
+      else return node_apply<value_type, P>(c, g.a[j], g.b[j], g.c[j]);
     }
-    __device__ TENET_INLINE value_type operator[](int j) const { return get_(j, std::index_sequence_for<C...>{}); }
     /// Lanes j and j + 1 as one word (16-bit floating nodes; see paired_apply).
-    template <std::size_t... I>
-    __device__ TENET_INLINE std::uint32_t pair_(int j, std::index_sequence<I...>) const {
-      if constexpr (paired_prim<P, value_type> &&
-                    (std::is_same_v<typename dpw<C, R>::value_type, value_type> && ...)) {
-        return paired_apply<P, value_type>(group_pair(std::get<I>(g), j)...);
-      } else {
-        const std::tuple<decltype(group_lanes(std::get<I>(g), j))...> k{group_lanes(std::get<I>(g), j)...};
-        return pack_pair(apply_checked(*this, std::get<I>(k).lo...), apply_checked(*this, std::get<I>(k).hi...));
-      }
-    }
     __device__ TENET_INLINE std::uint32_t pair(int j) const
       requires half_precision<value_type>
     {
-      return pair_(j, std::index_sequence_for<C...>{});
+      if constexpr (paired_prim<P, value_type> &&
+                    (std::is_same_v<typename dpw<C, R>::value_type, value_type> && ...)) {
+        return paired_apply<P, value_type>(group_pair(g.a, j), group_pair(g.b, j));  // add, sub, mul: two operands
+      } else {
+        const check_t& c = *this;
+        if constexpr (arity == 1) {
+          const auto a = group_lanes(g.a, j);
+          return pack_pair(node_apply<value_type, P>(c, a.lo), node_apply<value_type, P>(c, a.hi));
+        } else if constexpr (arity == 2) {
+          const auto a = group_lanes(g.a, j);
+          const auto b = group_lanes(g.b, j);
+          return pack_pair(node_apply<value_type, P>(c, a.lo, b.lo), node_apply<value_type, P>(c, a.hi, b.hi));
+        } else {
+          const auto a = group_lanes(g.a, j);
+          const auto b = group_lanes(g.b, j);
+          const auto d = group_lanes(g.c, j);
+          return pack_pair(node_apply<value_type, P>(c, a.lo, b.lo, d.lo), node_apply<value_type, P>(c, a.hi, b.hi, d.hi));
+        }
+      }
     }
   };
-  template <int N, std::size_t... I>
-  __device__ TENET_INLINE group<N> load_(std::int64_t i, std::index_sequence<I...>) const {
-    return group<N>{static_cast<const check_t&>(*this), {std::get<I>(kids).template load<N>(i)...}};
-  }
-  template <int N, std::size_t... I>
-  __device__ TENET_INLINE group<N> load_at_(std::int64_t i0, std::int64_t i1, std::index_sequence<I...>) const {
-    return group<N>{static_cast<const check_t&>(*this), {std::get<I>(kids).template load_at<N>(i0, i1)...}};
+  template <int N>
+  __device__ TENET_INLINE group<N> load(std::int64_t i) const {
+    const check_t& c = *this;
+    if constexpr (arity == 1) return group<N>{c, {kids.a.template load<N>(i)}};
+    else if constexpr (arity == 2) return group<N>{c, {kids.a.template load<N>(i), kids.b.template load<N>(i)}};
+    else return group<N>{c, {kids.a.template load<N>(i), kids.b.template load<N>(i), kids.c.template load<N>(i)}};
   }
   template <int N>
   __device__ TENET_INLINE group<N> load_at(std::int64_t i0, std::int64_t i1) const {
-    return load_at_<N>(i0, i1, std::index_sequence_for<C...>{});
-  }
-  template <int N>
-  __device__ TENET_INLINE group<N> load(std::int64_t i) const {
-    return load_<N>(i, std::index_sequence_for<C...>{});
+    const check_t& c = *this;
+    if constexpr (arity == 1) return group<N>{c, {kids.a.template load_at<N>(i0, i1)}};
+    else if constexpr (arity == 2)
+      return group<N>{c, {kids.a.template load_at<N>(i0, i1), kids.b.template load_at<N>(i0, i1)}};
+    else
+      return group<N>{c, {kids.a.template load_at<N>(i0, i1), kids.b.template load_at<N>(i0, i1),
+                          kids.c.template load_at<N>(i0, i1)}};
   }
 };
 
