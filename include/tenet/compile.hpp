@@ -297,7 +297,7 @@ auto evaluate_result(const R& r) {
   if constexpr (is_loss_backward<R>::value) {
     return run_loss_backward(r.loss);
   } else if constexpr (is_tuple_result<R>::value) {
-    return std::apply([](const auto&... x) { return std::make_tuple(evaluate_result(x)...); }, r);
+    return detail::apply_tuple([](const auto&... x) { return std::make_tuple(evaluate_result(x)...); }, r);
   } else if constexpr (TensorType<R>) {
     return r;
   } else {
@@ -313,7 +313,7 @@ kernel_plan plan_result(const R& r) {
     return plan_result(r.loss);  // the forward's plan (the backward's kernels are planned as it runs)
   } else if constexpr (is_tuple_result<R>::value) {
     kernel_plan all;
-    std::apply(
+    detail::apply_tuple(
         [&](const auto&... x) {
           (
               [&](kernel_plan p) {

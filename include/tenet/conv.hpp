@@ -846,7 +846,7 @@ struct vjp_rule<aten::conv2d> {
     const auto gv = value(exact(g, e.sizes()));
     if (xs[0] == 0 || geo.O == 0 || geo.oh * geo.ow == 0 || ws[1] == 0) {
       // nothing to convolve: the decomposition's VJP gives the zeros
-      backprop(std::apply([&](const auto&... c) { return e.op.decompose(c...); }, e.children), g);
+      backprop(detail::apply_tuple([&](const auto&... c) { return e.op.decompose(c...); }, e.children), g);
       return;
     }
     const std::int64_t groups = geo.groups, Cg = geo.C / groups, Og = geo.O / groups;

@@ -41,7 +41,7 @@ auto jvp(F&& f, const std::tuple<Tensor<T, S>...>& primals, const std::tuple<Ten
   }(std::index_sequence_for<T...>{});
   auto y = [&] {
     const detail::ag::grad_mode_guard on(true);
-    return std::apply([&](const auto&... a) { return eval(f(a...)); }, args);
+    return detail::apply_tuple([&](const auto&... a) { return eval(f(a...)); }, args);
   }();
   using Y = decltype(y);
   const detail::ag::grad_mode_guard off(false);
@@ -91,7 +91,7 @@ struct custom_function {
       // under create_graph (grad mode on in the backward) the inputs keep their history, so what
       // F::backward computes is recorded and can be differentiated again
       const bool keep = detail::ag::grad_mode();
-      auto grads = std::apply([&](const auto&... in) { return F::backward(Y(gy), (keep ? in : in.detach())...); },
+      auto grads = detail::apply_tuple([&](const auto&... in) { return F::backward(Y(gy), (keep ? in : in.detach())...); },
                               *saved);
       static_assert(std::tuple_size_v<decltype(grads)> == sizeof...(In),
                     "tenet: custom_function: backward must return one gradient per input (a std::tuple)");
@@ -113,7 +113,7 @@ struct custom_function {
     std::string name() const override { return "custom_function"; }
     std::any tangent(detail::ag::jvp_context& ctx) const override {
       if constexpr (requires { &F::jvp; }) {
-        return std::apply(
+        return detail::apply_tuple(
             [&](const auto&... in) {
               return std::any(detail::ag::grad_tensor<typename Y::value_type, Y::rank>(eval(F::jvp(
                   in.detach()...,

@@ -47,7 +47,7 @@ std::tuple<Tensor<Ts, Ss>...> grad(const Tensor<T, S>& output, const std::tuple<
                       ", the output " + detail::sizes_text(output.sizes()));
   std::unordered_map<const ag::meta*, std::any> captures;
   std::size_t i = 0;
-  std::apply(
+  detail::apply_tuple(
       [&](const auto&... in) {
         (
             [&](const auto& x) {
@@ -85,7 +85,7 @@ std::tuple<Tensor<Ts, Ss>...> grad(const Tensor<T, S>& output, const std::tuple<
     }
     return X(std::any_cast<const ag::grad_tensor<typename X::value_type, X::rank>&>(slot));
   };
-  return std::apply([&](const auto&... in) { return std::tuple<Tensor<Ts, Ss>...>{result(in)...}; }, inputs);
+  return detail::apply_tuple([&](const auto&... in) { return std::tuple<Tensor<Ts, Ss>...>{result(in)...}; }, inputs);
 }
 
 /// The same for a one-element output (seed 1).

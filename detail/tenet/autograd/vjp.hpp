@@ -176,7 +176,7 @@ auto forward_value(const E& e) {
       if (memo) memo->emplace(key, *saved);
       return *saved;
     }
-    R r = std::apply([&](const auto&... c) { return R(backward_value(make_node(e.op, forward_value(c)...))); },
+    R r = detail::apply_tuple([&](const auto&... c) { return R(backward_value(make_node(e.op, forward_value(c)...))); },
                      e.children);
     if (memo) memo->emplace(key, r);
     return r;
@@ -191,7 +191,7 @@ void for_each_tensor_leaf(const E& e, F&& f) {
   } else if constexpr (SharedNode<E>) {
     for_each_tensor_leaf(e.expr, f);
   } else if constexpr (Node<E>) {
-    std::apply([&](const auto&... c) { (for_each_tensor_leaf(c, f), ...); }, e.children);
+    detail::apply_tuple([&](const auto&... c) { (for_each_tensor_leaf(c, f), ...); }, e.children);
   }
 }
 

@@ -219,7 +219,7 @@ auto materialize(const E& e) {
   } else {
     using Op = typename E::op_type;
     if constexpr (prim::is_elementwise_op<Op>) {
-      return std::apply([&](const auto&... c) { return make_node(e.op, materialize(c)...); }, e.children);
+      return detail::apply_tuple([&](const auto&... c) { return make_node(e.op, materialize(c)...); }, e.children);
     } else if constexpr (materializes_on_cpu<Op, E>) {
       return Op::materialize_on_cpu(e);
     } else {
@@ -242,7 +242,7 @@ auto replace_epilogue_matmul(const E& e, const P& product) {
     if constexpr (std::is_same_v<Op, prim::matmul_>) {
       return Tensor<value_type_of<E>, shape_of<E>>(product);
     } else if constexpr (prim::is_elementwise_op<Op> && epilogue_matmul_count<E>() == 1) {
-      return std::apply([&](const auto&... c) { return make_node(e.op, replace_epilogue_matmul(c, product)...); },
+      return detail::apply_tuple([&](const auto&... c) { return make_node(e.op, replace_epilogue_matmul(c, product)...); },
                         e.children);
     } else {
       return materialize(e);
@@ -323,7 +323,7 @@ auto replace_epilogue_reduction(const E& e, const V& value) {
     if constexpr (is_reduction_kernel<typename E::op_type>) {
       return value;
     } else {
-      return std::apply([&](const auto&... c) { return make_node(e.op, replace_epilogue_reduction(c, value)...); },
+      return detail::apply_tuple([&](const auto&... c) { return make_node(e.op, replace_epilogue_reduction(c, value)...); },
                         e.children);
     }
   } else {
@@ -410,7 +410,7 @@ void reset_shared(const E& e) {
     e.cache->reset();
     reset_shared(e.expr);
   } else if constexpr (Node<E>) {
-    std::apply([](const auto&... c) { (reset_shared(c), ...); }, e.children);
+    detail::apply_tuple([](const auto&... c) { (reset_shared(c), ...); }, e.children);
   }
 }
 /// One evaluation's lifetime for shared values: a lazy expression evaluated again reads its inputs
@@ -433,7 +433,7 @@ void visit_leaves(const E& e, F&& f) {
   } else if constexpr (SharedNode<E>) {
     visit_leaves(e.expr, f);
   } else if constexpr (Node<E>) {
-    std::apply([&](const auto&... c) { (visit_leaves(c, f), ...); }, e.children);
+    detail::apply_tuple([&](const auto&... c) { (visit_leaves(c, f), ...); }, e.children);
   }
 }
 
@@ -447,7 +447,7 @@ void visit_devices(const E& e, F&& f) {
     visit_devices(e.expr, f);
   } else if constexpr (Node<E>) {
     if constexpr (requires { e.op.placement; }) f(static_cast<device>(e.op.placement));
-    std::apply([&](const auto&... c) { (visit_devices(c, f), ...); }, e.children);
+    detail::apply_tuple([&](const auto&... c) { (visit_devices(c, f), ...); }, e.children);
   } else if constexpr (requires { e.placement; }) {
     f(static_cast<device>(e.placement));  // a backend's generator leaf (decompose.hpp: prim_leaf)
   }
@@ -526,7 +526,7 @@ void assign(const Tensor<T, S>& dst, const E& e) {
       self(self, x.expr, remapped);
     } else if constexpr (Node<X>) {
       const bool r = remapped || !prim::is_elementwise_op<typename X::op_type>;
-      std::apply([&](const auto&... c) { (self(self, c, r), ...); }, x.children);
+      detail::apply_tuple([&](const auto&... c) { (self(self, c, r), ...); }, x.children);
     }
   };
   check(check, e, false);

@@ -189,7 +189,7 @@ std::string list_node(const E& e, graph_listing& g, std::vector<int>& ids_out) {
     using Op = typename E::op_type;
     std::vector<std::string> args;
     std::vector<int> child_ids;
-    std::apply([&](const auto&... c) { (args.push_back(list_node<Backend>(c, g, child_ids)), ...); }, e.children);
+    detail::apply_tuple([&](const auto&... c) { (args.push_back(list_node<Backend>(c, g, child_ids)), ...); }, e.children);
     const int id = g.next++;
     std::string label = op_label<Op>::text(e.op);
     std::string line = "%" + std::to_string(id) + " = " + label + "(";

@@ -47,19 +47,19 @@ auto decompose(const E& e) {
     return e;
   } else {
     using Op = typename E::op_type;
-    auto kids = std::apply([](const auto&... c) { return std::make_tuple(decompose<Backend>(c)...); }, e.children);
+    auto kids = detail::apply_tuple([](const auto&... c) { return std::make_tuple(decompose<Backend>(c)...); }, e.children);
     if constexpr (prim_leaf<Backend, Op>::applies) {
       return prim_leaf<Backend, Op>::make(e.op);
     } else if constexpr (Op::is_prim) {
-      return std::apply([&](const auto&... k) { return make_node(e.op, k...); }, kids);
+      return detail::apply_tuple([&](const auto&... k) { return make_node(e.op, k...); }, kids);
     } else {
-      constexpr bool native = std::apply(
+      constexpr bool native = detail::apply_tuple(
           [](const auto&... k) { return runs_natively<Backend, Op, std::remove_cvref_t<decltype(k)>...>; }, kids);
       if constexpr (native)
-        return std::apply([&](const auto&... k) { return make_node(e.op, k...); }, kids);
+        return detail::apply_tuple([&](const auto&... k) { return make_node(e.op, k...); }, kids);
       else
         // a decomposition may name its input more than once: share expensive inputs
-        return decompose<Backend>(std::apply([&](const auto&... k) { return e.op.decompose(share(k)...); }, kids));
+        return decompose<Backend>(detail::apply_tuple([&](const auto&... k) { return e.op.decompose(share(k)...); }, kids));
     }
   }
 }

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <tenet/expr/apply_tuple.hpp>
 #include <tenet/expr/concepts.hpp>
 #include <tenet/shape.hpp>
 
@@ -32,7 +33,7 @@ struct node {
   node(Op o, Children... c) : op(std::move(o)), children(std::move(c)...) {}
 
   sizes_t<rank> sizes() const {
-    return std::apply([&](const Children&... c) { return op.sizes(c...); }, children);
+    return detail::apply_tuple([&](const Children&... c) { return op.sizes(c...); }, children);
   }
   std::int64_t numel() const {
     std::int64_t n = 1;

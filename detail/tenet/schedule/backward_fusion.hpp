@@ -141,7 +141,7 @@ auto wrap_inside(const E& e) {
     else
       return with_expr(e, wrap_regions(e.expr));
   } else if constexpr (in_region<E>()) {
-    return std::apply([&](const auto&... c) { return make_node(e.op, wrap_inside(c)...); }, e.children);
+    return detail::apply_tuple([&](const auto&... c) { return make_node(e.op, wrap_inside(c)...); }, e.children);
   } else {
     return wrap_regions(e);
   }
@@ -155,7 +155,7 @@ auto wrap_regions(const E& e) {
   } else if constexpr (in_region<E>()) {
     return make_node(fused_region{}, wrap_inside(e));
   } else if constexpr (Node<E>) {
-    return std::apply([&](const auto&... c) { return make_node(e.op, wrap_regions(c)...); }, e.children);
+    return detail::apply_tuple([&](const auto&... c) { return make_node(e.op, wrap_regions(c)...); }, e.children);
   } else {
     return e;
   }
@@ -175,7 +175,7 @@ auto region_value(const E& e) {
     else
       return forward_value(e);
   } else if constexpr (in_region<E>()) {
-    return std::apply([&](const auto&... c) { return make_node(e.op, region_value(c)...); }, e.children);
+    return detail::apply_tuple([&](const auto&... c) { return make_node(e.op, region_value(c)...); }, e.children);
   } else {
     return forward_value(e);
   }

@@ -142,7 +142,7 @@ bool append_cse_key(std::string& k, const E& e) {
     } else {
       return false;
     }
-    return std::apply([&](const auto&... c) { return (append_cse_key(k, c) && ...); }, e.children);
+    return detail::apply_tuple([&](const auto&... c) { return (append_cse_key(k, c) && ...); }, e.children);
   } else {
     return false;
   }

@@ -82,7 +82,7 @@ void visit_epilogue_reduction(const E& e, F&& f) {
     if constexpr (is_reduction_kernel<Op>) {
       f(e);
     } else if constexpr (prim::is_elementwise_op<Op>) {
-      std::apply([&](const auto&... c) { (visit_epilogue_reduction(c, f), ...); }, e.children);
+      detail::apply_tuple([&](const auto&... c) { (visit_epilogue_reduction(c, f), ...); }, e.children);
     }
   }
 }
@@ -151,7 +151,7 @@ void visit_epilogue_matmul(const E& e, F&& f) {
     if constexpr (std::is_same_v<Op, prim::matmul_>) {
       f(e);
     } else if constexpr (prim::is_elementwise_op<Op>) {
-      std::apply([&](const auto&... c) { (visit_epilogue_matmul(c, f), ...); }, e.children);
+      detail::apply_tuple([&](const auto&... c) { (visit_epilogue_matmul(c, f), ...); }, e.children);
     }
   }
 }

@@ -167,7 +167,7 @@ void plan_reduction_epilogue_ops(const E& e, std::vector<std::string>& ops) {
   if constexpr (Node<E>) {
     using Op = typename E::op_type;
     if constexpr (!is_reduction_kernel<Op>) {
-      std::apply([&](const auto&... c) { (plan_reduction_epilogue_ops(c, ops), ...); }, e.children);
+      detail::apply_tuple([&](const auto&... c) { (plan_reduction_epilogue_ops(c, ops), ...); }, e.children);
       ops.push_back(op_label<Op>::text(e.op));
     }
   }
@@ -188,7 +188,7 @@ plan_mat plan_materialize(const E& e, plan_builder& b) {
     using Op = typename E::op_type;
     if constexpr (prim::is_elementwise_op<Op>) {
       plan_mat m{true, {}, {}, {}};
-      std::apply(
+      detail::apply_tuple(
           [&](const auto&... c) {
             (
                 [&](plan_mat k) {
@@ -224,7 +224,7 @@ plan_mat plan_materialize(const E& e, plan_builder& b) {
         return {false, b.remember(key, {b.add_kernel(std::move(k), reads, value_bytes(e)), value_bytes(e), nullptr}), {}, {}};
       } else if constexpr (fuses_prologue<Op>) {
         // a row kernel: the elementwise producer of its first operand runs inside it
-        std::apply(
+        detail::apply_tuple(
             [&](const auto& c0, const auto&... rest) {
               plan_mat c = plan_materialize(c0, b);
               if (c.tree) {
@@ -239,7 +239,7 @@ plan_mat plan_materialize(const E& e, plan_builder& b) {
         k.kind = "row";
         k.flops = 4.0 * static_cast<double>(numel_of(e)) + static_cast<double>(k.fused.size() * numel_of(e));
       } else {
-        std::apply([&](const auto&... c) { (reads.push_back(plan_to_tensor(c, b)), ...); }, e.children);
+        detail::apply_tuple([&](const auto&... c) { (reads.push_back(plan_to_tensor(c, b)), ...); }, e.children);
         if constexpr (std::is_same_v<Op, prim::matmul_>) {
           k.kind = "gemm";
           const auto& a = std::get<0>(e.children);
@@ -265,7 +265,7 @@ void plan_epilogue_tree(const E& e, plan_builder& b, plan_mat& m) {
     if constexpr (std::is_same_v<Op, prim::matmul_>) {
       return;
     } else if constexpr (prim::is_elementwise_op<Op> && epilogue_matmul_count<E>() == 1) {
-      std::apply([&](const auto&... c) { (plan_epilogue_tree(c, b, m), ...); }, e.children);
+      detail::apply_tuple([&](const auto&... c) { (plan_epilogue_tree(c, b, m), ...); }, e.children);
       m.ops.push_back(op_label<Op>::text(e.op));
       return;
     }

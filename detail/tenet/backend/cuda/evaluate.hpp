@@ -431,7 +431,7 @@ void run_into(const E& e, const Out& out) {
   } else if constexpr (!Op::is_prim) {
     // a composite the CPU runs natively (layer_norm, rms_norm, ...) and CUDA does not yet: its
     // decomposition, which holds prims only
-    assign(out, std::apply([&](const auto&... c) { return e.op.decompose(c...); }, e.children));
+    assign(out, detail::apply_tuple([&](const auto&... c) { return e.op.decompose(c...); }, e.children));
   } else {
     throw device_error(std::string("tenet: the op '") + std::string(Op::name) +
                        "' is not implemented on CUDA yet; move its input to the CPU (t.cpu()) for it");

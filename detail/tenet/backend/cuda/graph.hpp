@@ -204,7 +204,7 @@ bool append_graph_key(std::string& k, const E& e) {
     } else {
       return false;
     }
-    return std::apply([&](const auto&... c) { return (append_graph_key(k, c) && ...); }, e.children);
+    return detail::apply_tuple([&](const auto&... c) { return (append_graph_key(k, c) && ...); }, e.children);
   } else {
     return true;  // nothing else is baked in
   }
@@ -212,7 +212,7 @@ bool append_graph_key(std::string& k, const E& e) {
 template <class R>
 bool graph_key(std::string& k, const R& r) {
   if constexpr (is_tuple_result<R>::value)
-    return std::apply([&](const auto&... x) { return (graph_key(k, x) && ...); }, r);
+    return detail::apply_tuple([&](const auto&... x) { return (graph_key(k, x) && ...); }, r);
   else if constexpr (is_loss_backward<R>::value)
     return false;
   else
@@ -233,7 +233,7 @@ Tensor<T, S> copy_out(const Tensor<T, S>& src, cudaStream_t s) {
 }
 template <class... T>
 std::tuple<T...> copy_out(const std::tuple<T...>& src, cudaStream_t s) {
-  return std::apply([&](const auto&... x) { return std::tuple<T...>(copy_out(x, s)...); }, src);
+  return detail::apply_tuple([&](const auto&... x) { return std::tuple<T...>(copy_out(x, s)...); }, src);
 }
 /// dst (static, contiguous) = src on stream s.
 template <class T, class S>
@@ -288,12 +288,12 @@ class graph_class final : public device_class_state {
       const cudaStream_t s = current_stream();
       if (done_ && s != last_stream_) TENET_CUDA_CHECK(cudaStreamWaitEvent(s, done_, 0));
       if (!statics_) statics_.emplace(Args(args.sizes(), dev_)...);
-      std::apply([&](const auto&... st_) { (copy_in(st_, args, s), ...); }, *statics_);
+      detail::apply_tuple([&](const auto&... st_) { (copy_in(st_, args, s), ...); }, *statics_);
       if (phase_ == phase::fresh) return record(fn, s);
       // build the expression on the static inputs (no evaluation) and check what the graph baked in
       const std::int64_t ev0 = evaluations();
       std::optional<R> r;
-      r.emplace(std::apply([&](const auto&... a) { return fn(a...); }, *statics_));
+      r.emplace(detail::apply_tuple([&](const auto&... a) { return fn(a...); }, *statics_));
       std::string key;
       const bool comparable = graph_key(key, *r);
       if (evaluations() != ev0 || !comparable) {
@@ -390,7 +390,7 @@ class graph_class final : public device_class_state {
     return o;
   }
   Out eager_statics(F& fn) {
-    auto r = std::apply([&](const auto&... a) { return fn(a...); }, *statics_);
+    auto r = detail::apply_tuple([&](const auto&... a) { return fn(a...); }, *statics_);
     const launch_scope ls(tuned_ ? tuned_cfg_ : pointwise_config());
     return evaluate_result(r);
   }
@@ -398,12 +398,12 @@ class graph_class final : public device_class_state {
   template <class T, class S>
   void unalias(Tensor<T, S>& t, cudaStream_t s) {
     bool shares = false;
-    std::apply([&](const auto&... x) { ((shares = shares || t.shares_storage(x)), ...); }, *statics_);
+    detail::apply_tuple([&](const auto&... x) { ((shares = shares || t.shares_storage(x)), ...); }, *statics_);
     if (shares) t = copy_out(t, s);
   }
   template <class... T>
   void unalias(std::tuple<T...>& t, cudaStream_t s) {
-    std::apply([&](auto&... x) { (unalias(x, s), ...); }, t);
+    detail::apply_tuple([&](auto&... x) { (unalias(x, s), ...); }, t);
   }
   Out finish(Out o, cudaStream_t s) {
     if constexpr (all_tensors)
@@ -422,7 +422,7 @@ class graph_class final : public device_class_state {
   /// The first call: eager on the static inputs, every device allocation recorded.
   Out record(F& fn, cudaStream_t s) {
     const std::int64_t ev0 = evaluations();
-    auto r = std::apply([&](const auto&... a) { return fn(a...); }, *statics_);
+    auto r = detail::apply_tuple([&](const auto&... a) { return fn(a...); }, *statics_);
     if (evaluations() != ev0) {
       fall_back(graph_break_text(evaluations() - ev0));
       return finish(evaluate_result(r), s);
