@@ -198,11 +198,7 @@ struct dpw<Tensor<T, S>, R> {
   template <int N>
   __device__ TENET_INLINE group<N> load(std::int64_t i) const {
     if (!st[0]) return group<N>::filled(base[0]);
-    group<N> g;
-    const lanes<T, N> l = *reinterpret_cast<const lanes<T, N>*>(base + i);
-#pragma unroll
-    for (int j = 0; j < N; ++j) g.v[j] = l.v[j];
-    return g;
+    return vector_at<N>(base + i);
   }
   /// Two-dim layout (reductions, reduce.hpp): N elements from (i0, i1) at stride st[0] on the
   /// outer dim and st[R - 1] (0 or 1) on the vector dim.
@@ -210,8 +206,13 @@ struct dpw<Tensor<T, S>, R> {
   __device__ TENET_INLINE group<N> load_at(std::int64_t i0, std::int64_t i1) const {
     const T* p = base + i0 * st[0];
     if (!st[R - 1]) return group<N>::filled(p[0]);
+    return vector_at<N>(p + i1);
+  }
+  /// N elements from p, one vector load (p aligned to the group's size).
+  template <int N>
+  __device__ static TENET_INLINE group<N> vector_at(const T* p) {
     group<N> g;
-    const lanes<T, N> l = *reinterpret_cast<const lanes<T, N>*>(p + i1);
+    const lanes<T, N> l = *reinterpret_cast<const lanes<T, N>*>(p);
 #pragma unroll
     for (int j = 0; j < N; ++j) g.v[j] = l.v[j];
     return g;
@@ -518,6 +519,23 @@ int kernel_max_threads() {
 /// Throws device_error if the last launch failed (bad configuration, no kernel image ...).
 inline void check_launch(const char* what) { check(cudaGetLastError(), what); }
 
+/// Launches the grid-stride kernel K for `work` threads' worth of work on stream s, its block
+/// size cfg.threads capped by what K allows.
+template <auto K, class... A>
+void launch_grid_stride(pointwise_launch cfg, std::int64_t work, int dev, cudaStream_t s, const A&... args) {
+  cfg.threads = std::min(cfg.threads, kernel_max_threads<K>());
+  K<<<grid_for(work, cfg.threads, dev, cfg.blocks_per_sm), cfg.threads, 0, s>>>(args...);
+}
+
+/// Whether a leaf read as groups of n elements (one vector load each, at most 16 bytes) keeps
+/// every group aligned to its own size: its start p and its stride `outer` (elements of `size`
+/// bytes) between rows of groups (0 for a flat layout).
+inline bool groups_aligned(const void* p, std::size_t size, int n, std::int64_t outer) {
+  const auto a = static_cast<std::int64_t>(std::min<std::size_t>(16, size * static_cast<std::size_t>(n)));
+  return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(a)) == 0 &&
+         (outer * static_cast<std::int64_t>(size)) % a == 0;
+}
+
 /// out[i...] = e(i...) for every index of out (out: a CUDA tensor, any strides; e's leaves on the
 /// same device).
 template <class T, class S, class E>
@@ -546,19 +564,16 @@ void run_pointwise(const Tensor<T, S>& out, const E& e) {
   if (flat) {
     tree.for_each_leaf([&](const void* p, std::size_t size, const std::int64_t* st) {
       if (st[0] != 0 && st[0] != 1) flat = false;
-      // a vector load of N elements of this leaf's type must be aligned to its own size (<= 16 B)
-      const std::size_t a = std::min<std::size_t>(16, size * N);
-      if (st[0] == 1 && reinterpret_cast<std::uintptr_t>(p) % a != 0) flat = false;
+      if (st[0] == 1 && !groups_aligned(p, size, N, 0)) flat = false;
     });
     if (reinterpret_cast<std::uintptr_t>(obase) % 16 != 0) flat = false;
   }
-  pointwise_launch cfg = pointwise_config();  // its thread count capped by what the kernel allows
+  const pointwise_launch cfg = pointwise_config();
   ++pointwise_launches();
+  constexpr int U = flat_groups_per_step<T, tree_t>;
+  const std::int64_t group_steps = std::max<std::int64_t>((n / N + U - 1) / U, 1);  // flat and two-dim modes
   if (flat) {
-    constexpr int U = flat_groups_per_step<T, tree_t>;
-    const std::int64_t steps = std::max<std::int64_t>((n / N + U - 1) / U, 1);
-    cfg.threads = std::min(cfg.threads, kernel_max_threads<pointwise_flat_kernel<T, tree_t>>());
-    pointwise_flat_kernel<T, tree_t><<<grid_for(steps, cfg.threads, dev, cfg.blocks_per_sm), cfg.threads, 0, s>>>(obase, tree, n);
+    launch_grid_stride<pointwise_flat_kernel<T, tree_t>>(cfg, group_steps, dev, s, obase, tree, n);
   } else {
     out_layout<T, R> lay{};
     lay.nd = static_cast<int>(sp.nd);
@@ -570,19 +585,13 @@ void run_pointwise(const Tensor<T, S>& out, const E& e) {
           (ost[0] * static_cast<std::int64_t>(sizeof(T))) % 16 == 0) {
         bool rows = true;
         tree.for_each_leaf([&](const void* p, std::size_t size, const std::int64_t* st) {
-          const std::size_t a = std::min<std::size_t>(16, size * N);
           if (st[1] != 0 && st[1] != 1) rows = false;
-          if (st[1] == 1 && (reinterpret_cast<std::uintptr_t>(p) % a != 0 || (st[0] * static_cast<std::int64_t>(size)) % a != 0))
-            rows = false;
+          if (st[1] == 1 && !groups_aligned(p, size, N, st[0])) rows = false;
         });
         if (rows) {
           tree.for_each_strides([](std::int64_t* st) { st[R - 1] = st[1]; });  // load_at's vector stride
           lay.nd = -2;
-          constexpr int U = flat_groups_per_step<T, tree_t>;
-          const std::int64_t steps = std::max<std::int64_t>((n / N + U - 1) / U, 1);
-          cfg.threads = std::min(cfg.threads, kernel_max_threads<pointwise_strided_kernel<T, R, tree_t>>());
-          pointwise_strided_kernel<T, R, tree_t>
-              <<<grid_for(steps, cfg.threads, dev, cfg.blocks_per_sm), cfg.threads, 0, s>>>(obase, tree, lay, n);
+          launch_grid_stride<pointwise_strided_kernel<T, R, tree_t>>(cfg, group_steps, dev, s, obase, tree, lay, n);
           check_launch("the pointwise kernel launch");
           return;
         }
@@ -597,8 +606,7 @@ void run_pointwise(const Tensor<T, S>& out, const E& e) {
         return;
       }
     }
-    cfg.threads = std::min(cfg.threads, kernel_max_threads<pointwise_strided_kernel<T, R, tree_t>>());
-    pointwise_strided_kernel<T, R, tree_t><<<grid_for(n, cfg.threads, dev, cfg.blocks_per_sm), cfg.threads, 0, s>>>(obase, tree, lay, n);
+    launch_grid_stride<pointwise_strided_kernel<T, R, tree_t>>(cfg, n, dev, s, obase, tree, lay, n);
   }
   check_launch("the pointwise kernel launch");
 }

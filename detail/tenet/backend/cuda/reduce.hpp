@@ -293,10 +293,8 @@ bool run_2d_reduce(OutT* out, Tree tree, const sizes_t<R>& in, const std::array<
   const std::size_t vec = rows ? nk : 0, outer = rows ? 0 : 1;
   bool ok = true;
   tree.for_each_leaf([&](const void* p, std::size_t size, const std::int64_t* st) {
-    const std::size_t a = std::min<std::size_t>(16, size * V);
     const std::int64_t o = nk == 1 || !rows ? st[outer] : 0;
-    if (st[vec] == 1 && (reinterpret_cast<std::uintptr_t>(p) % a != 0 || (o * static_cast<std::int64_t>(size)) % a != 0))
-      ok = false;
+    if (st[vec] == 1 && !groups_aligned(p, size, V, o)) ok = false;
   });
   if (!ok) return false;
   // load_at's layout: the outer stride in slot 0, the vector dim's in slot R - 1
