@@ -45,6 +45,12 @@ static_assert(detail::cuda::bias_act<decltype(gelu(std::declval<MmF>(), approxim
 static_assert(detail::cuda::bias_act<decltype(relu(std::declval<MmF>()))>::kind == detail::cuda::bias_act_kind::relu);
 static_assert(detail::cuda::bias_act<decltype(gelu(std::declval<MmF>()))>::kind == detail::cuda::bias_act_kind::none);
 
+// var over the last dim runs whole on CUDA (one row kernel), over another dim it is decomposed
+using VarB = decltype(var<-1>(std::declval<B2>()));
+static_assert(std::is_same_v<typename detail::decompose_t<VarB, cuda_gpu>::op_type, aten::var_<false, -1>>);
+using Var0 = decltype(var<0>(std::declval<F2>()));
+static_assert(!std::is_same_v<typename detail::decompose_t<Var0, cuda_gpu>::op_type, aten::var_<false, 0>>);
+
 std::int64_t& kernels() { return detail::kernels_launched(); }
 
 /// softmax and log_softmax of x (rows x cols) on the GPU in fp32 and bf16 against the CPU's fp32.
@@ -250,4 +256,42 @@ TEST_CASE("cuda rows: 16-bit rows through the looping kernel, more rows than its
                 F2(layer_norm(xh.to<float>(), wh.to<float>(), bh.to<float>())), 3e-3, 5e-3);
     check_close(H2(softmax<-1>(xh.to(tenet::cuda(0)))), F2(softmax<-1>(xh.to<float>())), 2e-3, 1e-7);
   }
+}
+
+TEST_CASE("cuda rows: var / std over the last dim, one row kernel (warp, block, looping, scalar), fp32 / bf16 / fp16 / fp64") {
+  manual_seed(17);
+  using P = std::pair<std::int64_t, std::int64_t>;
+  // warp per row; block of 256 x 4 (fp32) / looping kernel (bf16); 300 vectors; odd length (scalar
+  // kernel); longer than the register kernels hold; few long rows (fp32: the decomposition's split
+  // reductions; 16-bit: still the row kernel, in fp32); a single element (0 / 0: NaN, as torch)
+  for (const auto [rows, cols] : {P{37, 96}, P{9, 4096}, P{3, 2400}, P{6, 1001}, P{300, 20000}, P{2, 100000}, P{3, 1}}) {
+    INFO("rows " << rows << ", cols " << cols);
+    F2 x = randn<float, dyn_shape<2>>(rows, cols) * 2.0f + 3.0f;  // a mean far from 0: the centering matters
+    auto dx = x.to(tenet::cuda(0));
+    const std::int64_t k0 = kernels();
+    F1 v = var<-1>(dx);
+    if (cols <= 16384) CHECK(kernels() - k0 == 1);  // one row kernel
+    check_close(v, F1(var<-1>(x)), 1e-4, 1e-6);
+    check_close(F1(var<1>(dx, 0.0)), F1(var<1>(x, 0.0)), 1e-4, 1e-6);
+    check_close(F2(tenet::std<-1>(dx, keepdim)), F2(tenet::std<-1>(x, keepdim)), 1e-4, 1e-6);
+    B2 xb = x.to<bfloat16>();
+    F2 xr = xb.to<float>();
+    check_close(B1(var<-1>(xb.to(tenet::cuda(0)))), F1(var<-1>(xr)), 1e-2, 1e-2);
+    H2 xh = x.to<float16>();
+    check_close(Tensor<float16, dyn_shape<1>>(var<-1>(xh.to(tenet::cuda(0)))), F1(var<-1>(xh.to<float>())), 3e-3, 1e-3);
+  }
+  // a pointwise producer read inside the kernel, a transposed input (copied first), fp64, 3-D,
+  // empty rows (NaN) and no rows
+  F2 x = randn<float, dyn_shape<2>>(64, 48);
+  auto dx = x.to(tenet::cuda(0));
+  check_close(F1(var<-1>(dx * 0.5f + 1.0f)), F1(var<-1>(x * 0.5f + 1.0f)), 1e-5, 1e-7);
+  check_close(F1(var<-1>(dx.transpose<0, 1>())), F1(var<-1>(x.transpose<0, 1>())), 1e-5, 1e-7);
+  auto xd = x.to<double>();
+  check_close(Tensor<double, dyn_shape<1>>(var<-1>(xd.to(tenet::cuda(0)))), Tensor<double, dyn_shape<1>>(var<-1>(xd)),
+              1e-12, 1e-14);
+  F3 x3 = randn<float, dyn_shape<3>>(4, 7, 256);
+  check_close(F2(var<2>(x3.to(tenet::cuda(0)))), F2(var<2>(x3)), 1e-5, 1e-7);
+  F2 e0 = randn<float, dyn_shape<2>>(5, 0), e1 = randn<float, dyn_shape<2>>(0, 7);
+  check_close(F1(var<-1>(e0.to(tenet::cuda(0)))), F1(var<-1>(e0)), 0, 0);
+  CHECK(F1(var<-1>(e1.to(tenet::cuda(0)))).numel() == 0);
 }

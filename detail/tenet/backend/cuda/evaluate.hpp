@@ -70,23 +70,30 @@ struct softmax_kind<aten::log_softmax<D>> : std::true_type {
 };
 
 template <class Op>
+struct var_kind : std::false_type {};
+template <bool Keep, auto... D>
+struct var_kind<aten::var_<Keep, D...>> : std::true_type {};
+
+template <class Op>
 struct norm_kind : std::false_type {};
 template <std::size_t K, bool Rms>
 struct norm_kind<aten::norm_last<K, Rms>> : std::true_type {
   static constexpr bool rms = Rms;
 };
 
-/// Calls f(src, aligned) with the row kernels' input for the producer m of a row node over out's
-/// index space: a contiguous tensor, or a pointwise tree whose leaves are contiguous in out's
-/// layout or broadcast scalars (fused into the row kernel); anything else is evaluated into a
-/// contiguous tensor first.
-template <class T, class S, class M, class F>
-void with_row_source(const Tensor<T, S>& out, const M& m, F&& f) {
-  constexpr std::size_t R = S::rank == 0 ? 1 : S::rank;
-  if constexpr (!TensorType<M> && S::rank >= 1) {
+/// Calls f(src, aligned) with the row kernels' input for the producer m of a row node, m's index
+/// space read in row-major order: a contiguous tensor, or a pointwise tree whose leaves are
+/// contiguous in that order or broadcast scalars (fused into the row kernel); anything else is
+/// evaluated into a contiguous tensor first.
+template <class M, class F>
+void with_row_source(const M& m, F&& f) {
+  using T = value_type_of<M>;
+  constexpr std::size_t R = rank_of<M> == 0 ? 1 : rank_of<M>;
+  if constexpr (!TensorType<M> && rank_of<M> >= 1) {
     using tree_t = dpw<M, R>;
-    const tree_t tree(m, out.sizes());
-    const auto cs = out.strides();  // out is fresh and contiguous
+    const auto sizes = m.sizes();
+    const tree_t tree(m, sizes);
+    const auto cs = contiguous_strides(sizes);
     bool flat = true, aligned = true;
     tree.for_each_leaf([&](const void* p, std::size_t, const std::int64_t* st) {
       bool all_zero = true, contiguous = true;
@@ -121,7 +128,7 @@ void run_row_node(const E& e, const Out& out) {
   if constexpr (K == row_kind::softmax || K == row_kind::log_softmax) {
     a.cols = rank_of<E> == 0 ? 1 : out.sizes()[rank_of<E> == 0 ? 0 : rank_of<E> - 1];
     a.rows = a.cols == 0 ? 0 : n / a.cols;
-    with_row_source(out, m, go);
+    with_row_source(m, go);
   } else {
     const auto w = to_tensor(std::get<1>(e.children)).contiguous();
     a.w = w.data();
@@ -131,11 +138,36 @@ void run_row_node(const E& e, const Out& out) {
     if constexpr (K == row_kind::layer_norm) {
       const auto b = to_tensor(std::get<2>(e.children)).contiguous();
       a.b = b.data();
-      with_row_source(out, m, go);
+      with_row_source(m, go);
     } else {
-      with_row_source(out, m, go);
+      with_row_source(m, go);
     }
   }
+}
+
+/// var over the last dim (runs_natively<cuda_gpu, aten::var_>, native.hpp) into out (fresh,
+/// contiguous, one element per row): the var row kernel, its input read once. Few long float or
+/// double rows (fewer than two per SM, over 16 Ki elements each) would leave most SMs idle with a
+/// block per row: they take the decomposition's reductions instead, which split long rows over the
+/// card; so do empty rows (NaN: 0 / 0, as torch). 16-bit rows always take the row kernel: the
+/// decomposition rounds the sum of squares to the input's type (float16 overflows past 65504).
+template <class E, class Out>
+void run_var_node(const E& e, const Out& out) {
+  using T = value_type_of<E>;
+  const auto& child = std::get<0>(e.children);
+  using C = std::remove_cvref_t<decltype(child)>;
+  const std::int64_t rows = out.numel();
+  if (rows == 0) return;
+  const auto in = child.sizes();
+  const std::int64_t cols = in[rank_of<C> - 1];
+  device_context ctx(out.device());
+  if (cols == 0 || (!half_precision<T> && rows < 2LL * sm_count(out.device().index) && cols > 16384)) {
+    assign(out, e.op.decompose(child));
+    return;
+  }
+  const double denom = std::max(0.0, static_cast<double>(cols) - e.op.correction);
+  row_args<T> a{out.data(), nullptr, nullptr, rows, cols, denom};
+  with_row_source(materialize(child), [&](const auto& src, bool aligned) { launch_rows<row_kind::var, T>(a, src, aligned); });
 }
 
 // --- matmul ------------------------------------------------------------------------------------
@@ -428,6 +460,8 @@ void run_into(const E& e, const Out& out) {
     run_row_node<softmax_kind<Op>::log ? row_kind::log_softmax : row_kind::softmax>(e, out);
   } else if constexpr (norm_kind<Op>::value) {
     run_row_node<norm_kind<Op>::rms ? row_kind::rms_norm : row_kind::layer_norm>(e, out);
+  } else if constexpr (var_kind<Op>::value) {
+    run_var_node(e, out);
   } else if constexpr (!Op::is_prim) {
     // a composite the CPU runs natively (layer_norm, rms_norm, ...) and CUDA does not yet: its
     // decomposition, which holds prims only

@@ -6,6 +6,7 @@
 //
 //   softmax / log_softmax over the last dim      one row kernel (backend/cuda/rows.hpp)
 //   layer_norm / rms_norm (aten::norm_last)      one row kernel, weight/bias of the input's dtype
+//   var over the last dim (aten::var_; std too)  one row kernel, one output per row
 //   pointwise composites (gelu, sigmoid, ...)    inside the fused pointwise kernel (their apply)
 //   conv2d, conv2d_weight (float types)          im2col + cuBLASLt (backend/cuda/conv.hpp)
 //   max_pool2d                                   a thread per output (backend/cuda/conv.hpp)
@@ -69,6 +70,24 @@ inline constexpr bool runs_natively<cuda_gpu, aten::softmax<D>, C> =
     rank_of<C> >= 1 && (D == -1 || D == static_cast<std::int64_t>(rank_of<C>) - 1) && cuda_row_dtype<value_type_of<C>>;
 template <std::int64_t D, class C>
 inline constexpr bool runs_natively<cuda_gpu, aten::log_softmax<D>, C> = runs_natively<cuda_gpu, aten::softmax<D>, C>;
+
+/// var over the last dim alone (var<-1>, var<rank - 1>, or var() of a 1-D input): the var row
+/// kernel (rows.hpp), one read of the input. Other dims: the decomposition's reductions.
+template <class C, auto... D>
+constexpr bool var_over_last_dim() {
+  constexpr auto r = static_cast<std::int64_t>(rank_of<C>);
+  if constexpr (sizeof...(D) == 0) {
+    return r == 1;
+  } else if constexpr (sizeof...(D) == 1) {
+    constexpr auto d = static_cast<std::int64_t>((D, ...));
+    return r >= 1 && (d == -1 || d == r - 1);
+  } else {
+    return false;
+  }
+}
+template <bool Keep, auto... D, class C>
+inline constexpr bool runs_natively<cuda_gpu, aten::var_<Keep, D...>, C> =
+    cuda_row_dtype<value_type_of<C>> && var_over_last_dim<C, D...>();
 
 template <std::size_t K, bool Rms, class X, class... P>
 inline constexpr bool runs_natively<cuda_gpu, aten::norm_last<K, Rms>, X, P...> =

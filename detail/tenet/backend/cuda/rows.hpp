@@ -2,7 +2,9 @@
 #include <tenet/detail_check.hpp>
 #include <tenet/config.hpp>
 // One-pass row kernels on CUDA (nvcc only): softmax, log_softmax, layer_norm and rms_norm over the
-// last L elements of a contiguous input (L = the last dim, or the weight's numel for the norms).
+// last L elements of a contiguous input (L = the last dim, or the weight's numel for the norms),
+// and var over the last dim (one output per row: the row's mean, then its centered squares, from
+// registers: the input is read once, where the decomposition's two reductions read it twice).
 //
 // Each row is read once into registers with 16-byte vector loads (8 bf16/fp16, 4 fp32, 2 fp64
 // elements per load), reduced with warp shuffles (and one shared-memory step across the warps of
@@ -28,16 +30,16 @@
 
 namespace tenet::detail::cuda {
 
-enum class row_kind { softmax, log_softmax, layer_norm, rms_norm };
+enum class row_kind { softmax, log_softmax, layer_norm, rms_norm, var };
 
 template <class T>
 struct row_args {
-  T* out;
+  T* out;      // rows x cols (var: rows)
   const T* w;  // layer_norm / rms_norm: the weight (L elements)
   const T* b;  // layer_norm: the bias (L elements)
   std::int64_t rows;
   std::int64_t cols;
-  double eps;
+  double eps;  // the norms' epsilon; var: its divisor, max(0, cols - correction)
 };
 
 /// The input of a row kernel: a contiguous tensor (ptr_src) or a pointwise producer tree
@@ -129,7 +131,7 @@ __global__ void row_vec_kernel(row_args<T> a, Src src) {
     }
   }
   const A n = static_cast<A>(a.cols);
-  A s0, s1;  // softmax: max, log-sum; norms: mean (0 for rms), inverse std / rms
+  A s0, s1;  // softmax: max, log-sum; norms: mean (0 for rms), inverse std / rms; var: mean, sum of squares
   if constexpr (K == row_kind::softmax || K == row_kind::log_softmax) {
     A m = -INFINITY;
 #pragma unroll
@@ -151,7 +153,7 @@ __global__ void row_vec_kernel(row_args<T> a, Src src) {
     s = group_allreduce<false, Warp>(s, smem);
     s0 = m;
     s1 = K == row_kind::softmax ? A(1) / s : ::log(s);
-  } else if constexpr (K == row_kind::layer_norm) {
+  } else if constexpr (K == row_kind::layer_norm || K == row_kind::var) {
     A s = 0;
 #pragma unroll
     for (int j = 0; j < V; ++j)
@@ -165,9 +167,9 @@ __global__ void row_vec_kernel(row_args<T> a, Src src) {
       if (t + static_cast<std::int64_t>(j) * G < nv)
 #pragma unroll
         for (int k = 0; k < W; ++k) q += (v[j][k] - mean) * (v[j][k] - mean);
-    const A var = group_allreduce<false, Warp>(q, smem) / n;
+    q = group_allreduce<false, Warp>(q, smem);
     s0 = mean;
-    s1 = A(1) / ::sqrt(var + static_cast<A>(a.eps));
+    s1 = K == row_kind::var ? q : A(1) / ::sqrt(q / n + static_cast<A>(a.eps));
   } else {
     A q = 0;
 #pragma unroll
@@ -177,6 +179,10 @@ __global__ void row_vec_kernel(row_args<T> a, Src src) {
         for (int k = 0; k < W; ++k) q += v[j][k] * v[j][k];
     s0 = 0;
     s1 = A(1) / ::sqrt(group_allreduce<false, Warp>(q, smem) / n + static_cast<A>(a.eps));
+  }
+  if constexpr (K == row_kind::var) {
+    if (t == 0) a.out[r] = static_cast<T>(s1 / static_cast<A>(a.eps));
+    return;
   }
 #pragma unroll
   for (int j = 0; j < V; ++j) {
@@ -261,7 +267,7 @@ __global__ void __maxnreg__(K == row_kind::softmax ? 72 : 80) row_pipe_kernel(ro
       s = group_allreduce<false, false>(s, smem);
       s0 = m;
       s1 = K == row_kind::softmax ? A(1) / s : ::log(s);
-    } else if constexpr (K == row_kind::layer_norm) {
+    } else if constexpr (K == row_kind::layer_norm || K == row_kind::var) {
       A s = 0;
 #pragma unroll
       for (int j = 0; j < V; ++j)
@@ -278,8 +284,9 @@ __global__ void __maxnreg__(K == row_kind::softmax ? 72 : 80) row_pipe_kernel(ro
             const A d = static_cast<A>(cur[j].v[k]) - mean;
             q += d * d;
           }
+      q = group_allreduce<false, false>(q, smem);
       s0 = mean;
-      s1 = A(1) / ::sqrt(group_allreduce<false, false>(q, smem) / n + static_cast<A>(a.eps));
+      s1 = K == row_kind::var ? q : A(1) / ::sqrt(q / n + static_cast<A>(a.eps));
     } else {
       A q = 0;
 #pragma unroll
@@ -293,11 +300,14 @@ __global__ void __maxnreg__(K == row_kind::softmax ? 72 : 80) row_pipe_kernel(ro
       s0 = 0;
       s1 = A(1) / ::sqrt(group_allreduce<false, false>(q, smem) / n + static_cast<A>(a.eps));
     }
+    if constexpr (K == row_kind::var) {
+      if (t == 0) a.out[r] = static_cast<T>(s1 / static_cast<A>(a.eps));
+    }
     T* y = a.out + r * a.cols;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const std::int64_t q = t + static_cast<std::int64_t>(j) * G;
-      if (q < nv) {
+      if (K != row_kind::var && q < nv) {
         L o;
         if constexpr (K == row_kind::softmax) {
 #pragma unroll
@@ -334,7 +344,6 @@ __global__ void row_scalar_kernel(row_args<T> a, Src src) {
   const std::int64_t r = blockIdx.x;
   const std::int64_t x0 = r * a.cols;
   auto x = [&](std::int64_t c) { return static_cast<T>(src.flat(x0 + c)); };
-  T* y = a.out + r * a.cols;
   const std::int64_t L = a.cols;
   const A n = static_cast<A>(L);
   A s0, s1;
@@ -347,7 +356,7 @@ __global__ void row_scalar_kernel(row_args<T> a, Src src) {
     s = group_allreduce<false, false>(s, smem);
     s0 = m;
     s1 = K == row_kind::softmax ? A(1) / s : ::log(s);
-  } else if constexpr (K == row_kind::layer_norm) {
+  } else if constexpr (K == row_kind::layer_norm || K == row_kind::var) {
     A s = 0;
     for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) s += static_cast<A>(x(c));
     const A mean = group_allreduce<false, false>(s, smem) / n;
@@ -356,8 +365,9 @@ __global__ void row_scalar_kernel(row_args<T> a, Src src) {
       const A d = static_cast<A>(x(c)) - mean;
       q += d * d;
     }
+    q = group_allreduce<false, false>(q, smem);
     s0 = mean;
-    s1 = A(1) / ::sqrt(group_allreduce<false, false>(q, smem) / n + static_cast<A>(a.eps));
+    s1 = K == row_kind::var ? q : A(1) / ::sqrt(q / n + static_cast<A>(a.eps));
   } else {
     A q = 0;
     for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) {
@@ -367,6 +377,11 @@ __global__ void row_scalar_kernel(row_args<T> a, Src src) {
     s0 = 0;
     s1 = A(1) / ::sqrt(group_allreduce<false, false>(q, smem) / n + static_cast<A>(a.eps));
   }
+  if constexpr (K == row_kind::var) {
+    if (threadIdx.x == 0) a.out[r] = static_cast<T>(s1 / static_cast<A>(a.eps));
+    return;
+  }
+  T* y = a.out + r * a.cols;
   for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) {
     const A u = static_cast<A>(x(c));
     if constexpr (K == row_kind::softmax)
