@@ -76,13 +76,8 @@ template <class E, class T, class S>
 void attach(const E& e, Tensor<T, S>& result, std::shared_ptr<const saved_forward> saved = nullptr) {
   auto d = decompose<autograd_backend>(e);
   auto n = std::make_shared<expr_node<decltype(d), T, S::rank>>(std::move(d), std::move(saved));
-  for_each_tensor_leaf(e, [&](const auto& leaf) {
-    if (!is_tracked(leaf)) return;
-    const auto& m = leaf.autograd_meta();
-    for (const auto& in : n->inputs)
-      if (in == m) return;
-    n->inputs.push_back(m);
-  });
+  tracked_inputs v{n->inputs};
+  for_each_tensor_leaf(e, v);
   auto m = std::make_shared<meta>();
   m->grad_fn = std::move(n);
   result.set_autograd_meta(std::move(m));

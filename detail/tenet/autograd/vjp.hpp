@@ -195,6 +195,31 @@ void for_each_tensor_leaf(const E& e, F&& f) {
   }
 }
 
+/// for_each_tensor_leaf's visitors are named types, not lambdas: a lambda's type names the function
+/// template it is written in, so a lambda visitor instantiates the whole walk again for every root
+/// expression, where a named visitor's walk of a subtree is shared by every expression holding it.
+/// Whether some leaf is tracked.
+struct any_tracked_leaf {
+  bool found = false;
+  template <class L>
+  void operator()(const L& leaf) {
+    found = found || is_tracked(leaf);
+  }
+};
+/// Adds each tracked leaf's autograd meta to a node's inputs, once (pass it as an lvalue: one
+/// F = tracked_inputs& for the whole walk).
+struct tracked_inputs {
+  std::vector<std::shared_ptr<meta>>& inputs;
+  template <class L>
+  void operator()(const L& leaf) {
+    if (!is_tracked(leaf)) return;
+    const auto& m = leaf.autograd_meta();
+    for (const auto& in : inputs)
+      if (in == m) return;
+    inputs.push_back(m);
+  }
+};
+
 /// True when some tensor leaf of E has a dtype autograd records (float32, float64).
 template <class E>
 constexpr bool has_float_tensor_leaf() {
@@ -217,9 +242,9 @@ bool needs_grad(const E& e) {
   if constexpr (!is_autograd_dtype<value_type_of<E>>) {
     return false;
   } else {
-    bool r = false;
-    for_each_tensor_leaf(e, [&](const auto& t) { r = r || is_tracked(t); });
-    return r;
+    any_tracked_leaf v;
+    for_each_tensor_leaf(e, v);
+    return v.found;
   }
 }
 
@@ -404,13 +429,8 @@ auto backward_value(const E& e) {
       r = evaluate_untracked(e);
     }
     auto n = std::make_shared<backward_expr_node<E, value_type_of<E>, rank_of<E>>>(e);
-    for_each_tensor_leaf(e, [&](const auto& leaf) {
-      if (!is_tracked(leaf)) return;
-      const auto& m = leaf.autograd_meta();
-      for (const auto& in : n->inputs)
-        if (in == m) return;
-      n->inputs.push_back(m);
-    });
+    tracked_inputs v{n->inputs};
+    for_each_tensor_leaf(e, v);
     auto m = std::make_shared<meta>();
     m->grad_fn = std::move(n);
     r.set_autograd_meta(std::move(m));

@@ -437,19 +437,34 @@ void visit_leaves(const E& e, F&& f) {
   }
 }
 
-/// Calls f(device) for every defined Tensor leaf of e and every node that carries its own device
-/// (a random draw: prim::uniform_'s `placement`), the sources that decide where e is evaluated.
-template <class E, class F>
-void visit_devices(const E& e, F&& f) {
+/// The one device of the sources visit_devices finds: device_error when two differ.
+struct device_sources {
+  std::optional<device> dev;
+  void add(const device d) {
+    if (!dev) {
+      dev = d;
+    } else if (d != *dev) {
+      throw device_error("tenet: an expression mixes tensors on " + dev->str() + " and " + d.str() +
+                         "; move them to one device first (t.to(tenet::cuda(0)) or t.cpu())");
+    }
+  }
+};
+
+/// Adds to s the device of every defined Tensor leaf of e and of every node that carries its own
+/// device (a random draw: prim::uniform_'s `placement`), the sources that decide where e is
+/// evaluated. (s is a plain type, not a callable: a lambda's type would name the root expression,
+/// and every expression would instantiate the walk of each of its subtrees anew.)
+template <class E>
+void visit_devices(const E& e, device_sources& s) {
   if constexpr (TensorType<E>) {
-    if (e.defined()) f(e.device());
+    if (e.defined()) s.add(e.device());
   } else if constexpr (SharedNode<E>) {
-    visit_devices(e.expr, f);
+    visit_devices(e.expr, s);
   } else if constexpr (Node<E>) {
-    if constexpr (requires { e.op.placement; }) f(static_cast<device>(e.op.placement));
-    detail::apply_tuple([&](const auto&... c) { (visit_devices(c, f), ...); }, e.children);
+    if constexpr (requires { e.op.placement; }) s.add(static_cast<device>(e.op.placement));
+    detail::apply_tuple([&](const auto&... c) { (visit_devices(c, s), ...); }, e.children);
   } else if constexpr (requires { e.placement; }) {
-    f(static_cast<device>(e.placement));  // a backend's generator leaf (decompose.hpp: prim_leaf)
+    s.add(static_cast<device>(e.placement));  // a backend's generator leaf (decompose.hpp: prim_leaf)
   }
 }
 
@@ -457,16 +472,9 @@ void visit_devices(const E& e, F&& f) {
 /// they differ.
 template <class E>
 std::optional<device> source_device(const E& e) {
-  std::optional<device> dev;
-  visit_devices(e, [&](const device d) {
-    if (!dev) {
-      dev = d;
-    } else if (d != *dev) {
-      throw device_error("tenet: an expression mixes tensors on " + dev->str() + " and " + d.str() +
-                         "; move them to one device first (t.to(tenet::cuda(0)) or t.cpu())");
-    }
-  });
-  return dev;
+  device_sources s;
+  visit_devices(e, s);
+  return s.dev;
 }
 
 /// The device e is evaluated on: source_device(e), the CPU when e has no source.
