@@ -155,7 +155,9 @@ __global__ void reduce_2d_rows_kernel(Dst* __restrict__ dst, Tree tree, std::int
   const std::int64_t step = static_cast<std::int64_t>(tpr) * V;
   for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * rows_per_block + threadIdx.x / tpr; o < K;
        o += static_cast<std::int64_t>(gridDim.x) * rows_per_block) {
-    A acc = init;
+    A lane_acc[V];  // one accumulator per lane of a group: V independent chains, not one
+#pragma unroll
+    for (int j = 0; j < V; ++j) lane_acc[j] = init;
     for (std::int64_t i = r0 + static_cast<std::int64_t>(t) * V; i < r1; i += U * step) {
       typename Tree::template group<V> v[U];
 #pragma unroll
@@ -165,9 +167,12 @@ __global__ void reduce_2d_rows_kernel(Dst* __restrict__ dst, Tree tree, std::int
       for (int u = 0; u < U; ++u)
         if (i + u * step < r1) {
 #pragma unroll
-          for (int j = 0; j < V; ++j) acc = Kind::combine(acc, static_cast<A>(v[u][j]));
+          for (int j = 0; j < V; ++j) lane_acc[j] = Kind::combine(lane_acc[j], static_cast<A>(v[u][j]));
         }
     }
+    A acc = lane_acc[0];
+#pragma unroll
+    for (int j = 1; j < V; ++j) acc = Kind::combine(acc, lane_acc[j]);
     if (tpr == 32) {
 #pragma unroll
       for (int s = 16; s > 0; s >>= 1) acc = Kind::combine(acc, shfl_down(acc, s));
