@@ -36,6 +36,10 @@ void run_common() {
   line("sum_dim0_8192x4096_fp32", in + 4.0 * c, bench::measure_cuda([&] { v = sum<0>(x); }));
   line("sum_all_8192x4096_fp32", in, bench::measure_cuda([&] { z = sum(x); }));
   line("amax_dim1_8192x4096_fp32", in + 4.0 * r, bench::measure_cuda([&] { v = amax<1>(x); }));
+  {  // BatchNorm's statistics: a kept dim between reduced ones
+    Tensor<float, dyn_shape<4>> x4 = randn<float, dyn_shape<4>>(32, 64, 56, 56).to(tenet::cuda(0));
+    line("sum_dims023_32x64x56x56_fp32", 4.0 * 32 * 64 * 56 * 56 + 4.0 * 64, bench::measure_cuda([&] { v = sum<0, 2, 3>(x4); }));
+  }
   line("var_dim1_8192x4096_fp32", in + 4.0 * r, bench::measure_cuda([&] { v = var<1>(x); }));
   line("softmax_8192x4096_fp32", 2 * in, bench::measure_cuda([&] { y = softmax<-1>(x); }));
   line("softmax_dim0_8192x4096_fp32", 2 * in, bench::measure_cuda([&] { y = softmax<0>(x); }));

@@ -176,6 +176,7 @@ def main():
     wf = torch.randn(c, device=dev)
     bf = torch.randn(c, device=dev)
     colf = torch.randn(r, 1, device=dev)
+    x4 = torch.randn(32, 64, 56, 56, device=dev)
     inb = 4 * r * c
     smf = torch.compile(lambda t: torch.softmax(t, -1))
     sm0 = torch.compile(lambda t: torch.softmax(t, 0))
@@ -185,6 +186,7 @@ def main():
             ("sum_dim0_8192x4096_fp32", inb + 4 * c, lambda: xf.sum(0), None),
             ("sum_all_8192x4096_fp32", inb, lambda: xf.sum(), None),
             ("amax_dim1_8192x4096_fp32", inb + 4 * r, lambda: xf.amax(1), None),
+            ("sum_dims023_32x64x56x56_fp32", 4 * 32 * 64 * 56 * 56 + 4 * 64, lambda: x4.sum((0, 2, 3)), None),
             ("var_dim1_8192x4096_fp32", inb + 4 * r, lambda: xf.var(1), None),
             ("softmax_8192x4096_fp32", 2 * inb, lambda: torch.softmax(xf, -1), lambda: smf(xf)),
             ("softmax_dim0_8192x4096_fp32", 2 * inb, lambda: torch.softmax(xf, 0), lambda: sm0(xf)),
@@ -194,7 +196,7 @@ def main():
             ("transpose_copy_8192x4096_fp32", 2 * inb, lambda: xf.t().contiguous(), None)):
         impls = [("torch eager", eager)] + ([("torch.compile", comp)] if comp else [])
         run(wl, "GB/s", byts / 1e9, impls)
-    del xf
+    del xf, x4
 
     # bench/cuda_ops.cu: line and indexing ops (eager only: single ATen kernels)
     for dtype, name in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):

@@ -254,6 +254,24 @@ TEST_CASE("cuda: two-dim reductions (one kept and one reduced dim after coalesci
     F2 col = cpu_randn(300, 1);
     check_close(F2(sum<0>(dx * col.to(tenet::cuda(0)), keepdim)), F2(sum<0>(x * col, keepdim)), 1e-5, 1e-5);
   }
+  SECTION("a kept dim between reduced ones (NCHW statistics over N, H, W): rows, then columns") {
+    using F4 = Tensor<float, dyn_shape<4>>;
+    F4 x = randn<float, dyn_shape<4>>(6, 16, 12, 20) + 1.0f;
+    auto dx = x.to(tenet::cuda(0));
+    check_close(F1(sum<0, 2, 3>(dx)), F1(sum<0, 2, 3>(x)), 1e-5, 1e-4);
+    check_close(F1(mean<0, 2, 3>(dx * dx)), F1(mean<0, 2, 3>(x * x)), 1e-5, 1e-5);
+    check_close(F1(amax<0, 2, 3>(dx)), F1(amax<0, 2, 3>(x)), 0, 0);
+    check_close(F1(var<0, 2, 3>(dx)), F1(var<0, 2, 3>(x)), 1e-4, 1e-5);
+    Tensor<bfloat16, dyn_shape<4>> xb = x.to<bfloat16>();
+    check_close(Tensor<bfloat16, dyn_shape<1>>(sum<0, 2, 3>(xb.to(tenet::cuda(0)))), F1(sum<0, 2, 3>(xb.to<float>())), 1e-2,
+                1e-1);
+    // a per-channel leaf ([1, C, 1, 1]) does not step N by C times its channel stride, and H * W =
+    // 49 is not a whole number of groups: the kernel that computes each element's index
+    F4 w = randn<float, dyn_shape<4>>(1, 16, 1, 1);
+    check_close(F1(sum<0, 2, 3>(dx * w.to(tenet::cuda(0)))), F1(sum<0, 2, 3>(x * w)), 1e-5, 1e-4);
+    F4 y = randn<float, dyn_shape<4>>(3, 8, 7, 7);
+    check_close(F1(sum<0, 2, 3>(y.to(tenet::cuda(0)))), F1(sum<0, 2, 3>(y)), 1e-5, 1e-5);
+  }
   SECTION("fallbacks: an unaligned start, a row not of whole groups, an unaligned row stride") {
     F2 x = cpu_randn(300, 260);
     auto dx = x.to(tenet::cuda(0));

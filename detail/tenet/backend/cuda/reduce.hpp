@@ -337,6 +337,45 @@ bool run_2d_reduce(OutT* out, Tree tree, const sizes_t<R>& in, const std::array<
   return true;
 }
 
+template <class Kind, class OutT, class OS, class C, std::size_t Rin>
+void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bool, Rin>& mask_in);
+
+/// A kept dim between two reduced ones after coalescing, [K | R1, L] (BatchNorm's statistics over
+/// N, H, W of NCHW: K = C, R1 = N, L = H * W), where every leaf steps R1 by K times its kept stride
+/// and L by 0 or 1: two two-dim reductions instead of the kernel that computes each element's
+/// index. Rows first, R1 * K rows of L into a [R1, K] buffer of accumulators (row o = r1 * K + k
+/// starts at o times the kept stride), then columns, the R1 partial results of each output.
+/// `tree`'s strides are the coalesced ones (slots 0, 1, 2); false, nothing launched, when the
+/// layout does not fit or the rows pass declines it (rows not of whole 16-byte groups, ...).
+template <class Kind, class A, class OutT, class OS, class Tree, std::size_t R>
+bool run_two_stage_reduce(const Tensor<OutT, OS>& out, const Tree& tree, const cpu::reduce_space<R>& space, A init, int dev,
+                          cudaStream_t s) {
+  if constexpr (R < 3) {
+    return false;
+  } else {
+    if (space.nk != 1 || space.nd != 3) return false;
+    const std::int64_t K = space.sizes[0], R1 = space.sizes[1], L = space.sizes[2];
+    bool fits = true;
+    Tree rows_tree = tree;  // strides for the rows pass: kept (outer) in slot 0, L's in slot 1
+    rows_tree.for_each_strides([&](std::int64_t* st) {
+      if ((st[2] != 0 && st[2] != 1) || st[1] != K * st[0]) fits = false;
+      st[1] = st[2];
+      for (std::size_t d = 2; d < R; ++d) st[d] = 0;
+    });
+    if (!fits) return false;
+    sizes_t<R> in{};
+    std::array<bool, R> mask{};
+    in.fill(1);
+    in[0] = R1 * K;
+    in[1] = L;
+    mask[1] = true;
+    Tensor<A, shape<dyn, dyn>> partial(sizes_t<2>{R1, K}, out.device());
+    if (!run_2d_reduce<Kind>(partial.data(), rows_tree, in, mask, init, dev, s)) return false;
+    run_reduce<Kind>(out, partial, std::array<bool, 2>{true, false});
+    return true;
+  }
+}
+
 /// out = reduce<Kind>(child) over the dims marked in mask (out: fresh, contiguous, on the device).
 template <class Kind, class OutT, class OS, class C, std::size_t Rin>
 void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bool, Rin>& mask_in) {
@@ -380,6 +419,7 @@ void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bo
     // every leaf's strides reordered (kept dims first, reduced dims last) and coalesced, as on the CPU
     const auto arrays = cpu::stride_arrays(tree);
     const auto space = cpu::coalesce_reduction(in, mask, arrays);
+    if (run_two_stage_reduce<Kind>(out, tree, space, init, dev, s)) return;
     reduce_layout<R> L{};
     L.nk = static_cast<int>(space.nk);
     L.nr = static_cast<int>(space.nd - space.nk);
