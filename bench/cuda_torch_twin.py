@@ -147,9 +147,10 @@ def main():
     n = 64 << 20
     x = torch.randn(n, device=dev)
     y = torch.empty_like(x)
-    run("copy_64Mi_fp32", "GB/s", 2 * n * 4 / 1e9, [("torch copy_", lambda: y.copy_(x))])
     for dtype, name in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):
         xd = x.to(dtype)
+        yd = torch.empty_like(xd)
+        run(f"copy_64Mi_{name}", "GB/s", 2 * n * xd.element_size() / 1e9, [("torch copy_", lambda: yd.copy_(xd))])
         comp = torch.compile(gelu_affine)
         size = xd.element_size()
         run(f"gelu_affine_64Mi_{name}", "GB/s", 2 * n * size / 1e9,
