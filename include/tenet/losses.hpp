@@ -92,12 +92,28 @@ auto nll_parts(const X& input, const Tg& target, const W& weight, std::int64_t i
 
 template <reduction R, class L, class Wt>
 auto reduce_nll(const L& loss, const Wt& wt) {
+  using T = value_type_of<L>;
   if constexpr (R == reduction::none)
     return sum<1>(loss);  // drops the unit class dim
   else if constexpr (R == reduction::sum)
     return sum(loss);
+  else if constexpr (half_precision<T>)  // float sums, rounded once (as torch; see float_operand)
+    return cast_to<T>(make_node(prim::div_{}, sum(cast_to<float>(loss)), sum(cast_to<float>(wt))));
   else
     return make_node(prim::div_{}, sum(loss), sum(wt));
+}
+
+/// x as float where it is a bfloat16 / float16 expression, else x itself. Losses of 16-bit inputs
+/// run in float and round once, as torch: in 16 bits a sum of losses or of weights, or a count of
+/// positions, above 65504 is infinite in float16 (a NaN mean).
+template <class X>
+auto float_operand(const X& x) {
+  if constexpr (Expression<X>) {
+    if constexpr (half_precision<value_type_of<X>>) return cast_to<float>(x);
+    else return x;
+  } else {
+    return x;
+  }
 }
 
 template <reduction R, class X, class Tg, class W>
@@ -163,6 +179,10 @@ auto cross_entropy_impl(const X& input0, const Tg& target, const W& weight, std:
       return Out(cast_to<T>(sum<0>(r)));
     else
       return Out(r);
+  } else if constexpr (half_precision<T>) {
+    return Out(cast_to<T>(
+        cross_entropy_impl<R>(cast_to<float>(input0), float_operand(target), float_operand(weight), ignore_index,
+                              label_smoothing)));
   } else {
     const auto input = eval(cast_to<T>(input0));
     const std::int64_t C = input.sizes()[1];

@@ -729,7 +729,11 @@ auto kl_div(const X& input, const Y& target0, bool log_target = false) {
   auto pointwise = make_node(prim::where_{}, scalar<bool>{log_target}, logt, plain);
   if constexpr (R == reduction::batchmean) {
     const double batch = rank_of<decltype(pointwise)> == 0 ? 1.0 : static_cast<double>(pointwise.sizes()[0]);
-    return make_node(prim::div_{}, tenet::sum(pointwise), detail::cast_to<T>(batch));
+    if constexpr (half_precision<T>)  // a float sum, rounded once (losses.hpp: float_operand)
+      return detail::cast_to<T>(
+          make_node(prim::div_{}, tenet::sum(detail::cast_to<float>(pointwise)), detail::cast_to<float>(batch)));
+    else
+      return make_node(prim::div_{}, tenet::sum(pointwise), detail::cast_to<T>(batch));
   } else {
     return detail::reduce_loss<R>(pointwise);
   }

@@ -640,23 +640,34 @@ auto all(const X& x, keepdim_t) {
 }
 
 namespace detail {
+/// mean and var of bfloat16 / float16 run in float and round once at the end, as torch: in 16 bits
+/// the sum (and for var the sum of squares) would be rounded before the division, float16
+/// overflowing past 65504, and a count above 65504 is itself infinite in float16.
 template <bool Keep, auto... D, class X>
 auto mean_impl(const X& x) {
   using T = value_type_of<X>;
   static_assert(is_floating_v<T>, "tenet: mean needs a floating dtype (as torch.mean); cast with .to<float>()");
-  const auto n = static_cast<double>(reduced_count<X, D...>(x));
-  return make_node(prim::div_{}, reduce<prim::sum_kind, Keep, D...>(x), scalar<T>{T(static_cast<compute_t<T>>(n))});
+  if constexpr (half_precision<T>) {
+    return cast_to<T>(mean_impl<Keep, D...>(cast_to<float>(x)));
+  } else {
+    const auto n = static_cast<double>(reduced_count<X, D...>(x));
+    return make_node(prim::div_{}, reduce<prim::sum_kind, Keep, D...>(x), scalar<T>{static_cast<T>(n)});
+  }
 }
 template <bool Keep, auto... D, class X0>
 auto var_impl(const X0& x0, double correction) {
   using T = value_type_of<X0>;
-  const auto x = share(x0);  // x is read three times
   static_assert(is_floating_v<T>, "tenet: var/std need a floating dtype (as torch); cast with .to<float>()");
-  const auto n = static_cast<double>(reduced_count<X0, D...>(x0));
-  const double denom = std::max(0.0, n - correction);
-  auto centered = make_node(prim::sub_{}, x, share(mean_impl<true, D...>(x)));  // centered is read twice
-  return make_node(prim::div_{}, reduce<prim::sum_kind, Keep, D...>(make_node(prim::mul_{}, centered, centered)),
-                   scalar<T>{T(static_cast<compute_t<T>>(denom))});
+  if constexpr (half_precision<T>) {  // in float, rounded once (mean_impl)
+    return cast_to<T>(var_impl<Keep, D...>(cast_to<float>(x0), correction));
+  } else {
+    const auto x = share(x0);  // x is read three times
+    const auto n = static_cast<double>(reduced_count<X0, D...>(x0));
+    const double denom = std::max(0.0, n - correction);
+    auto centered = make_node(prim::sub_{}, x, share(mean_impl<true, D...>(x)));  // centered is read twice
+    return make_node(prim::div_{}, reduce<prim::sum_kind, Keep, D...>(make_node(prim::mul_{}, centered, centered)),
+                     scalar<T>{static_cast<T>(denom)});
+  }
 }
 }  // namespace detail
 

@@ -184,6 +184,26 @@ TEST_CASE("cuda: reductions along inner, middle and outer axes, and a long split
   }
 }
 
+TEST_CASE("cuda: means, var and a mean loss of 16-bit inputs longer than 65504 (float, one rounding)") {
+  manual_seed(9);
+  using H1 = Tensor<float16, dyn_shape<1>>;
+  using H0 = Tensor<float16, shape<>>;
+  // a float16 sum or count above 65504 is infinite: these were NaN through 16-bit decompositions
+  Tensor<float16, dyn_shape<2>> h = cast<float16>(cpu_randn(3, 100000) * 2.0f + 0.5f);
+  auto dh = h.to(tenet::cuda(0));
+  check_close(H1(mean<1>(dh)), H1(mean<1>(h)), 1e-3, 1e-3);
+  check_close(H1(mean<0>(dh.transpose<0, 1>())), H1(mean<1>(h)), 1e-3, 1e-3);  // a columns reduction
+  check_close(H1(var<1>(dh)), H1(var<1>(h)), 2e-3, 1e-3);                       // the row kernel
+  check_close(H1(var<0>(dh.transpose<0, 1>())), H1(var<1>(h)), 2e-3, 1e-3);     // the decomposition
+  check_close(H0(mean(dh)), H0(mean(h)), 1e-3, 1e-3);
+  Tensor<float16, dyn_shape<2>> logits = cpu_randn(70000, 5).to<float16>();
+  Tensor<std::int64_t, dyn_shape<1>> target = remainder(arange<std::int64_t>(0, 70000), std::int64_t{5});
+  H0 ce = cross_entropy(logits.to(tenet::cuda(0)), target.to(tenet::cuda(0)));
+  const float want = float(H0(cross_entropy(logits, target)).item());
+  REQUIRE(std::isfinite(want));
+  CHECK(std::fabs(float(ce.cpu().item()) - want) <= 2e-3f * want);
+}
+
 TEST_CASE("cuda: two-dim reductions (one kept and one reduced dim after coalescing) and their fallbacks") {
   manual_seed(5);
   using F1 = Tensor<float, dyn_shape<1>>;

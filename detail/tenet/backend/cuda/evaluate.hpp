@@ -149,8 +149,8 @@ void run_row_node(const E& e, const Out& out) {
 /// contiguous, one element per row): the var row kernel, its input read once. Few long float or
 /// double rows (fewer than two per SM, over 16 Ki elements each) would leave most SMs idle with a
 /// block per row: they take the decomposition's reductions instead, which split long rows over the
-/// card; so do empty rows (NaN: 0 / 0, as torch). 16-bit rows always take the row kernel: the
-/// decomposition rounds the sum of squares to the input's type (float16 overflows past 65504).
+/// card; so do empty rows (NaN: 0 / 0, as torch). 16-bit rows always take the row kernel (one pass;
+/// the decomposition of 16-bit inputs computes in float too, ops.hpp var_impl, but reads x twice).
 template <class E, class Out>
 void run_var_node(const E& e, const Out& out) {
   using T = value_type_of<E>;
