@@ -271,12 +271,20 @@ inline int split_parts(std::int64_t blocks, std::int64_t want, std::int64_t leng
   return static_cast<int>(std::clamp<std::int64_t>(std::min((want + blocks - 1) / blocks, length / min_part), 1, 65535));
 }
 
+/// The destination of run_2d_reduce: a pointer, or a callable returning one, called only once the
+/// layout is accepted (a buffer allocated then, never for a layout that falls back).
+template <class O>
+auto out_pointer(O&& o) {
+  if constexpr (std::is_pointer_v<std::remove_cvref_t<O>>) return o;
+  else return o();
+}
+
 /// The two-dim paths (top of the file): false, and nothing launched, when the input allows
 /// neither (kept or reduced dims that do not coalesce into one, no dim along which every leaf has
 /// stride 0 or 1, rows or columns not a whole number of 16-byte groups, a leaf whose groups would
-/// not be aligned). `tree` is a copy: its strides are rewritten for load_at.
-template <class Kind, class A, class OutT, class Tree, std::size_t R>
-bool run_2d_reduce(OutT* out, Tree tree, const sizes_t<R>& in, const std::array<bool, R>& mask, A init, int dev,
+/// not be aligned). `tree` is a copy: its strides are rewritten for load_at. `dst`: out_pointer.
+template <class Kind, class A, class Dst, class Tree, std::size_t R>
+bool run_2d_reduce(Dst&& dst, Tree tree, const sizes_t<R>& in, const std::array<bool, R>& mask, A init, int dev,
                      cudaStream_t s) {
   const auto space = cpu::coalesce_reduction(in, mask, cpu::stride_arrays(tree));
   const std::size_t nk = space.nk;
@@ -302,6 +310,8 @@ bool run_2d_reduce(OutT* out, Tree tree, const sizes_t<R>& in, const std::array<
     if (st[vec] == 1 && !groups_aligned(p, size, V, o)) ok = false;
   });
   if (!ok) return false;
+  if (!rows && (K / VC + 31) / 32 > 0x7fffffffLL) return false;  // the columns kernel's grid.x
+  auto* const out = out_pointer(std::forward<Dst>(dst));
   // load_at's layout: the outer stride in slot 0, the vector dim's in slot R - 1
   tree.for_each_strides([&](std::int64_t* st) {
     const std::int64_t v = st[vec], o = nk == 1 || !rows ? st[outer] : 0;
@@ -324,7 +334,6 @@ bool run_2d_reduce(OutT* out, Tree tree, const sizes_t<R>& in, const std::array<
     });
   } else {
     const std::int64_t blocks = (K / VC + 31) / 32;
-    if (blocks > 0x7fffffffLL) return false;
     int parts = split_parts(blocks, 8LL * sms, N, 32);
     const std::int64_t chunk = (N + parts - 1) / parts;
     parts = static_cast<int>((N + chunk - 1) / chunk);
@@ -369,8 +378,12 @@ bool run_two_stage_reduce(const Tensor<OutT, OS>& out, const Tree& tree, const c
     in[0] = R1 * K;
     in[1] = L;
     mask[1] = true;
-    Tensor<A, shape<dyn, dyn>> partial(sizes_t<2>{R1, K}, out.device());
-    if (!run_2d_reduce<Kind>(partial.data(), rows_tree, in, mask, init, dev, s)) return false;
+    Tensor<A, shape<dyn, dyn>> partial;  // allocated only when the rows pass takes the layout
+    const auto make_partial = [&] {
+      partial = Tensor<A, shape<dyn, dyn>>(sizes_t<2>{R1, K}, out.device());
+      return partial.data();
+    };
+    if (!run_2d_reduce<Kind>(make_partial, rows_tree, in, mask, init, dev, s)) return false;
     run_reduce<Kind>(out, partial, std::array<bool, 2>{true, false});
     return true;
   }

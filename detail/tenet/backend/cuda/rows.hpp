@@ -119,7 +119,6 @@ __global__ void row_vec_kernel(row_args<T> a, Src src) {
   if (r >= a.rows) return;  // a whole warp leaves together (rows are warp-uniform)
   const std::int64_t nv = a.cols / W;
   const std::int64_t x = r * a.cols;  // the row's first flat index
-  T* y = a.out + r * a.cols;
   A v[V][W];
 #pragma unroll
   for (int j = 0; j < V; ++j) {
@@ -180,34 +179,35 @@ __global__ void row_vec_kernel(row_args<T> a, Src src) {
     s0 = 0;
     s1 = A(1) / ::sqrt(group_allreduce<false, Warp>(q, smem) / n + static_cast<A>(a.eps));
   }
-  if constexpr (K == row_kind::var) {
+  if constexpr (K == row_kind::var) {  // one output per row
     if (t == 0) a.out[r] = static_cast<T>(s1 / static_cast<A>(a.eps));
-    return;
-  }
+  } else {
+    T* y = a.out + r * a.cols;
 #pragma unroll
-  for (int j = 0; j < V; ++j) {
-    const std::int64_t q = t + static_cast<std::int64_t>(j) * G;
-    if (q < nv) {
-      lanes<T, W> o;
-      if constexpr (K == row_kind::softmax) {
+    for (int j = 0; j < V; ++j) {
+      const std::int64_t q = t + static_cast<std::int64_t>(j) * G;
+      if (q < nv) {
+        lanes<T, W> o;
+        if constexpr (K == row_kind::softmax) {
 #pragma unroll
-        for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(v[j][k] * s1);  // v: exp(x - max)
-      } else if constexpr (K == row_kind::log_softmax) {
+          for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(v[j][k] * s1);  // v: exp(x - max)
+        } else if constexpr (K == row_kind::log_softmax) {
 #pragma unroll
-        for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(v[j][k] - s0 - s1);
-      } else {
-        const lanes<T, W> wl = *reinterpret_cast<const lanes<T, W>*>(a.w + q * W);
-        if constexpr (K == row_kind::layer_norm) {
-          const lanes<T, W> bl = *reinterpret_cast<const lanes<T, W>*>(a.b + q * W);
-#pragma unroll
-          for (int k = 0; k < W; ++k)
-            o.v[k] = static_cast<T>((v[j][k] - s0) * s1 * static_cast<A>(wl.v[k]) + static_cast<A>(bl.v[k]));
+          for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(v[j][k] - s0 - s1);
         } else {
+          const lanes<T, W> wl = *reinterpret_cast<const lanes<T, W>*>(a.w + q * W);
+          if constexpr (K == row_kind::layer_norm) {
+            const lanes<T, W> bl = *reinterpret_cast<const lanes<T, W>*>(a.b + q * W);
 #pragma unroll
-          for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(v[j][k] * s1 * static_cast<A>(wl.v[k]));
+            for (int k = 0; k < W; ++k)
+              o.v[k] = static_cast<T>((v[j][k] - s0) * s1 * static_cast<A>(wl.v[k]) + static_cast<A>(bl.v[k]));
+          } else {
+#pragma unroll
+            for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(v[j][k] * s1 * static_cast<A>(wl.v[k]));
+          }
         }
+        *reinterpret_cast<lanes<T, W>*>(y + q * W) = o;
       }
-      *reinterpret_cast<lanes<T, W>*>(y + q * W) = o;
     }
   }
 }
@@ -300,35 +300,36 @@ __global__ void __maxnreg__(K == row_kind::softmax ? 72 : 80) row_pipe_kernel(ro
       s0 = 0;
       s1 = A(1) / ::sqrt(group_allreduce<false, false>(q, smem) / n + static_cast<A>(a.eps));
     }
-    if constexpr (K == row_kind::var) {
+    if constexpr (K == row_kind::var) {  // one output per row
       if (t == 0) a.out[r] = static_cast<T>(s1 / static_cast<A>(a.eps));
-    }
-    T* y = a.out + r * a.cols;
+    } else {
+      T* y = a.out + r * a.cols;
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const std::int64_t q = t + static_cast<std::int64_t>(j) * G;
-      if (K != row_kind::var && q < nv) {
-        L o;
-        if constexpr (K == row_kind::softmax) {
+      for (int j = 0; j < V; ++j) {
+        const std::int64_t q = t + static_cast<std::int64_t>(j) * G;
+        if (q < nv) {
+          L o;
+          if constexpr (K == row_kind::softmax) {
 #pragma unroll
-          for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(row_exp<T>(static_cast<A>(cur[j].v[k]), s0) * s1);
-        } else if constexpr (K == row_kind::log_softmax) {
+            for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(row_exp<T>(static_cast<A>(cur[j].v[k]), s0) * s1);
+          } else if constexpr (K == row_kind::log_softmax) {
 #pragma unroll
-          for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(static_cast<A>(cur[j].v[k]) - s0 - s1);
-        } else {
-          const L wl = *reinterpret_cast<const L*>(a.w + q * W);
-          if constexpr (K == row_kind::layer_norm) {
-            const L bl = *reinterpret_cast<const L*>(a.b + q * W);
-#pragma unroll
-            for (int k = 0; k < W; ++k)
-              o.v[k] = static_cast<T>((static_cast<A>(cur[j].v[k]) - s0) * s1 * static_cast<A>(wl.v[k]) +
-                                      static_cast<A>(bl.v[k]));
+            for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(static_cast<A>(cur[j].v[k]) - s0 - s1);
           } else {
+            const L wl = *reinterpret_cast<const L*>(a.w + q * W);
+            if constexpr (K == row_kind::layer_norm) {
+              const L bl = *reinterpret_cast<const L*>(a.b + q * W);
 #pragma unroll
-            for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(static_cast<A>(cur[j].v[k]) * s1 * static_cast<A>(wl.v[k]));
+              for (int k = 0; k < W; ++k)
+                o.v[k] = static_cast<T>((static_cast<A>(cur[j].v[k]) - s0) * s1 * static_cast<A>(wl.v[k]) +
+                                        static_cast<A>(bl.v[k]));
+            } else {
+#pragma unroll
+              for (int k = 0; k < W; ++k) o.v[k] = static_cast<T>(static_cast<A>(cur[j].v[k]) * s1 * static_cast<A>(wl.v[k]));
+            }
           }
+          *reinterpret_cast<L*>(y + q * W) = o;
         }
-        *reinterpret_cast<L*>(y + q * W) = o;
       }
     }
 #pragma unroll
@@ -377,21 +378,21 @@ __global__ void row_scalar_kernel(row_args<T> a, Src src) {
     s0 = 0;
     s1 = A(1) / ::sqrt(group_allreduce<false, false>(q, smem) / n + static_cast<A>(a.eps));
   }
-  if constexpr (K == row_kind::var) {
+  if constexpr (K == row_kind::var) {  // one output per row
     if (threadIdx.x == 0) a.out[r] = static_cast<T>(s1 / static_cast<A>(a.eps));
-    return;
-  }
-  T* y = a.out + r * a.cols;
-  for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) {
-    const A u = static_cast<A>(x(c));
-    if constexpr (K == row_kind::softmax)
-      y[c] = static_cast<T>(::exp(u - s0) * s1);
-    else if constexpr (K == row_kind::log_softmax)
-      y[c] = static_cast<T>(u - s0 - s1);
-    else if constexpr (K == row_kind::layer_norm)
-      y[c] = static_cast<T>((u - s0) * s1 * static_cast<A>(a.w[c]) + static_cast<A>(a.b[c]));
-    else
-      y[c] = static_cast<T>(u * s1 * static_cast<A>(a.w[c]));
+  } else {
+    T* y = a.out + r * a.cols;
+    for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) {
+      const A u = static_cast<A>(x(c));
+      if constexpr (K == row_kind::softmax)
+        y[c] = static_cast<T>(::exp(u - s0) * s1);
+      else if constexpr (K == row_kind::log_softmax)
+        y[c] = static_cast<T>(u - s0 - s1);
+      else if constexpr (K == row_kind::layer_norm)
+        y[c] = static_cast<T>((u - s0) * s1 * static_cast<A>(a.w[c]) + static_cast<A>(a.b[c]));
+      else
+        y[c] = static_cast<T>(u * s1 * static_cast<A>(a.w[c]));
+    }
   }
 }
 
