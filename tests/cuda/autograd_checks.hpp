@@ -32,7 +32,9 @@ Tensor<T, S> leaf(const Tensor<T, S>& cpu_value, device d) {
 
 template <class T>
 constexpr double tol() {
-  return std::is_same_v<T, float> ? 1e-5 : 1e-12;
+  if constexpr (std::is_same_v<T, bfloat16>) return 0x1p-5;  // 8 units of bf16 precision (2^-8)
+  else if constexpr (std::is_same_v<T, float16>) return 0x1p-8;  // 8 units of fp16's (2^-11)
+  else return std::is_same_v<T, float> ? 1e-5 : 1e-12;
 }
 
 /// |gpu - cpu| <= tol (|cpu| + max |cpu|) elementwise (the second term: values near 0 of a sum

@@ -122,10 +122,11 @@ class backward_context_scope {
   backward_context* previous_;
 };
 
-/// The dtypes autograd records: float32 and float64 (float16/bfloat16 not yet: each recorded
-/// dtype multiplies the backward kernels every translation unit compiles).
+/// The dtypes autograd records: float32, float64, bfloat16 and float16 (a 16-bit gradient is
+/// 16-bit, as torch's; each rule's kernels compute in float and round per prim, as the forward).
 template <class T>
-inline constexpr bool is_autograd_dtype = TENET_AUTOGRAD && (std::is_same_v<T, float> || std::is_same_v<T, double>);
+inline constexpr bool is_autograd_dtype =
+    TENET_AUTOGRAD && (std::is_same_v<T, float> || std::is_same_v<T, double> || half_precision<T>);
 
 /// True when gradients flow to this tensor (it requires grad, as a leaf or through its grad_fn).
 template <class T, class S>

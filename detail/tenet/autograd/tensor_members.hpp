@@ -22,10 +22,6 @@ Tensor<T, S>& Tensor<T, S>::requires_grad_(bool on) {
     throw dtype_error(std::string("tenet: requires_grad_: only tensors of floating point dtype can require "
                                   "gradients, this one is ") +
                       std::string(tenet::name(dtype_of<T>)) + "; convert it with .to<float>() first");
-  if (on && !detail::ag::is_autograd_dtype<T>)
-    throw dtype_error(std::string("tenet: requires_grad_: autograd records float32 and float64 tensors only so "
-                                  "far, this one is ") +
-                      std::string(tenet::name(dtype_of<T>)) + "; convert it with .to<float>() first");
   if (ag_ && ag_->grad_fn) {
     if (!on)
       throw value_error("tenet: requires_grad_(false) on a tensor computed with autograd (not a leaf); use "

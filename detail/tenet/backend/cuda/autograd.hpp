@@ -101,20 +101,21 @@ void sum_to_into(const Tensor<T, dyn_shape<Rg>>& g, const Tensor<T, dyn_shape<R>
 }
 
 // --- view_backward: buf (the storage span both layouts touch, zeroed) += g at the positions the
-// view reads; out = buf read at the positions the base reads.
-template <class T, std::size_t R>
-__global__ void ag_scatter_add_kernel(T* __restrict__ buf, const T* __restrict__ g, ag_layout<R> gl, ag_layout<R> vl,
+// view reads; out = buf read at the positions the base reads. buf holds compute_t<T> (float for
+// bfloat16 / float16: float atomics, and overlapping positions sum before one rounding).
+template <class T, class A, std::size_t R>
+__global__ void ag_scatter_add_kernel(A* __restrict__ buf, const T* __restrict__ g, ag_layout<R> gl, ag_layout<R> vl,
                                       std::int64_t vbase, std::int64_t n) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    atomicAdd(buf + ag_offset(vl, i, vbase), g[ag_offset(gl, i, 0)]);
+    atomicAdd(buf + ag_offset(vl, i, vbase), static_cast<A>(g[ag_offset(gl, i, 0)]));
 }
-template <class T, std::size_t R>
-__global__ void ag_gather_kernel(T* __restrict__ out, const T* __restrict__ buf, ag_layout<R> bl, std::int64_t bbase,
+template <class T, class A, std::size_t R>
+__global__ void ag_gather_kernel(T* __restrict__ out, const A* __restrict__ buf, ag_layout<R> bl, std::int64_t bbase,
                                  std::int64_t n) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    out[i] = buf[ag_offset(bl, i, bbase)];
+    out[i] = static_cast<T>(buf[ag_offset(bl, i, bbase)]);
 }
 
 template <class T, std::size_t RV, std::size_t RB>
@@ -126,8 +127,9 @@ void view_backward_into(const Tensor<T, dyn_shape<RV>>& g, const sizes_t<RV>& vs
   const device dev = out.device();
   device_context ctx(dev);
   const std::int64_t span = std::max<std::int64_t>(hi - lo + 1, 1);
-  Tensor<T, dyn_shape<1>> buf(sizes_t<1>{span}, dev);
-  TENET_CUDA_CHECK(cudaMemsetAsync(buf.data(), 0, static_cast<std::size_t>(span) * sizeof(T), current_stream()));
+  using A = compute_t<T>;
+  Tensor<A, dyn_shape<1>> buf(sizes_t<1>{span}, dev);
+  TENET_CUDA_CHECK(cudaMemsetAsync(buf.data(), 0, static_cast<std::size_t>(span) * sizeof(A), current_stream()));
   const std::int64_t nv = g.numel();
   if (nv > 0) {
     ag_layout<RV> gl{}, vl{};
@@ -136,13 +138,13 @@ void view_backward_into(const Tensor<T, dyn_shape<RV>>& g, const sizes_t<RV>& vs
       gl.stride[d] = g.strides()[d];
       vl.stride[d] = vstrides[d];
     }
-    ag_scatter_add_kernel<T, RV><<<grid_for(nv, 256, dev.index), 256, 0, current_stream()>>>(buf.data(), g.data(), gl, vl,
+    ag_scatter_add_kernel<T, A, RV><<<grid_for(nv, 256, dev.index), 256, 0, current_stream()>>>(buf.data(), g.data(), gl, vl,
                                                                                           voffset - lo, nv);
     check_launch("autograd's view-backward scatter kernel launch");
   }
   ag_layout<RB> bl{};
   for (std::size_t d = 0; d < RB; ++d) bl.size[d] = out.sizes()[d], bl.stride[d] = bstrides[d];
-  ag_gather_kernel<T, RB><<<grid_for(nb, 256, dev.index), 256, 0, current_stream()>>>(out.data(), buf.data(), bl,
+  ag_gather_kernel<T, A, RB><<<grid_for(nb, 256, dev.index), 256, 0, current_stream()>>>(out.data(), buf.data(), bl,
                                                                                      boffset - lo, nb);
   check_launch("autograd's view-backward gather kernel launch");
 }
