@@ -44,9 +44,9 @@ factory make(Opt o) {
 /// Runs the case: gradients given explicitly on even steps, through set_grad (autograd's grad
 /// slot) on odd steps; compares the parameters after every step and the final state.
 template <class T>
-void run_case(const std::string& name, const factory& f, double rtol, double atol) {
+void run_case(const std::string& name, const factory& f, double rtol, double atol, const char* file = kFile) {
   INFO("case " << name);
-  const auto& c = get_case(kFile, name);
+  const auto& c = get_case(file, name);
   two_params<T> m;
   {
     no_grad guard;  // in-place writes into parameters (which require grad)
@@ -113,6 +113,37 @@ TEST_CASE("optim: SGD, Adam, AdamW, RMSprop, Adagrad against torch") {
   run_case<float>("adamw_f32", make<optim::AdamW>(optim::adamw_options{.lr = 0.01, .weight_decay = 0.05}), 1e-5, 1e-6);
   run_case<float>("sgd_f32", make<optim::SGD>(optim::sgd_options{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01}),
                   1e-5, 1e-6);
+}
+
+/// bfloat16 / float16 parameters (tests/reference/gen_optim_half.py: torch's single-tensor steps
+/// on 16-bit tensors): tenet's loops round each operation to the 16-bit type too, in their own
+/// order (torch's addcdiv_ / lerp_ round once), so a value may differ by a unit or two of the
+/// 16-bit precision; the tolerances are four.
+template <class T>
+void half_cases(const char* tag) {
+  const double u = std::is_same_v<T, bfloat16> ? 0x1p-8 : 0x1p-11, r = 4 * u, a = 4 * u;
+  const char* f = "optim_half.txt";
+  const std::string t = tag;
+  run_case<T>("sgd_momentum_wd_" + t, make<optim::SGD>(optim::sgd_options{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01}),
+              r, a, f);
+  run_case<T>("sgd_nesterov_" + t, make<optim::SGD>(optim::sgd_options{.lr = 0.05, .momentum = 0.8, .nesterov = true}), r,
+              a, f);
+  run_case<T>("adam_" + t, make<optim::Adam>(optim::adam_options{.lr = 0.02}), r, a, f);
+  run_case<T>("adamw_amsgrad_" + t, make<optim::AdamW>(optim::adamw_options{.lr = 0.03, .beta1 = 0.85, .beta2 = 0.95,
+                                                                          .weight_decay = 0.1, .amsgrad = true}),
+              r, a, f);
+  run_case<T>("rmsprop_centered_momentum_" + t,
+              make<optim::RMSprop>(optim::rmsprop_options{.lr = 0.01, .alpha = 0.9, .eps = 1e-6, .momentum = 0.5,
+                                                          .centered = true}),
+              r, a, f);
+  run_case<T>("adagrad_" + t, make<optim::Adagrad>(optim::adagrad_options{.lr = 0.1, .lr_decay = 0.05,
+                                                                          .weight_decay = 0.1}),
+              r, a, f);
+}
+
+TEST_CASE("optim: SGD, Adam, AdamW, RMSprop, Adagrad on bfloat16 and float16 parameters against torch") {
+  SECTION("bfloat16") { half_cases<bfloat16>("bf16"); }
+  SECTION("float16") { half_cases<float16>("fp16"); }
 }
 
 TEST_CASE("optim: argument checks") {

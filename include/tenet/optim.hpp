@@ -47,16 +47,18 @@ struct lane {
 template <class V, class T>
 inline V load(const T* p) {
   if constexpr (std::is_same_v<V, T>) return *p;
+  else if constexpr (half_precision<T>) return static_cast<V>(*p);  // a 16-bit element, in float
   else return V::load_unaligned(p);
 }
 template <class T, class V>
 inline void store(T* p, const V& v) {
   if constexpr (std::is_same_v<V, T>) *p = v;
+  else if constexpr (half_precision<T>) *p = static_cast<T>(v);  // rounded where it is stored
   else v.store_unaligned(p);
 }
 template <class T>
 inline T vsqrt(T x) {
-  return std::sqrt(x);
+  return static_cast<T>(std::sqrt(x));  // 16-bit T: the float root, rounded once
 }
 template <class T, class A>
 inline xsimd::batch<T, A> vsqrt(const xsimd::batch<T, A>& x) {
@@ -75,17 +77,25 @@ template <class V, class T>
 inline V lerp(const V& a, const V& b, T w) {
   return w < T(0.5) ? V(a + w * (b - a)) : V(b - (b - a) * (T(1) - w));
 }
+/// The xsimd batch width of T (1 for bfloat16 / float16: no batches, element by element).
+template <class T>
+constexpr std::int64_t batch_width() {
+  if constexpr (half_precision<T>) return 1;
+  else return static_cast<std::int64_t>(xsimd::batch<T>::size);
+}
 /// Runs body(lane<V>{}, k) over [0, n): xsimd batches of T (k a multiple of the batch width from
-/// the start of each thread's range) and single elements for the tail; the range is split over
+/// the start of each thread's range) and single elements for the tail; for bfloat16 / float16,
+/// every element as a float (load converts, store rounds: an update computes in float and rounds
+/// each value it stores, parameter and state, as the CUDA kernels). The range is split over
 /// OpenMP threads when n is at least parallel_threshold. The body reads and writes element(s) k.
 template <class T, class F>
 inline void for_each_element(std::int64_t n, F&& body) {
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
+  constexpr std::int64_t W = batch_width<T>();
   auto run = [&](std::int64_t begin, std::int64_t end) {
     std::int64_t k = begin;
-    for (; k + W <= end; k += W) body(lane<B>{}, k);
-    for (; k < end; ++k) body(lane<T>{}, k);
+    if constexpr (!half_precision<T>)
+      for (; k + W <= end; k += W) body(lane<xsimd::batch<T>>{}, k);
+    for (; k < end; ++k) body(lane<compute_t<T>>{}, k);
   };
 #if defined(_OPENMP)
   if (n >= parallel_threshold) {
@@ -115,9 +125,9 @@ class Optimizer {
     if (params_.empty()) throw value_error(std::string("tenet: optim::") + name + " got an empty parameter list");
     for (std::size_t i = 0; i < params_.size(); ++i) {
       const auto d = params_[i].scalar_type();
-      if (d != dtype::float32 && d != dtype::float64)
+      if (d != dtype::float32 && d != dtype::float64 && d != dtype::bfloat16 && d != dtype::float16)
         throw dtype_error(std::string("tenet: optim::") + name + ": parameter " + std::to_string(i) + " is " +
-                          tenet::name(d) + "; tenet's optimizers update float32 and float64 parameters");
+                          tenet::name(d) + "; tenet's optimizers update floating parameters");
       if (!params_[i].is_contiguous())
         throw value_error(std::string("tenet: optim::") + name + ": parameter " + std::to_string(i) +
                           " is undefined or not contiguous; an optimizer updates a parameter's storage in place, "
@@ -154,7 +164,8 @@ class Optimizer {
                           ", the parameter " + tenet::name(params_[i].scalar_type()) + " " +
                           tenet::detail::sizes_text(params_[i].sizes()));
       const device pd = params_[i].device();
-      const device gd = g.scalar_type() == dtype::float32 ? g.flat<float>().device() : g.flat<double>().device();
+      device gd = pd;
+      with_float_type(g.scalar_type(), [&]<class T>() { gd = g.flat<T>().device(); });
       if (gd != pd)
         throw device_error(std::string("tenet: optim::") + name_ + ": the gradient of parameter " + std::to_string(i) +
                            " is on " + gd.str() + ", the parameter on " + pd.str());
@@ -166,10 +177,8 @@ class Optimizer {
     for (std::size_t i = 0; i < params_.size(); ++i) {
       if (!grads[i].defined()) continue;
       const any_tensor p = params_[i].value();
-      if (params_[i].scalar_type() == dtype::float32)
-        update(i, p.flat<float>().data(), grads[i].flat<float>().data(), p.numel());
-      else
-        update(i, p.flat<double>().data(), grads[i].flat<double>().data(), p.numel());
+      with_float_type(params_[i].scalar_type(),
+                      [&]<class T>() { update(i, p.flat<T>().data(), grads[i].flat<T>().data(), p.numel()); });
     }
   }
   /// Clears (set_to_none, torch 2's default) or zeroes the gradients of the parameters.
@@ -312,6 +321,19 @@ class Optimizer {
   /// Updates parameter i (n elements at p) with its gradient g.
   virtual void update(std::size_t i, float* p, const float* g, std::int64_t n) = 0;
   virtual void update(std::size_t i, double* p, const double* g, std::int64_t n) = 0;
+  virtual void update(std::size_t i, bfloat16* p, const bfloat16* g, std::int64_t n) = 0;
+  virtual void update(std::size_t i, float16* p, const float16* g, std::int64_t n) = 0;
+  /// f.template operator()<T>() with T the parameter dtype d's type (a checked floating dtype).
+  template <class F>
+  static void with_float_type(dtype d, F&& f) {
+    switch (d) {
+      case dtype::float32: f.template operator()<float>(); break;
+      case dtype::float64: f.template operator()<double>(); break;
+      case dtype::bfloat16: f.template operator()<bfloat16>(); break;
+      case dtype::float16: f.template operator()<float16>(); break;
+      default: throw dtype_error(std::string("tenet: optim: ") + tenet::name(d) + " is not a floating dtype");
+    }
+  }
   /// The names of the numeric hyperparameters (not lr) with their storage.
   virtual std::vector<std::pair<std::string, double*>> hyperparameters() const = 0;
   /// Every state buffer name the optimizer may keep for a parameter (with the current options).
@@ -364,6 +386,13 @@ class Optimizer {
 
 // ---------------------------------------------------------------------------------------------
 
+/// The four update overrides of an optimizer with a `run<T>` template (one per parameter dtype).
+#define TENET_OPTIMIZER_UPDATES                                                                                 \
+  void update(std::size_t i, float* p, const float* g, std::int64_t n) override { run(i, p, g, n); }       \
+  void update(std::size_t i, double* p, const double* g, std::int64_t n) override { run(i, p, g, n); }     \
+  void update(std::size_t i, bfloat16* p, const bfloat16* g, std::int64_t n) override { run(i, p, g, n); } \
+  void update(std::size_t i, float16* p, const float16* g, std::int64_t n) override { run(i, p, g, n); }
+
 struct sgd_options {
   double lr = 1e-3;
   double momentum = 0.0;
@@ -395,8 +424,9 @@ class SGD final : public Optimizer {
     auto& s = state(i);
     const bool first = !s.initialized;
     s.initialized = true;
-    const T wd = static_cast<T>(options.weight_decay), mu = static_cast<T>(options.momentum),
-            keep = static_cast<T>(1.0 - options.dampening), neg_lr = static_cast<T>(-lr_);
+    using S = compute_t<T>;  // scalars in float for 16-bit parameters (torch's Python floats)
+    const S wd = static_cast<S>(options.weight_decay), mu = static_cast<S>(options.momentum),
+            keep = static_cast<S>(1.0 - options.dampening), neg_lr = static_cast<S>(-lr_);
     const bool maximize = options.maximize, nesterov = options.nesterov, use_wd = options.weight_decay != 0;
     if (const device dev = params_[i].device(); !dev.is_cpu()) {
       const bool fresh = first || options.momentum == 0 || !find(s, "momentum_buffer");
@@ -429,8 +459,7 @@ class SGD final : public Optimizer {
       detail::store(p + k, V(pk + neg_lr * d));
     });
   }
-  void update(std::size_t i, float* p, const float* g, std::int64_t n) override { run(i, p, g, n); }
-  void update(std::size_t i, double* p, const double* g, std::int64_t n) override { run(i, p, g, n); }
+  TENET_OPTIMIZER_UPDATES
   std::vector<std::pair<std::string, double*>> hyperparameters() const override {
     auto* o = const_cast<sgd_options*>(&options);
     return {{"momentum", &o->momentum}, {"dampening", &o->dampening}, {"weight_decay", &o->weight_decay}};
@@ -460,10 +489,11 @@ template <class T>
 void adam_update(T* p, const T* g, T* m, T* v, T* vmax_buf, std::int64_t n, const adam_options& o, double lr,
                  double step, bool decoupled, device dev = tenet::cpu) {
   const double bc1 = 1.0 - std::pow(o.beta1, step), bc2 = 1.0 - std::pow(o.beta2, step);
-  const T neg_step_size = static_cast<T>(-(lr / bc1)), bc2_sqrt = static_cast<T>(std::sqrt(bc2));
-  const T w1 = static_cast<T>(1.0 - o.beta1), b2 = static_cast<T>(o.beta2), w2 = static_cast<T>(1.0 - o.beta2),
-          eps = static_cast<T>(o.eps), wd = static_cast<T>(o.weight_decay),
-          decay = static_cast<T>(1.0 - lr * o.weight_decay);
+  using S = compute_t<T>;
+  const S neg_step_size = static_cast<S>(-(lr / bc1)), bc2_sqrt = static_cast<S>(std::sqrt(bc2));
+  const S w1 = static_cast<S>(1.0 - o.beta1), b2 = static_cast<S>(o.beta2), w2 = static_cast<S>(1.0 - o.beta2),
+          eps = static_cast<S>(o.eps), wd = static_cast<S>(o.weight_decay),
+          decay = static_cast<S>(1.0 - lr * o.weight_decay);
   const bool maximize = o.maximize, use_wd = o.weight_decay != 0, ams = o.amsgrad;
   if (!dev.is_cpu())
     return adam_on_device<T>(dev, p, g, m, v, ams ? vmax_buf : nullptr, n, neg_step_size, bc2_sqrt, w1, b2, w2, eps, wd,
@@ -523,8 +553,7 @@ class Adam : public Optimizer {
     T* vmax = options.amsgrad ? buffer<T>(i, "max_exp_avg_sq") : nullptr;
     detail::adam_update(p, g, m, v, vmax, n, options, lr_, s.step, decoupled_, params_[i].device());
   }
-  void update(std::size_t i, float* p, const float* g, std::int64_t n) override { run(i, p, g, n); }
-  void update(std::size_t i, double* p, const double* g, std::int64_t n) override { run(i, p, g, n); }
+  TENET_OPTIMIZER_UPDATES
   std::vector<std::pair<std::string, double*>> hyperparameters() const override {
     auto* o = const_cast<adam_options*>(&options);
     return {{"betas.0", &o->beta1}, {"betas.1", &o->beta2}, {"eps", &o->eps}, {"weight_decay", &o->weight_decay}};
@@ -591,9 +620,10 @@ class RMSprop final : public Optimizer {
     T* sq = buffer<T>(i, "square_avg");
     T* buf = options.momentum > 0 ? buffer<T>(i, "momentum_buffer") : nullptr;
     T* ga = options.centered ? buffer<T>(i, "grad_avg") : nullptr;
-    const T alpha = static_cast<T>(options.alpha), w = static_cast<T>(1.0 - options.alpha),
-            eps = static_cast<T>(options.eps), wd = static_cast<T>(options.weight_decay),
-            mu = static_cast<T>(options.momentum), neg_lr = static_cast<T>(-lr_);
+    using S = compute_t<T>;
+    const S alpha = static_cast<S>(options.alpha), w = static_cast<S>(1.0 - options.alpha),
+            eps = static_cast<S>(options.eps), wd = static_cast<S>(options.weight_decay),
+            mu = static_cast<S>(options.momentum), neg_lr = static_cast<S>(-lr_);
     const bool maximize = options.maximize, use_wd = options.weight_decay != 0, centered = options.centered,
                use_mom = options.momentum > 0;
     if (const device dev = params_[i].device(); !dev.is_cpu())
@@ -610,13 +640,13 @@ class RMSprop final : public Optimizer {
       if (centered) {
         const V a = detail::lerp(detail::load<V>(ga + k), d, w);
         detail::store(ga + k, a);
-        avg = detail::vsqrt(V(s2 + T(-1) * a * a));
+        avg = detail::vsqrt(V(s2 + S(-1) * a * a));
       } else {
         avg = detail::vsqrt(s2);
       }
       avg = avg + eps;
       if (use_mom) {
-        const V b = detail::load<V>(buf + k) * mu + T(1) * d / avg;
+        const V b = detail::load<V>(buf + k) * mu + S(1) * d / avg;
         detail::store(buf + k, b);
         detail::store(p + k, V(pk + neg_lr * b));
       } else {
@@ -624,8 +654,7 @@ class RMSprop final : public Optimizer {
       }
     });
   }
-  void update(std::size_t i, float* p, const float* g, std::int64_t n) override { run(i, p, g, n); }
-  void update(std::size_t i, double* p, const double* g, std::int64_t n) override { run(i, p, g, n); }
+  TENET_OPTIMIZER_UPDATES
   std::vector<std::pair<std::string, double*>> hyperparameters() const override {
     auto* o = const_cast<rmsprop_options*>(&options);
     return {{"alpha", &o->alpha}, {"eps", &o->eps}, {"weight_decay", &o->weight_decay}, {"momentum", &o->momentum}};
@@ -669,8 +698,9 @@ class Adagrad final : public Optimizer {
     s.initialized = true;
     s.step += 1;
     T* sum = buffer<T>(i, "sum", options.initial_accumulator_value);
-    const T neg_clr = static_cast<T>(-(lr_ / (1.0 + (s.step - 1.0) * options.lr_decay))),
-            eps = static_cast<T>(options.eps), wd = static_cast<T>(options.weight_decay);
+    using S = compute_t<T>;
+    const S neg_clr = static_cast<S>(-(lr_ / (1.0 + (s.step - 1.0) * options.lr_decay))),
+            eps = static_cast<S>(options.eps), wd = static_cast<S>(options.weight_decay);
     const bool maximize = options.maximize, use_wd = options.weight_decay != 0;
     if (const device dev = params_[i].device(); !dev.is_cpu())
       return detail::adagrad_on_device<T>(dev, p, g, sum, n, neg_clr, eps, wd, maximize, use_wd);
@@ -680,13 +710,12 @@ class Adagrad final : public Optimizer {
       if (maximize) d = -d;
       const V pk = detail::load<V>(p + k);
       if (use_wd) d = d + wd * pk;
-      const V s2 = detail::load<V>(sum + k) + T(1) * d * d;
+      const V s2 = detail::load<V>(sum + k) + S(1) * d * d;
       detail::store(sum + k, s2);
       detail::store(p + k, V(pk + neg_clr * d / (detail::vsqrt(s2) + eps)));
     });
   }
-  void update(std::size_t i, float* p, const float* g, std::int64_t n) override { run(i, p, g, n); }
-  void update(std::size_t i, double* p, const double* g, std::int64_t n) override { run(i, p, g, n); }
+  TENET_OPTIMIZER_UPDATES
   std::vector<std::pair<std::string, double*>> hyperparameters() const override {
     auto* o = const_cast<adagrad_options*>(&options);
     return {{"lr_decay", &o->lr_decay}, {"weight_decay", &o->weight_decay},
@@ -694,5 +723,7 @@ class Adagrad final : public Optimizer {
   }
   std::vector<std::string> buffer_names() const override { return {"sum"}; }
 };
+
+#undef TENET_OPTIMIZER_UPDATES
 
 }  // namespace tenet::optim

@@ -96,6 +96,11 @@ TEST_CASE("cuda autograd: an MLP trained with each optimizer matches the CPU's p
   run_training<double, optim::Adagrad>(optim::adagrad_options{.lr = 0.1, .maximize = true}, "Adagrad maximize fp64");
 }
 
+TEST_CASE("cuda autograd: an MLP of bfloat16 / float16 parameters trained on both devices (16-bit state)") {
+  run_training<bfloat16, optim::AdamW>(optim::adamw_options{.lr = 1e-2, .weight_decay = 0.05}, "AdamW bf16");
+  run_training<float16, optim::SGD>(optim::sgd_options{.lr = 0.1, .momentum = 0.9, .nesterov = true}, "SGD nesterov fp16");
+}
+
 TEST_CASE("cuda autograd: clip_grad_norm_ and clip_grad_value_ on CUDA gradients match the CPU's") {
   for (const double p : {2.0, 1.0, 3.0, static_cast<double>(INFINITY)}) {
     INFO("norm_type " << p);

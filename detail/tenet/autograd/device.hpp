@@ -21,17 +21,19 @@ void view_backward_into(const Tensor<T, dyn_shape<RV>>& g, const sizes_t<RV>& vs
                         const Tensor<T, dyn_shape<RB>>& out, const sizes_t<RB>& bstrides, std::int64_t boffset,
                         std::int64_t lo, std::int64_t hi);
 template <class T>
-void optim_sgd(device dev, T* p, const T* g, T* buf, std::int64_t n, T wd, T mu, T keep, T neg_lr, bool maximize,
-               bool nesterov, bool use_wd, bool fresh);
+void optim_sgd(device dev, T* p, const T* g, T* buf, std::int64_t n, compute_t<T> wd, compute_t<T> mu,
+               compute_t<T> keep, compute_t<T> neg_lr, bool maximize, bool nesterov, bool use_wd, bool fresh);
 template <class T>
-void optim_adam(device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, T neg_step_size, T bc2_sqrt, T w1,
-                T b2, T w2, T eps, T wd, T decay, bool maximize, bool use_wd, bool decoupled);
+void optim_adam(device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, compute_t<T> neg_step_size,
+                compute_t<T> bc2_sqrt, compute_t<T> w1, compute_t<T> b2, compute_t<T> w2, compute_t<T> eps,
+                compute_t<T> wd, compute_t<T> decay, bool maximize, bool use_wd, bool decoupled);
 template <class T>
-void optim_rmsprop(device dev, T* p, const T* g, T* sq, T* buf, T* ga, std::int64_t n, T alpha, T w, T eps, T wd, T mu,
-                   T neg_lr, bool maximize, bool use_wd);
+void optim_rmsprop(device dev, T* p, const T* g, T* sq, T* buf, T* ga, std::int64_t n, compute_t<T> alpha,
+                   compute_t<T> w, compute_t<T> eps, compute_t<T> wd, compute_t<T> mu, compute_t<T> neg_lr,
+                   bool maximize, bool use_wd);
 template <class T>
-void optim_adagrad(device dev, T* p, const T* g, T* sum, std::int64_t n, T neg_clr, T eps, T wd, bool maximize,
-                   bool use_wd);
+void optim_adagrad(device dev, T* p, const T* g, T* sum, std::int64_t n, compute_t<T> neg_clr, compute_t<T> eps,
+                   compute_t<T> wd, bool maximize, bool use_wd);
 std::int64_t clip_norm_blocks(device dev, std::int64_t n);
 template <class T>
 void clip_norm_partials(device dev, const T* g, std::int64_t n, double p, bool inf, double* part);
@@ -99,8 +101,8 @@ namespace tenet::optim::detail {
 
 /// The SGD update (optim.hpp SGD::run) of n elements of device memory; buf null without momentum.
 template <class T>
-void sgd_on_device(device dev, T* p, const T* g, T* buf, std::int64_t n, T wd, T mu, T keep, T neg_lr, bool maximize,
-                   bool nesterov, bool use_wd, bool fresh) {
+void sgd_on_device(device dev, T* p, const T* g, T* buf, std::int64_t n, compute_t<T> wd, compute_t<T> mu,
+                   compute_t<T> keep, compute_t<T> neg_lr, bool maximize, bool nesterov, bool use_wd, bool fresh) {
 #if defined(__CUDACC__)
   if (dev.type == device_type::cuda)
     return tenet::detail::cuda::optim_sgd<T>(dev, p, g, buf, n, wd, mu, keep, neg_lr, maximize, nesterov, use_wd, fresh);
@@ -111,8 +113,9 @@ void sgd_on_device(device dev, T* p, const T* g, T* buf, std::int64_t n, T wd, T
 /// The Adam / AdamW update (optim.hpp adam_update) of n elements of device memory; vmax null
 /// without amsgrad.
 template <class T>
-void adam_on_device(device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, T neg_step_size, T bc2_sqrt,
-                    T w1, T b2, T w2, T eps, T wd, T decay, bool maximize, bool use_wd, bool decoupled) {
+void adam_on_device(device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, compute_t<T> neg_step_size,
+                    compute_t<T> bc2_sqrt, compute_t<T> w1, compute_t<T> b2, compute_t<T> w2, compute_t<T> eps,
+                    compute_t<T> wd, compute_t<T> decay, bool maximize, bool use_wd, bool decoupled) {
 #if defined(__CUDACC__)
   if (dev.type == device_type::cuda)
     return tenet::detail::cuda::optim_adam<T>(dev, p, g, m, v, vmax, n, neg_step_size, bc2_sqrt, w1, b2, w2, eps, wd,
@@ -124,8 +127,9 @@ void adam_on_device(device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int6
 /// The RMSprop update (optim.hpp RMSprop::run) of n elements of device memory; buf null without
 /// momentum, ga null unless centered.
 template <class T>
-void rmsprop_on_device(device dev, T* p, const T* g, T* sq, T* buf, T* ga, std::int64_t n, T alpha, T w, T eps, T wd,
-                       T mu, T neg_lr, bool maximize, bool use_wd) {
+void rmsprop_on_device(device dev, T* p, const T* g, T* sq, T* buf, T* ga, std::int64_t n, compute_t<T> alpha,
+                       compute_t<T> w, compute_t<T> eps, compute_t<T> wd, compute_t<T> mu, compute_t<T> neg_lr,
+                       bool maximize, bool use_wd) {
 #if defined(__CUDACC__)
   if (dev.type == device_type::cuda)
     return tenet::detail::cuda::optim_rmsprop<T>(dev, p, g, sq, buf, ga, n, alpha, w, eps, wd, mu, neg_lr, maximize,
@@ -136,8 +140,8 @@ void rmsprop_on_device(device dev, T* p, const T* g, T* sq, T* buf, T* ga, std::
 
 /// The Adagrad update (optim.hpp Adagrad::run) of n elements of device memory.
 template <class T>
-void adagrad_on_device(device dev, T* p, const T* g, T* sum, std::int64_t n, T neg_clr, T eps, T wd, bool maximize,
-                       bool use_wd) {
+void adagrad_on_device(device dev, T* p, const T* g, T* sum, std::int64_t n, compute_t<T> neg_clr, compute_t<T> eps,
+                       compute_t<T> wd, bool maximize, bool use_wd) {
 #if defined(__CUDACC__)
   if (dev.type == device_type::cuda)
     return tenet::detail::cuda::optim_adagrad<T>(dev, p, g, sum, n, neg_clr, eps, wd, maximize, use_wd);

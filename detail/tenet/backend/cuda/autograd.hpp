@@ -156,31 +156,36 @@ __device__ __forceinline__ void for_each_index(std::int64_t n, F&& f) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) f(k);
 }
-/// The gradient an update uses: g[k], negated for maximize, plus wd * p (L2 weight decay).
+/// The gradient an update uses: g[k], negated for maximize, plus wd * p (L2 weight decay). The
+/// update kernels compute in compute_t<T> (float for bfloat16 / float16, as optim.hpp's loops) and
+/// round where they store.
 template <class T>
-__device__ __forceinline__ T update_grad(const T* g, std::int64_t k, T pk, bool maximize, bool use_wd, T wd) {
-  T d = g[k];
+__device__ __forceinline__ compute_t<T> update_grad(const T* g, std::int64_t k, compute_t<T> pk, bool maximize,
+                                                    bool use_wd, compute_t<T> wd) {
+  compute_t<T> d = static_cast<compute_t<T>>(g[k]);
   if (maximize) d = -d;
   if (use_wd) d = d + wd * pk;
   return d;
 }
 template <class T>
 __global__ void optim_sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, std::int64_t n,
-                                 T wd, T mu, T keep, T neg_lr, bool maximize, bool nesterov, bool use_wd, bool fresh) {
+                                 compute_t<T> wd, compute_t<T> mu, compute_t<T> keep, compute_t<T> neg_lr,
+                                 bool maximize, bool nesterov, bool use_wd, bool fresh) {
+  using A = compute_t<T>;
   for_each_index(n, [&](std::int64_t k) {
-    const T pk = p[k];
-    T d = update_grad(g, k, pk, maximize, use_wd, wd);
+    const A pk = static_cast<A>(p[k]);
+    A d = update_grad(g, k, pk, maximize, use_wd, wd);
     if (buf) {
-      const T b = fresh ? d : T(buf[k] * mu + keep * d);
-      buf[k] = b;
-      d = nesterov ? T(d + mu * b) : b;
+      const A b = fresh ? d : A(static_cast<A>(buf[k]) * mu + keep * d);
+      buf[k] = static_cast<T>(b);
+      d = nesterov ? A(d + mu * b) : b;
     }
-    p[k] = pk + neg_lr * d;
+    p[k] = static_cast<T>(pk + neg_lr * d);
   });
 }
 template <class T>
-void optim_sgd(device dev, T* p, const T* g, T* buf, std::int64_t n, T wd, T mu, T keep, T neg_lr, bool maximize,
-               bool nesterov, bool use_wd, bool fresh) {
+void optim_sgd(device dev, T* p, const T* g, T* buf, std::int64_t n, compute_t<T> wd, compute_t<T> mu,
+               compute_t<T> keep, compute_t<T> neg_lr, bool maximize, bool nesterov, bool use_wd, bool fresh) {
   if (n == 0) return;
   device_context ctx(dev);
   optim_sgd_kernel<T><<<grid_for(n, 256, dev.index), 256, 0, current_stream()>>>(p, g, buf, n, wd, mu, keep, neg_lr,
@@ -188,38 +193,47 @@ void optim_sgd(device dev, T* p, const T* g, T* buf, std::int64_t n, T wd, T mu,
   check_launch("the SGD update kernel launch");
 }
 
-template <class T>
-__device__ __forceinline__ T ag_sqrt(T x) {  // correctly rounded, as std::sqrt on the host
-  if constexpr (std::is_same_v<T, float>) return ::sqrtf(x);
+template <class A>
+__device__ __forceinline__ A ag_sqrt(A x) {  // correctly rounded, as std::sqrt on the host
+  if constexpr (std::is_same_v<A, float>) return ::sqrtf(x);
   else return ::sqrt(x);
+}
+// torch's lerp: a + w (b - a) for w < 0.5, else b - (b - a)(1 - w) (optim.hpp detail::lerp)
+template <class A>
+__device__ __forceinline__ A ag_lerp(A a, A b, A w) {
+  return w < A(0.5) ? A(a + w * (b - a)) : A(b - (b - a) * (A(1) - w));
 }
 template <class T>
 __global__ void optim_adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
-                                  T* __restrict__ vmax, std::int64_t n, T neg_step_size, T bc2_sqrt, T w1, T b2, T w2,
-                                  T eps, T wd, T decay, bool maximize, bool use_wd, bool decoupled) {
+                                  T* __restrict__ vmax, std::int64_t n, compute_t<T> neg_step_size,
+                                  compute_t<T> bc2_sqrt, compute_t<T> w1, compute_t<T> b2, compute_t<T> w2,
+                                  compute_t<T> eps, compute_t<T> wd, compute_t<T> decay, bool maximize, bool use_wd,
+                                  bool decoupled) {
+  using A = compute_t<T>;
   for_each_index(n, [&](std::int64_t k) {
-    T pk = p[k];
-    const T d = update_grad(g, k, pk, maximize, use_wd && !decoupled, wd);
+    A pk = static_cast<A>(p[k]);
+    const A d = update_grad(g, k, pk, maximize, use_wd && !decoupled, wd);
     if (use_wd && decoupled) pk = pk * decay;
-    const T a = m[k];
-    const T mk = w1 < T(0.5) ? T(a + w1 * (d - a)) : T(d - (d - a) * (T(1) - w1));  // torch's lerp
-    const T vk = v[k] * b2 + w2 * d * d;
-    m[k] = mk;
-    v[k] = vk;
-    T denom;
+    const A mk = ag_lerp(static_cast<A>(m[k]), d, w1);
+    const A vk = static_cast<A>(v[k]) * b2 + w2 * d * d;
+    m[k] = static_cast<T>(mk);
+    v[k] = static_cast<T>(vk);
+    A denom;
     if (vmax) {
-      const T mx = vmax[k] < vk ? vk : vmax[k];  // std::max, as the CPU loop
-      vmax[k] = mx;
+      const A old = static_cast<A>(vmax[k]);
+      const A mx = old < vk ? vk : old;  // std::max, as the CPU loop
+      vmax[k] = static_cast<T>(mx);
       denom = ag_sqrt(mx) / bc2_sqrt + eps;
     } else {
       denom = ag_sqrt(vk) / bc2_sqrt + eps;
     }
-    p[k] = pk + neg_step_size * mk / denom;
+    p[k] = static_cast<T>(pk + neg_step_size * mk / denom);
   });
 }
 template <class T>
-void optim_adam(device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, T neg_step_size, T bc2_sqrt, T w1,
-                T b2, T w2, T eps, T wd, T decay, bool maximize, bool use_wd, bool decoupled) {
+void optim_adam(device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, compute_t<T> neg_step_size,
+                compute_t<T> bc2_sqrt, compute_t<T> w1, compute_t<T> b2, compute_t<T> w2, compute_t<T> eps,
+                compute_t<T> wd, compute_t<T> decay, bool maximize, bool use_wd, bool decoupled) {
   if (n == 0) return;
   device_context ctx(dev);
   optim_adam_kernel<T><<<grid_for(n, 256, dev.index), 256, 0, current_stream()>>>(
@@ -227,41 +241,39 @@ void optim_adam(device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t 
   check_launch("the Adam update kernel launch");
 }
 
-// torch's lerp: a + w (b - a) for w < 0.5, else b - (b - a)(1 - w) (optim.hpp detail::lerp)
-template <class T>
-__device__ __forceinline__ T ag_lerp(T a, T b, T w) {
-  return w < T(0.5) ? T(a + w * (b - a)) : T(b - (b - a) * (T(1) - w));
-}
 template <class T>
 __global__ void optim_rmsprop_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ sq,
-                                     T* __restrict__ buf, T* __restrict__ ga, std::int64_t n, T alpha, T w, T eps, T wd,
-                                     T mu, T neg_lr, bool maximize, bool use_wd) {
+                                     T* __restrict__ buf, T* __restrict__ ga, std::int64_t n, compute_t<T> alpha,
+                                     compute_t<T> w, compute_t<T> eps, compute_t<T> wd, compute_t<T> mu,
+                                     compute_t<T> neg_lr, bool maximize, bool use_wd) {
+  using A = compute_t<T>;
   for_each_index(n, [&](std::int64_t k) {
-    const T pk = p[k];
-    const T d = update_grad(g, k, pk, maximize, use_wd, wd);
-    const T s2 = sq[k] * alpha + w * d * d;
-    sq[k] = s2;
-    T avg;
+    const A pk = static_cast<A>(p[k]);
+    const A d = update_grad(g, k, pk, maximize, use_wd, wd);
+    const A s2 = static_cast<A>(sq[k]) * alpha + w * d * d;
+    sq[k] = static_cast<T>(s2);
+    A avg;
     if (ga) {
-      const T a = ag_lerp(ga[k], d, w);
-      ga[k] = a;
-      avg = ag_sqrt(T(s2 + T(-1) * a * a));
+      const A a = ag_lerp(static_cast<A>(ga[k]), d, w);
+      ga[k] = static_cast<T>(a);
+      avg = ag_sqrt(A(s2 + A(-1) * a * a));
     } else {
       avg = ag_sqrt(s2);
     }
     avg = avg + eps;
     if (buf) {
-      const T b = buf[k] * mu + T(1) * d / avg;
-      buf[k] = b;
-      p[k] = pk + neg_lr * b;
+      const A b = static_cast<A>(buf[k]) * mu + A(1) * d / avg;
+      buf[k] = static_cast<T>(b);
+      p[k] = static_cast<T>(pk + neg_lr * b);
     } else {
-      p[k] = pk + neg_lr * d / avg;
+      p[k] = static_cast<T>(pk + neg_lr * d / avg);
     }
   });
 }
 template <class T>
-void optim_rmsprop(device dev, T* p, const T* g, T* sq, T* buf, T* ga, std::int64_t n, T alpha, T w, T eps, T wd, T mu,
-                   T neg_lr, bool maximize, bool use_wd) {
+void optim_rmsprop(device dev, T* p, const T* g, T* sq, T* buf, T* ga, std::int64_t n, compute_t<T> alpha,
+                   compute_t<T> w, compute_t<T> eps, compute_t<T> wd, compute_t<T> mu, compute_t<T> neg_lr,
+                   bool maximize, bool use_wd) {
   if (n == 0) return;
   device_context ctx(dev);
   optim_rmsprop_kernel<T><<<grid_for(n, 256, dev.index), 256, 0, current_stream()>>>(p, g, sq, buf, ga, n, alpha, w, eps,
@@ -271,18 +283,20 @@ void optim_rmsprop(device dev, T* p, const T* g, T* sq, T* buf, T* ga, std::int6
 
 template <class T>
 __global__ void optim_adagrad_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ sum, std::int64_t n,
-                                     T neg_clr, T eps, T wd, bool maximize, bool use_wd) {
+                                     compute_t<T> neg_clr, compute_t<T> eps, compute_t<T> wd, bool maximize,
+                                     bool use_wd) {
+  using A = compute_t<T>;
   for_each_index(n, [&](std::int64_t k) {
-    const T pk = p[k];
-    const T d = update_grad(g, k, pk, maximize, use_wd, wd);
-    const T s2 = sum[k] + T(1) * d * d;
-    sum[k] = s2;
-    p[k] = pk + neg_clr * d / (ag_sqrt(s2) + eps);
+    const A pk = static_cast<A>(p[k]);
+    const A d = update_grad(g, k, pk, maximize, use_wd, wd);
+    const A s2 = static_cast<A>(sum[k]) + A(1) * d * d;
+    sum[k] = static_cast<T>(s2);
+    p[k] = static_cast<T>(pk + neg_clr * d / (ag_sqrt(s2) + eps));
   });
 }
 template <class T>
-void optim_adagrad(device dev, T* p, const T* g, T* sum, std::int64_t n, T neg_clr, T eps, T wd, bool maximize,
-                   bool use_wd) {
+void optim_adagrad(device dev, T* p, const T* g, T* sum, std::int64_t n, compute_t<T> neg_clr, compute_t<T> eps,
+                   compute_t<T> wd, bool maximize, bool use_wd) {
   if (n == 0) return;
   device_context ctx(dev);
   optim_adagrad_kernel<T><<<grid_for(n, 256, dev.index), 256, 0, current_stream()>>>(p, g, sum, n, neg_clr, eps, wd,
