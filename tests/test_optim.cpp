@@ -286,6 +286,29 @@ TEST_CASE("optim: clip_grad_norm_ against torch") {
   CHECK(hi == 0.5);
 }
 
+TEST_CASE("optim: clip_grad_norm_ / clip_grad_value_ of bfloat16 gradients") {
+  // the norm summed in double from the 16-bit values; the scale rounded to bfloat16, then each
+  // product rounded (torch: g.mul_(coef.to(g.dtype)))
+  const auto& c = get_case(kFile, "clip_l2");
+  two_params<bfloat16> m;
+  Tensor<bfloat16, shape<3, 4>> g0 = make<double, shape<3, 4>>(c.at("g0")).to<bfloat16>();
+  Tensor<bfloat16, shape<5>> g1 = make<double, shape<5>>(c.at("g1")).to<bfloat16>();
+  m.a.set_grad(g0.clone());  // clipped in place: keep g0, g1
+  m.b.set_grad(g1.clone());
+  double want = 0;
+  for (std::int64_t i = 0; i < 12; ++i) want += double(float(g0.data()[i])) * double(float(g0.data()[i]));
+  for (std::int64_t i = 0; i < 5; ++i) want += double(float(g1.data()[i])) * double(float(g1.data()[i]));
+  want = std::sqrt(want);
+  const double total = nn::utils::clip_grad_norm_(m.parameters(), 1.0);
+  CHECK(total == Approx(want).epsilon(1e-12));
+  const bfloat16 coef(static_cast<float>(std::min(1.0 / (want + 1e-6), 1.0)));
+  const auto ga = m.a.grad();
+  for (std::int64_t i = 0; i < 12; ++i) CHECK(float(ga.data()[i]) == float(bfloat16(float(g0.data()[i]) * float(coef))));
+  nn::utils::clip_grad_value_(m.parameters(), 0.25);
+  const auto gb = m.b.grad();
+  for (std::int64_t i = 0; i < 5; ++i) CHECK(std::fabs(float(gb.data()[i])) <= 0.25f);
+}
+
 TEST_CASE("optim: a training loop (module, cross_entropy, backward, AdamW) against torch") {
   const auto& c = get_case(kFile, "train_mlp_adamw");
   nn::Sequential<nn::Linear<4, 6>, nn::ReLU, nn::Linear<6, 3>> mlp;

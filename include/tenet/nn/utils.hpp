@@ -26,6 +26,12 @@ void visit_grad(const any_tensor& g, F&& f) {
   } else if (g.scalar_type() == dtype::float64) {
     const auto t = g.flat<double>();
     f(t.data(), t.numel(), t.device());
+  } else if (g.scalar_type() == dtype::bfloat16) {  // norms summed in double; the scale rounded to
+    const auto t = g.flat<bfloat16>();               // the gradient's dtype first, as torch's mul_
+    f(t.data(), t.numel(), t.device());
+  } else if (g.scalar_type() == dtype::float16) {
+    const auto t = g.flat<float16>();
+    f(t.data(), t.numel(), t.device());
   } else {
     throw dtype_error(std::string("tenet: nn::utils: gradients of ") + name(g.scalar_type()) + " are not supported");
   }
