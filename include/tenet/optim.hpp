@@ -125,7 +125,7 @@ class Optimizer {
     if (params_.empty()) throw value_error(std::string("tenet: optim::") + name + " got an empty parameter list");
     for (std::size_t i = 0; i < params_.size(); ++i) {
       const auto d = params_[i].scalar_type();
-      if (d != dtype::float32 && d != dtype::float64 && d != dtype::bfloat16 && d != dtype::float16)
+      if (!is_floating(d))
         throw dtype_error(std::string("tenet: optim::") + name + ": parameter " + std::to_string(i) + " is " +
                           tenet::name(d) + "; tenet's optimizers update floating parameters");
       if (!params_[i].is_contiguous())
@@ -165,7 +165,7 @@ class Optimizer {
                           tenet::detail::sizes_text(params_[i].sizes()));
       const device pd = params_[i].device();
       device gd = pd;
-      with_float_type(g.scalar_type(), [&]<class T>() { gd = g.flat<T>().device(); });
+      any_tensor::visit_floating_dtype(g.scalar_type(), [&]<class T>() { gd = g.flat<T>().device(); });
       if (gd != pd)
         throw device_error(std::string("tenet: optim::") + name_ + ": the gradient of parameter " + std::to_string(i) +
                            " is on " + gd.str() + ", the parameter on " + pd.str());
@@ -177,8 +177,9 @@ class Optimizer {
     for (std::size_t i = 0; i < params_.size(); ++i) {
       if (!grads[i].defined()) continue;
       const any_tensor p = params_[i].value();
-      with_float_type(params_[i].scalar_type(),
-                      [&]<class T>() { update(i, p.flat<T>().data(), grads[i].flat<T>().data(), p.numel()); });
+      any_tensor::visit_floating_dtype(params_[i].scalar_type(), [&]<class T>() {  // checked floating above
+        update(i, p.flat<T>().data(), grads[i].flat<T>().data(), p.numel());
+      });
     }
   }
   /// Clears (set_to_none, torch 2's default) or zeroes the gradients of the parameters.
@@ -323,17 +324,6 @@ class Optimizer {
   virtual void update(std::size_t i, double* p, const double* g, std::int64_t n) = 0;
   virtual void update(std::size_t i, bfloat16* p, const bfloat16* g, std::int64_t n) = 0;
   virtual void update(std::size_t i, float16* p, const float16* g, std::int64_t n) = 0;
-  /// f.template operator()<T>() with T the parameter dtype d's type (a checked floating dtype).
-  template <class F>
-  static void with_float_type(dtype d, F&& f) {
-    switch (d) {
-      case dtype::float32: f.template operator()<float>(); break;
-      case dtype::float64: f.template operator()<double>(); break;
-      case dtype::bfloat16: f.template operator()<bfloat16>(); break;
-      case dtype::float16: f.template operator()<float16>(); break;
-      default: throw dtype_error(std::string("tenet: optim: ") + tenet::name(d) + " is not a floating dtype");
-    }
-  }
   /// The names of the numeric hyperparameters (not lr) with their storage.
   virtual std::vector<std::pair<std::string, double*>> hyperparameters() const = 0;
   /// Every state buffer name the optimizer may keep for a parameter (with the current options).

@@ -140,6 +140,15 @@ class any_tensor {
     }
     throw dtype_error("tenet: invalid dtype value " + std::to_string(static_cast<int>(d)));
   }
+  /// visit_dtype for the four floating dtypes; false, and f not called, for any other.
+  template <class F>
+  static bool visit_floating_dtype(dtype d, F&& f) {
+    if (!is_floating(d)) return false;
+    visit_dtype(d, [&]<class T>() {
+      if constexpr (is_floating_v<T>) f.template operator()<T>();
+    });
+    return true;
+  }
 
  private:
   /// A fresh bool tensor holding n values from p. (bool values are copied rather than viewed: no

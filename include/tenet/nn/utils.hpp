@@ -20,21 +20,14 @@ namespace detail {
 /// f(data, n, device) on g's values (contiguous; host memory on the CPU, device memory elsewhere).
 template <class F>
 void visit_grad(const any_tensor& g, F&& f) {
-  if (g.scalar_type() == dtype::float32) {
-    const auto t = g.flat<float>();
+  // 16-bit gradients too: their norms summed in double, the scale rounded to the gradient's dtype
+  // before the products, as torch's mul_
+  const bool floating = any_tensor::visit_floating_dtype(g.scalar_type(), [&]<class T>() {
+    const auto t = g.flat<T>();
     f(t.data(), t.numel(), t.device());
-  } else if (g.scalar_type() == dtype::float64) {
-    const auto t = g.flat<double>();
-    f(t.data(), t.numel(), t.device());
-  } else if (g.scalar_type() == dtype::bfloat16) {  // norms summed in double; the scale rounded to
-    const auto t = g.flat<bfloat16>();               // the gradient's dtype first, as torch's mul_
-    f(t.data(), t.numel(), t.device());
-  } else if (g.scalar_type() == dtype::float16) {
-    const auto t = g.flat<float16>();
-    f(t.data(), t.numel(), t.device());
-  } else {
+  });
+  if (!floating)
     throw dtype_error(std::string("tenet: nn::utils: gradients of ") + name(g.scalar_type()) + " are not supported");
-  }
 }
 /// f(data, n, device) on each defined gradient (visit_grad); write_back: the (possibly copied)
 /// gradient is set back as the parameter's grad, so that writes into a strided gradient are kept.

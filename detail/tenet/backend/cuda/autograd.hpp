@@ -138,14 +138,14 @@ void view_backward_into(const Tensor<T, dyn_shape<RV>>& g, const sizes_t<RV>& vs
       gl.stride[d] = g.strides()[d];
       vl.stride[d] = vstrides[d];
     }
-    ag_scatter_add_kernel<T, A, RV><<<grid_for(nv, 256, dev.index), 256, 0, current_stream()>>>(buf.data(), g.data(), gl, vl,
-                                                                                          voffset - lo, nv);
+    ag_scatter_add_kernel<T, A, RV><<<grid_for(nv, 256, dev.index), 256, 0, current_stream()>>>(
+        buf.data(), g.data(), gl, vl, voffset - lo, nv);
     check_launch("autograd's view-backward scatter kernel launch");
   }
   ag_layout<RB> bl{};
   for (std::size_t d = 0; d < RB; ++d) bl.size[d] = out.sizes()[d], bl.stride[d] = bstrides[d];
   ag_gather_kernel<T, A, RB><<<grid_for(nb, 256, dev.index), 256, 0, current_stream()>>>(out.data(), buf.data(), bl,
-                                                                                     boffset - lo, nb);
+                                                                                        boffset - lo, nb);
   check_launch("autograd's view-backward gather kernel launch");
 }
 
