@@ -15,34 +15,15 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 
+import optim_case
 from reference_writer import ReferenceFile
 
 ref = ReferenceFile()
 STEPS = 6
 
 
-def opt_case(name, make, dtype=torch.float64, steps=STEPS):
-    g = torch.Generator().manual_seed(sum(map(ord, name)))
-    p0 = torch.randn(3, 4, generator=g, dtype=dtype)
-    p1 = torch.randn(5, generator=g, dtype=dtype)
-    params = [p0.clone().requires_grad_(), p1.clone().requires_grad_()]
-    opt = make(params)
-    data = dict(p0=p0, p1=p1)
-    for s in range(steps):
-        for i, p in enumerate(params):
-            gr = torch.randn(p.shape, generator=g, dtype=dtype) * (0.1 if s % 2 else 1.0)
-            p.grad = gr.clone()
-            data[f"g{s}_{i}"] = gr
-        opt.step()
-        for i, p in enumerate(params):
-            data[f"out{s}_{i}"] = p.detach().clone()
-    for i, p in enumerate(params):
-        for k, v in opt.state[p].items():
-            if torch.is_tensor(v) and v.dim() > 0:
-                data[f"state_{i}_{k}"] = v.clone()
-            elif k == "step":
-                data[f"state_{i}_step"] = torch.tensor(float(v), dtype=torch.float64)
-    ref.case(name, **data)
+def opt_case(name, make, dtype=torch.float64):
+    optim_case.opt_case(ref, name, make, dtype, STEPS)
 
 
 F = dict(foreach=False)
