@@ -116,9 +116,10 @@ TEST_CASE("optim: SGD, Adam, AdamW, RMSprop, Adagrad against torch") {
 }
 
 /// bfloat16 / float16 parameters (tests/reference/gen_optim_half.py: torch's single-tensor steps
-/// on 16-bit tensors): tenet's loops round each operation to the 16-bit type too, in their own
-/// order (torch's addcdiv_ / lerp_ round once), so a value may differ by a unit or two of the
-/// 16-bit precision; the tolerances are four.
+/// on 16-bit tensors): tenet's loops load each 16-bit parameter, gradient and state value into
+/// float, compute the step there and round once on the store, whereas torch's single-tensor steps
+/// round after each of their ops; a value may differ by a unit or two of the 16-bit precision, and
+/// the tolerances are four.
 template <class T>
 void half_cases(const char* tag) {
   const double u = std::is_same_v<T, bfloat16> ? 0x1p-8 : 0x1p-11, r = 4 * u, a = 4 * u;
