@@ -1,6 +1,6 @@
 // CUDA autograd tests, part 4: convolution, pooling, resampling and padding on cuda(0) against
 // the CPU backend, values and gradients. conv2d runs natively on CUDA (im2col + cuBLASLt; the
-// 1x1 case reads x as its columns), max_pool2d as a window kernel, the rest through their
+// 1x1 case reads x as its columns; 3x3 with stride 1 as Winograd F(2x2, 3x3)), max_pool2d as a window kernel, the rest through their
 // decompositions (pad, window views, reductions, matmul). Inputs are also given transposed
 // (non-contiguous); 16-bit conv2d and max_pool2d are checked against the CPU in float.
 #include <catch2/catch.hpp>
@@ -78,6 +78,12 @@ TEST_CASE("cuda conv2d: values and gradients of input, weight and bias against t
       {"1x1 groups 4", 2, 8, 5, 6, 8, 1, {.groups = 4}},
       {"5x3 stride (2, 1) pad (2, 0)", 1, 2, 12, 9, 3, 0, {.stride = {2, 1}, .padding = {2, 0}}},
       {"size-1 image and batch", 1, 3, 1, 1, 2, 1, {}},
+      // Winograd F(2x2, 3x3) (3x3, stride 1, one group): odd output sizes cut the last tiles
+      {"3x3 pad 1, 9x11 (Winograd)", 2, 16, 9, 11, 12, 3, {.padding = 1}},
+      {"3x3 pad (2, 0), 7x6 (Winograd)", 1, 5, 7, 6, 3, 3, {.padding = {2, 0}}},
+      {"3x3 no pad on 3x3 (Winograd, one output)", 2, 4, 3, 3, 2, 3, {}},
+      {"3x3 pad 1, 46x46 (Winograd; the weight gradient sums 1058 tiles in 4 slices)", 2, 4, 46, 46, 3, 3,
+       {.padding = 1}},
   };
   for (const auto& k : cases) {
     const std::int64_t kh = k.k == 0 ? 5 : k.k, kw = k.k == 0 ? 3 : k.k;
@@ -107,6 +113,10 @@ TEST_CASE("cuda conv2d: values and gradients of input, weight and bias against t
       check_same(g.db, c.db, "d bias");
     }
   }
+  // double takes the Winograd path too
+  const T4<double> xd = randn<double, CS4>(2, 6, 8, 5), wd = randn<double, CS4>(4, 6, 3, 3);
+  check_same(T4<double>(conv2d(xd.to(gpu), wd.to(gpu), {.padding = 1})), T4<double>(conv2d(xd, wd, {.padding = 1})),
+             "double, 3x3 pad 1 (Winograd)");
   // an empty batch: an empty result, no launch
   T4<T> e = conv2d(T4<T>(sizes_t<4>{0, 3, 5, 5}, gpu), randn<T, CS4>(2, 3, 3, 3).to(gpu));
   CHECK(e.sizes() == sizes_t<4>{0, 2, 3, 3});

@@ -5,7 +5,9 @@
 // col[n][(c * kh + i) * kw + j][oy * ow + ox] (zeros where a window reads padding), then one
 // strided-batched cuBLASLt GEMM per group computes y[n][g] (O/g x L) = w[g] (O/g x K) . col[n][g]
 // (K x L), K = C/g * kh * kw, L = oh * ow, straight into the NCHW output (no transposing copy).
-// A 1x1 convolution with stride 1 and no padding reads a contiguous x as its columns (no im2col).
+// A 1x1 convolution with stride 1 and no padding reads a contiguous x as its columns (no im2col);
+// a 3x3 one with stride 1 and one group, in float or double, runs as Winograd F(2x2, 3x3)
+// (winograd.hpp), its weight gradient too.
 // The chunk keeps the columns under 256 MiB. float, double, float16 and bfloat16 (cuBLASLt's).
 // The weight gradient (aten::conv2d_weight, autograd's) uses the same columns in (K, images, L)
 // layout and one GEMM per group over all positions of a chunk, accumulating across chunks.
@@ -18,6 +20,7 @@
 #include <tenet/backend/cuda/gemm.hpp>
 #include <tenet/backend/cuda/pointwise.hpp>
 #include <tenet/backend/cuda/runtime.hpp>
+#include <tenet/backend/cuda/winograd.hpp>
 
 namespace tenet::detail::cuda {
 
@@ -119,6 +122,10 @@ void run_conv2d(T* out, const T* x, const sizes_t<4>& xst, const T* w, const cpu
           "the conv2d fill");
     return;
   }
+  if (winograd_chunk<T>(g) > 0) {  // 3x3, stride 1, one group, float or double
+    run_conv2d_winograd(out, x, xst, w, g, dev);
+    return;
+  }
   const bool direct = g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
                       g.pad_left == 0 && g.pad_bottom == 0 && g.pad_right == 0 && xst[3] == 1 && xst[2] == g.W &&
                       xst[1] == g.H * g.W;
@@ -160,6 +167,10 @@ void run_conv2d_weight(T* dw, const T* x, const sizes_t<4>& xst, const T* gp, co
   device_context ctx(dev);
   if (g.N == 0 || L == 0) {
     check(cudaMemsetAsync(dw, 0, static_cast<std::size_t>(g.O * K) * sizeof(T), current_stream()), "the conv2d_weight fill");
+    return;
+  }
+  if (winograd_chunk<T>(g) > 0) {  // 3x3, stride 1, one group, float or double
+    run_conv2d_weight_winograd(dw, x, xst, gp, g, dev);
     return;
   }
   const std::int64_t per_image = rows * L;
