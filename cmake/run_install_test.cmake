@@ -7,7 +7,8 @@
 #     CMAKE_PREFIX_PATH = prefix + the main build's prefix path, TENET_DEPS_DIR forwarded), and
 #     check that tenet was found in the prefix, not somewhere else;
 #  3. build it;
-#  4. run the program it produced, which must exit with 0.
+#  4. run the program it produced, which must exit with 0;
+#  5. with TENET_IT_CUDA, run its CUDA program too (exit 0; 77 where there is no GPU).
 cmake_minimum_required(VERSION 3.25)
 
 if(NOT SETTINGS OR NOT EXISTS "${SETTINGS}")
@@ -53,7 +54,10 @@ foreach(pair IN ITEMS
     "CMAKE_CXX_FLAGS|TENET_IT_CXX_FLAGS"
     "CMAKE_MAKE_PROGRAM|TENET_IT_MAKE_PROGRAM"
     "CMAKE_TOOLCHAIN_FILE|TENET_IT_TOOLCHAIN_FILE"
-    "CMAKE_BUILD_TYPE|CONFIG")
+    "CMAKE_BUILD_TYPE|CONFIG"
+    "TENET_IT_CUDA|TENET_IT_CUDA"
+    "CMAKE_CUDA_COMPILER|TENET_IT_CUDA_COMPILER"
+    "CMAKE_CUDA_ARCHITECTURES|TENET_IT_CUDA_ARCHITECTURES")
   string(REPLACE "|" ";" pair "${pair}")
   list(GET pair 0 cache_var)
   list(GET pair 1 value_var)
@@ -103,5 +107,20 @@ execute_process(COMMAND ${TENET_IT_EMULATOR} "${exe}"
 message("${out}")
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "install test: ${exe} exited with ${rc}, expected 0")
+endif()
+# 5. The CUDA program (TENET_IT_CUDA): exit 0 on a GPU; 77 where there is none (built, not run).
+if(TENET_IT_CUDA)
+  set(exe "${consumer_build}/bin/tenet_install_consumer_cuda${TENET_IT_EXE_SUFFIX}")
+  if(NOT EXISTS "${exe}")
+    message(FATAL_ERROR "install test: ${exe} was not built")
+  endif()
+  execute_process(COMMAND ${TENET_IT_EMULATOR} "${exe}"
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  message("${out}")
+  if(rc EQUAL 77)
+    message(STATUS "install test: the CUDA consumer built against tenet::cuda of ${prefix}; no GPU here, not run")
+  elseif(NOT rc EQUAL 0)
+    message(FATAL_ERROR "install test: ${exe} exited with ${rc}, expected 0 (or 77 without a GPU)")
+  endif()
 endif()
 message(STATUS "install test: consumer built against ${prefix} and ran successfully")
