@@ -78,6 +78,33 @@ TEST_CASE("cuda: one fused pointwise kernel, contiguous, broadcast and strided")
     into.slice<1>(0, 256).copy_(dw + dbrow);
     check_close(F2(into.slice<1>(0, 256).contiguous()), F2(w + brow), 1e-6, 1e-6);
   }
+  SECTION("rows of two dims: a per-channel scale and shift over N, C, H x W, a residual, bf16, fallbacks") {
+    using F4 = Tensor<float, dyn_shape<4>>;
+    const auto g = tenet::cuda(0);
+    F4 y = randn<float, dyn_shape<4>>(3, 5, 6, 8), r = randn<float, dyn_shape<4>>(3, 5, 6, 8);  // H x W: 12 groups
+    F3 sc = randn<float, dyn_shape<3>>(5, 1, 1), sh = randn<float, dyn_shape<3>>(5, 1, 1);
+    const F4 dy = y.to(g);
+    const F3 dsc = sc.to(g), dsh = sh.to(g);
+    check_close(F4(relu(dy * dsc + dsh)), F4(relu(y * sc + sh)), 1e-6, 1e-6);  // ResNet's eval batch norm
+    check_close(F4(relu(dy * dsc + dsh + r.to(g))), F4(relu(y * sc + sh + r)), 1e-6, 1e-6);
+    // a channel slice: rows (n, c) at strides 240 and 48 of the parent
+    check_close(F4(dy.slice<1>(1, 4) * dsc.slice<0>(1, 4)), F4(y.slice<1>(1, 4) * sc.slice<0>(1, 4)), 1e-6, 1e-6);
+    // H x W = 9, not whole 16-byte groups: the index-per-element path
+    F4 odd = randn<float, dyn_shape<4>>(2, 5, 3, 3);
+    check_close(F4(odd.to(g) * dsc - dsh), F4(odd * sc - sh), 1e-6, 1e-6);
+    Tensor<bfloat16, dyn_shape<4>> yb = y.to<bfloat16>();
+    Tensor<bfloat16, dyn_shape<3>> scb = sc.to<bfloat16>();
+    check_close(Tensor<bfloat16, dyn_shape<4>>(yb.to(g) * scb.to(g)), Tensor<bfloat16, dyn_shape<4>>(yb * scb), 0, 0);
+    // a lazy draw in the two-dim rows: element (n, c, h, w) draws the CPU's value
+    auto drawn = [](const F3& scale) {
+      const device_guard on(scale.device());
+      return F4(rand_lazy<float, dyn_shape<4>>(3, 5, 6, 8) * scale);
+    };
+    manual_seed(19);
+    const F4 dc = drawn(sc);
+    manual_seed(19);
+    check_close(drawn(dsc), dc, 0, 0);
+  }
   SECTION("a transposed (non-contiguous) operand") {
     F2 sq = cpu_randn(64, 64);
     auto dsq = sq.to(tenet::cuda(0));

@@ -200,13 +200,20 @@ struct dpw<Tensor<T, S>, R> {
     if (!st[0]) return group<N>::filled(base[0]);
     return vector_at<N>(base + i);
   }
+  /// Rows layout (the pointwise rows mode): N elements from row (i0, i1), column i2, at strides
+  /// st[0] and st[1] on the row dims and st[R - 1] (0 or 1) on the vector dim.
+  template <int N>
+  __device__ TENET_INLINE group<N> load_at3(std::int64_t i0, std::int64_t i1, std::int64_t i2) const {
+    const T* p = base + i0 * st[0];
+    if constexpr (R >= 2) p += i1 * st[1];
+    if (!st[R - 1]) return group<N>::filled(p[0]);
+    return vector_at<N>(p + i2);
+  }
   /// Two-dim layout (reductions, reduce.hpp): N elements from (i0, i1) at stride st[0] on the
   /// outer dim and st[R - 1] (0 or 1) on the vector dim.
   template <int N>
   __device__ TENET_INLINE group<N> load_at(std::int64_t i0, std::int64_t i1) const {
-    const T* p = base + i0 * st[0];
-    if (!st[R - 1]) return group<N>::filled(p[0]);
-    return vector_at<N>(p + i1);
+    return load_at3<N>(i0, 0, i1);
   }
   /// N elements from p, one vector load (p aligned to the group's size).
   template <int N>
@@ -242,6 +249,10 @@ struct dpw<scalar<T>, R> {
   }
   template <int N>
   __device__ TENET_INLINE group<N> load_at(std::int64_t, std::int64_t) const {
+    return group<N>{value};
+  }
+  template <int N>
+  __device__ TENET_INLINE group<N> load_at3(std::int64_t, std::int64_t, std::int64_t) const {
     return group<N>{value};
   }
 };
@@ -340,14 +351,18 @@ struct dpw<node<P, C...>, R> : divisor_check<checks_divisor<P, typename node<P, 
     else return group<N>{c, {kids.a.template load<N>(i), kids.b.template load<N>(i), kids.c.template load<N>(i)}};
   }
   template <int N>
-  __device__ TENET_INLINE group<N> load_at(std::int64_t i0, std::int64_t i1) const {
+  __device__ TENET_INLINE group<N> load_at3(std::int64_t i0, std::int64_t i1, std::int64_t i2) const {
     const check_t& c = *this;
-    if constexpr (arity == 1) return group<N>{c, {kids.a.template load_at<N>(i0, i1)}};
+    if constexpr (arity == 1) return group<N>{c, {kids.a.template load_at3<N>(i0, i1, i2)}};
     else if constexpr (arity == 2)
-      return group<N>{c, {kids.a.template load_at<N>(i0, i1), kids.b.template load_at<N>(i0, i1)}};
+      return group<N>{c, {kids.a.template load_at3<N>(i0, i1, i2), kids.b.template load_at3<N>(i0, i1, i2)}};
     else
-      return group<N>{c, {kids.a.template load_at<N>(i0, i1), kids.b.template load_at<N>(i0, i1),
-                          kids.c.template load_at<N>(i0, i1)}};
+      return group<N>{c, {kids.a.template load_at3<N>(i0, i1, i2), kids.b.template load_at3<N>(i0, i1, i2),
+                          kids.c.template load_at3<N>(i0, i1, i2)}};
+  }
+  template <int N>
+  __device__ TENET_INLINE group<N> load_at(std::int64_t i0, std::int64_t i1) const {
+    return load_at3<N>(i0, 0, i1);
   }
 };
 
@@ -420,18 +435,20 @@ struct out_layout {
   std::int64_t sizes[R];
   std::int64_t st[R];
   int nd;
+  std::int64_t rows_b = 1, rows_b_st = 0;  // rows mode: the second row dim (1: none) and its stride
 };
 
-/// Any layout: an index per element. lay.nd == -2 is the two-dim layout instead (rows
-/// lay.sizes[0] at output stride lay.st[0], lay.sizes[1] columns a whole number of 16-byte groups,
-/// every leaf's column stride 0 or 1, read with load_at): groups as in the flat kernel, each
-/// group's row and column from one division.
+/// Any layout: an index per element. lay.nd == -2 is the rows layout instead: rows (a, b) of
+/// lay.sizes[0] x lay.rows_b at output strides lay.st[0], lay.rows_b_st (rows_b 1: one row dim),
+/// lay.sizes[1] columns a whole number of 16-byte groups, every leaf's column stride 0 or 1, read
+/// with load_at3 (a row bias; a per-channel scale over N, C, H x W): groups as in the flat
+/// kernel, each group's row and column from one division (two with a second row dim).
 template <class T, std::size_t R, class Tree>
 __global__ void pointwise_strided_kernel(T* __restrict__ out, Tree tree, out_layout<T, R> lay, std::int64_t n) {
   if (lay.nd == -2) {
     constexpr int N = 16 / sizeof(T) > 0 ? static_cast<int>(16 / sizeof(T)) : 1;
     constexpr int U = flat_groups_per_step<T, Tree>;
-    const std::int64_t per_row = lay.sizes[1] / N, groups = lay.sizes[0] * per_row;
+    const std::int64_t per_row = lay.sizes[1] / N, B = lay.rows_b, groups = lay.sizes[0] * B * per_row;
     const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x * U;
     for (std::int64_t b = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U + threadIdx.x; b < groups; b += step) {
       typename Tree::template group<N> v[U];
@@ -440,8 +457,10 @@ __global__ void pointwise_strided_kernel(T* __restrict__ out, Tree tree, out_lay
       for (int u = 0; u < U; ++u) {
         const std::int64_t g = b + static_cast<std::int64_t>(u) * blockDim.x;
         const std::int64_t i = g / per_row, j = (g - i * per_row) * N;
-        at[u] = i * lay.st[0] + j;
-        if (g < groups) v[u] = tree.template load_at<N>(i, j);
+        std::int64_t i0 = i, i1 = 0;
+        if (B != 1) i0 = i / B, i1 = i - i0 * B;
+        at[u] = i0 * lay.st[0] + i1 * lay.rows_b_st + j;
+        if (g < groups) v[u] = tree.template load_at3<N>(i0, i1, j);
       }
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -578,19 +597,25 @@ void run_pointwise(const Tensor<T, S>& out, const E& e) {
     out_layout<T, R> lay{};
     lay.nd = static_cast<int>(sp.nd);
     for (std::size_t d = 0; d < sp.nd; ++d) lay.sizes[d] = sp.sizes[d], lay.st[d] = ost[d];
-    // two dims, the output's and every leaf's inner stride 0 or 1: 16-byte groups (a row bias, a
-    // column scale, a mask broadcast over a batch)
+    // two or three dims, the output's and every leaf's inner stride 0 or 1: 16-byte groups along
+    // rows of one or two dims (a row bias, a column scale, a mask broadcast over a batch, a
+    // per-channel scale or shift of an N, C, H x W tensor)
     if constexpr (R >= 2) {
-      if (sp.nd == 2 && ost[1] == 1 && sp.sizes[1] % N == 0 && reinterpret_cast<std::uintptr_t>(obase) % 16 == 0 &&
-          (ost[0] * static_cast<std::int64_t>(sizeof(T))) % 16 == 0) {
+      const std::size_t nd = sp.nd, v = nd - 1;  // v: the vector dim
+      const auto aligned16 = [](std::int64_t stride) { return (stride * static_cast<std::int64_t>(sizeof(T))) % 16 == 0; };
+      if ((nd == 2 || nd == 3) && ost[v] == 1 && sp.sizes[v] % N == 0 &&
+          reinterpret_cast<std::uintptr_t>(obase) % 16 == 0 && aligned16(ost[0]) && (nd == 2 || aligned16(ost[1]))) {
         bool rows = true;
         tree.for_each_leaf([&](const void* p, std::size_t size, const std::int64_t* st) {
-          if (st[1] != 0 && st[1] != 1) rows = false;
-          if (st[1] == 1 && !groups_aligned(p, size, N, st[0])) rows = false;
+          if (st[v] != 0 && st[v] != 1) rows = false;
+          if (st[v] == 1 && (!groups_aligned(p, size, N, st[0]) || (nd == 3 && !groups_aligned(p, size, N, st[1]))))
+            rows = false;
         });
         if (rows) {
-          tree.for_each_strides([](std::int64_t* st) { st[R - 1] = st[1]; });  // load_at's vector stride
+          tree.for_each_strides([v](std::int64_t* st) { st[R - 1] = st[v]; });  // load_at3's vector stride
           lay.nd = -2;
+          if (nd == 3) lay.rows_b = sp.sizes[1], lay.rows_b_st = ost[1];
+          lay.sizes[1] = sp.sizes[v];
           launch_grid_stride<pointwise_strided_kernel<T, R, tree_t>>(cfg, group_steps, dev, s, obase, tree, lay, n);
           check_launch("the pointwise kernel launch");
           return;
