@@ -22,6 +22,7 @@
 #include <tenet/backend/node_kids.hpp>
 #include <tenet/backend/cuda/runtime.hpp>
 #include <tenet/expr/node.hpp>
+#include <tenet/fast_divisor.hpp>
 #include <tenet/tensor.hpp>
 
 namespace tenet::detail::cuda {
@@ -436,13 +437,17 @@ struct out_layout {
   std::int64_t st[R];
   int nd;
   std::int64_t rows_b = 1, rows_b_st = 0;  // rows mode: the second row dim (1: none) and its stride
+  fast_divisor per_row_div, rows_b_div;     // rows mode: by the groups per row, by rows_b
 };
 
 /// Any layout: an index per element. lay.nd == -2 is the rows layout instead: rows (a, b) of
 /// lay.sizes[0] x lay.rows_b at output strides lay.st[0], lay.rows_b_st (rows_b 1: one row dim),
 /// lay.sizes[1] columns a whole number of 16-byte groups, every leaf's column stride 0 or 1, read
 /// with load_at3 (a row bias; a per-channel scale over N, C, H x W): groups as in the flat
-/// kernel, each group's row and column from one division (two with a second row dim).
+/// kernel, each group's row and column from one division, or with a second row dim from two
+/// 32-bit multiply-highs (fast_divisor; fewer than 2^30 groups): a 64-bit division per group
+/// held the per-channel case at 0.13 ms for 32 x 64 x 112 x 112 fp32, the divisors take it to
+/// 0.077 (H200).
 template <class T, std::size_t R, class Tree>
 __global__ void pointwise_strided_kernel(T* __restrict__ out, Tree tree, out_layout<T, R> lay, std::int64_t n) {
   if (lay.nd == -2) {
@@ -456,9 +461,16 @@ __global__ void pointwise_strided_kernel(T* __restrict__ out, Tree tree, out_lay
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const std::int64_t g = b + static_cast<std::int64_t>(u) * blockDim.x;
-        const std::int64_t i = g / per_row, j = (g - i * per_row) * N;
-        std::int64_t i0 = i, i1 = 0;
-        if (B != 1) i0 = i / B, i1 = i - i0 * B;
+        std::int64_t i0, i1 = 0, j;
+        if (B != 1) {  // two row dims: 32-bit multiply-highs (g is under 2^31: run_pointwise)
+          const auto g32 = static_cast<std::uint32_t>(g);
+          const std::uint32_t i = lay.per_row_div.div(g32);
+          j = static_cast<std::int64_t>(g32 - i * static_cast<std::uint32_t>(per_row)) * N;
+          const std::uint32_t q = lay.rows_b_div.div(i);
+          i0 = q, i1 = i - q * static_cast<std::uint32_t>(B);
+        } else {  // one: a plain division (faster here, H200: 2720 against 2484 GB/s for x + bias)
+          i0 = g / per_row, j = (g - i0 * per_row) * N;
+        }
         at[u] = i0 * lay.st[0] + i1 * lay.rows_b_st + j;
         if (g < groups) v[u] = tree.template load_at3<N>(i0, i1, j);
       }
@@ -603,7 +615,7 @@ void run_pointwise(const Tensor<T, S>& out, const E& e) {
     if constexpr (R >= 2) {
       const std::size_t nd = sp.nd, v = nd - 1;  // v: the vector dim
       const auto aligned16 = [](std::int64_t stride) { return (stride * static_cast<std::int64_t>(sizeof(T))) % 16 == 0; };
-      if ((nd == 2 || nd == 3) && ost[v] == 1 && sp.sizes[v] % N == 0 &&
+      if ((nd == 2 || nd == 3) && ost[v] == 1 && sp.sizes[v] % N == 0 && (nd == 2 || n / N < (std::int64_t{1} << 30)) &&
           reinterpret_cast<std::uintptr_t>(obase) % 16 == 0 && aligned16(ost[0]) && (nd == 2 || aligned16(ost[1]))) {
         bool rows = true;
         tree.for_each_leaf([&](const void* p, std::size_t size, const std::int64_t* st) {
@@ -616,6 +628,8 @@ void run_pointwise(const Tensor<T, S>& out, const E& e) {
           lay.nd = -2;
           if (nd == 3) lay.rows_b = sp.sizes[1], lay.rows_b_st = ost[1];
           lay.sizes[1] = sp.sizes[v];
+          lay.per_row_div = fast_divisor(static_cast<std::uint32_t>(sp.sizes[v] / N));
+          lay.rows_b_div = fast_divisor(static_cast<std::uint32_t>(lay.rows_b));
           launch_grid_stride<pointwise_strided_kernel<T, R, tree_t>>(cfg, group_steps, dev, s, obase, tree, lay, n);
           check_launch("the pointwise kernel launch");
           return;
