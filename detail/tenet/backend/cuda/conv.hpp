@@ -122,8 +122,8 @@ void run_conv2d(T* out, const T* x, const sizes_t<4>& xst, const T* w, const cpu
           "the conv2d fill");
     return;
   }
-  if (winograd_chunk<T>(g) > 0) {  // 3x3, stride 1, one group, float or double
-    run_conv2d_winograd(out, x, xst, w, g, dev);
+  if (const std::int64_t chunk = winograd_chunk<T>(g); chunk > 0) {  // 3x3, stride 1, one group, fp32/fp64
+    run_conv2d_winograd(out, x, xst, w, g, chunk, dev);
     return;
   }
   const bool direct = g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
@@ -169,8 +169,8 @@ void run_conv2d_weight(T* dw, const T* x, const sizes_t<4>& xst, const T* gp, co
     check(cudaMemsetAsync(dw, 0, static_cast<std::size_t>(g.O * K) * sizeof(T), current_stream()), "the conv2d_weight fill");
     return;
   }
-  if (winograd_chunk<T>(g) > 0) {  // 3x3, stride 1, one group, float or double
-    run_conv2d_weight_winograd(dw, x, xst, gp, g, dev);
+  if (const std::int64_t chunk = winograd_chunk<T>(g); chunk > 0) {  // 3x3, stride 1, one group, fp32/fp64
+    run_conv2d_weight_winograd(dw, x, xst, gp, g, chunk, dev);
     return;
   }
   const std::int64_t per_image = rows * L;

@@ -54,6 +54,18 @@ std::int64_t winograd_chunk(const cpu::conv2d_geometry& g) {
 /// alone would use 16 of its SMs). The forward takes S = 1.
 struct wino_tiles {
   std::int32_t th, tw, per_image, P, S, Ps;
+  /// Value t of a [S][rows][Ps] plane: its row (a channel) and tile p = s Ps + ps.
+  TENET_HOST_DEVICE TENET_INLINE void slot(std::int32_t t, std::int32_t rows, std::int32_t& row,
+                                           std::int32_t& p) const {
+    const std::int32_t ps = t % Ps, r = t / Ps;
+    row = r % rows, p = (r / rows) * Ps + ps;
+  }
+  /// Tile p (< P): its image n of the chunk and its first output row and column.
+  TENET_HOST_DEVICE TENET_INLINE void locate(std::int32_t p, std::int32_t& n, std::int32_t& oy,
+                                             std::int32_t& ox) const {
+    const std::int32_t q = p % per_image;
+    n = p / per_image, oy = (q / tw) * 2, ox = (q % tw) * 2;
+  }
 };
 
 /// U[xi][o][c] = (G g G^T)[xi] of w[o][c] (3x3, contiguous O, C, 3, 3); a thread per (o, c).
@@ -89,12 +101,13 @@ __global__ void wino_input_kernel(const T* __restrict__ x, T* __restrict__ V, st
                                   std::int32_t pt, std::int32_t pl, wino_tiles tl) {
   const std::int32_t total = C * tl.S * tl.Ps;
   for (std::int32_t t = blockIdx.x * blockDim.x + threadIdx.x; t < total; t += gridDim.x * blockDim.x) {
-    const std::int32_t ps = t % tl.Ps, r = t / tl.Ps;
-    const std::int32_t c = r % C, p = (r / C) * tl.Ps + ps;
+    std::int32_t c, p;
+    tl.slot(t, C, c, p);
     T d[16];
     if (p < tl.P) {
-      const std::int32_t n = p / tl.per_image, q = p % tl.per_image;
-      const std::int32_t y0 = (q / tl.tw) * 2 - pt, x0 = (q % tl.tw) * 2 - pl;
+      std::int32_t n, oy, ox;
+      tl.locate(p, n, oy, ox);
+      const std::int32_t y0 = oy - pt, x0 = ox - pl;
       const T* base = x + n * sn + c * sc;
       for (int i = 0; i < 4; ++i) {
         const std::int32_t iy = y0 + i;
@@ -137,8 +150,8 @@ __global__ void wino_output_kernel(const T* __restrict__ M, T* __restrict__ y, s
   const std::int64_t plane = std::int64_t{O} * tl.P;
   for (std::int32_t t = blockIdx.x * blockDim.x + threadIdx.x; t < total; t += gridDim.x * blockDim.x) {
     const std::int32_t p = t % tl.P, o = t / tl.P;
-    const std::int32_t n = p / tl.per_image, q = p % tl.per_image;
-    const std::int32_t oy = (q / tl.tw) * 2, ox = (q % tl.tw) * 2;
+    std::int32_t n, oy, ox;
+    tl.locate(p, n, oy, ox);
     const T* in = M + std::int64_t{o} * tl.P + p;
     T m[16];
     for (int i = 0; i < 16; ++i) m[i] = in[i * plane];
@@ -169,12 +182,12 @@ __global__ void wino_grad_output_kernel(const T* __restrict__ gy, T* __restrict_
                                         std::int32_t ow, wino_tiles tl) {
   const std::int32_t total = O * tl.S * tl.Ps;
   for (std::int32_t t = blockIdx.x * blockDim.x + threadIdx.x; t < total; t += gridDim.x * blockDim.x) {
-    const std::int32_t ps = t % tl.Ps, r = t / tl.Ps;
-    const std::int32_t o = r % O, p = (r / O) * tl.Ps + ps;
+    std::int32_t o, p;
+    tl.slot(t, O, o, p);
     T d00 = T(0), d01 = T(0), d10 = T(0), d11 = T(0);
     if (p < tl.P) {
-      const std::int32_t n = p / tl.per_image, q = p % tl.per_image;
-      const std::int32_t oy = (q / tl.tw) * 2, ox = (q % tl.tw) * 2;
+      std::int32_t n, oy, ox;
+      tl.locate(p, n, oy, ox);
       const T* in = gy + o * channel_stride + n * image_stride + std::int64_t{oy} * ow + ox;
       const bool r1 = oy + 1 < oh, c1 = ox + 1 < ow;
       d00 = in[0];
@@ -226,7 +239,7 @@ __global__ void wino_grad_weight_kernel(const T* __restrict__ dU, T* __restrict_
   }
 }
 
-/// The input transform of images [0, nb) of x into V (layout [16][C][P]).
+/// The input transform of images [0, nb) of x into V (layout [16][S][C][Ps]).
 template <class T>
 void wino_transform_input(const T* x, const sizes_t<4>& xst, T* V, const cpu::conv2d_geometry& g,
                           const wino_tiles& tl, const device& dev) {
@@ -245,15 +258,15 @@ inline wino_tiles wino_tiling(const cpu::conv2d_geometry& g, std::int64_t nb, st
 }
 
 /// out (N, O, oh, ow; fresh, contiguous) = conv2d of x (N, C, H, W; any strides) with w (O, C, 3,
-/// 3; contiguous), geometry g, in chunks of winograd_chunk<T>(g) > 0 images.
+/// 3; contiguous), geometry g, in chunks of chunk = winograd_chunk<T>(g) > 0 images.
 template <class T>
 void run_conv2d_winograd(T* out, const T* x, const sizes_t<4>& xst, const T* w, const cpu::conv2d_geometry& g,
-                         const device& dev) {
-  const std::int64_t chunk = winograd_chunk<T>(g), per_image = wino_tiling(g, 1).P;
+                         std::int64_t chunk, const device& dev) {
+  const std::int64_t full = wino_tiling(g, chunk).P;
   const std::int64_t OC = g.O * g.C;
   Tensor<T, dyn_shape<1>> U(sizes_t<1>{16 * OC}, dev);
-  Tensor<T, dyn_shape<1>> V(sizes_t<1>{16 * g.C * chunk * per_image}, dev);
-  Tensor<T, dyn_shape<1>> M(sizes_t<1>{16 * g.O * chunk * per_image}, dev);
+  Tensor<T, dyn_shape<1>> V(sizes_t<1>{16 * g.C * full}, dev);
+  Tensor<T, dyn_shape<1>> M(sizes_t<1>{16 * g.O * full}, dev);
   constexpr int threads = 256;
   const cudaStream_t s = current_stream();
   wino_weight_kernel<T><<<grid_for(OC, threads, dev.index), threads, 0, s>>>(w, U.data(), static_cast<std::int32_t>(OC));
@@ -272,15 +285,15 @@ void run_conv2d_winograd(T* out, const T* x, const sizes_t<4>& xst, const T* w, 
   }
 }
 
-/// dw (O, C, 3, 3; fresh, contiguous) = the weight gradient of conv2d with geometry g
-/// (winograd_chunk<T>(g) > 0), input x (any strides) and output gradient gp in (O, N, oh, ow)
-/// layout (contiguous): per chunk, the input transform V (as the forward) and the gradient's
+/// dw (O, C, 3, 3; fresh, contiguous) = the weight gradient of conv2d with geometry g (in chunks
+/// of chunk = winograd_chunk<T>(g) > 0 images), input x (any strides) and output gradient gp in
+/// (O, N, oh, ow) layout (contiguous): per chunk, the input transform V (as the forward) and the gradient's
 /// DM = A dy A^T, then dU[xi] (O x C) += DM[xi] (O x P) . V[xi]^T (P x C), one batched GEMM;
 /// finally dw = G^T dU G.
 template <class T>
 void run_conv2d_weight_winograd(T* dw, const T* x, const sizes_t<4>& xst, const T* gp, const cpu::conv2d_geometry& g,
-                                const device& dev) {
-  const std::int64_t chunk = winograd_chunk<T>(g), full = wino_tiling(g, chunk).P;
+                                std::int64_t chunk, const device& dev) {
+  const std::int64_t full = wino_tiling(g, chunk).P;
   const std::int64_t OC = g.O * g.C, L = g.oh * g.ow;
   // slices: about four GEMM tiles of 128 x 128 per SM over the 16 S products, each of at least
   // 256 tiles (a slice's padding stays small); then a chunk's values grow by at most S tiles
