@@ -97,30 +97,31 @@ endif()
 # 3. Build.
 _tenet_run("building the consumer" "${CMAKE_COMMAND}" --build "${consumer_build}" ${config_args})
 
-# 4. Run (through the cross-compiling emulator if there is one, e.g. qemu for aarch64).
-set(exe "${consumer_build}/bin/tenet_install_consumer${TENET_IT_EXE_SUFFIX}")
-if(NOT EXISTS "${exe}")
-  message(FATAL_ERROR "install test: ${exe} was not built")
-endif()
-execute_process(COMMAND ${TENET_IT_EMULATOR} "${exe}"
-  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
-message("${out}")
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "install test: ${exe} exited with ${rc}, expected 0")
-endif()
-# 5. The CUDA program (TENET_IT_CUDA): exit 0 on a GPU; 77 where there is none (built, not run).
-if(TENET_IT_CUDA)
-  set(exe "${consumer_build}/bin/tenet_install_consumer_cuda${TENET_IT_EXE_SUFFIX}")
+# Runs the consumer's program <name> (through the cross-compiling emulator if there is one, e.g.
+# qemu for aarch64), prints its output and sets <rc_var> to its exit code.
+function(_tenet_run_consumer name rc_var)
+  set(exe "${consumer_build}/bin/${name}${TENET_IT_EXE_SUFFIX}")
   if(NOT EXISTS "${exe}")
     message(FATAL_ERROR "install test: ${exe} was not built")
   endif()
   execute_process(COMMAND ${TENET_IT_EMULATOR} "${exe}"
     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
   message("${out}")
+  set(${rc_var} "${rc}" PARENT_SCOPE)
+endfunction()
+
+# 4. Run the program: exit 0.
+_tenet_run_consumer(tenet_install_consumer rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "install test: tenet_install_consumer exited with ${rc}, expected 0")
+endif()
+# 5. The CUDA program (TENET_IT_CUDA): exit 0 on a GPU; 77 where there is none (built, not run).
+if(TENET_IT_CUDA)
+  _tenet_run_consumer(tenet_install_consumer_cuda rc)
   if(rc EQUAL 77)
     message(STATUS "install test: the CUDA consumer built against tenet::cuda of ${prefix}; no GPU here, not run")
   elseif(NOT rc EQUAL 0)
-    message(FATAL_ERROR "install test: ${exe} exited with ${rc}, expected 0 (or 77 without a GPU)")
+    message(FATAL_ERROR "install test: tenet_install_consumer_cuda exited with ${rc}, expected 0 (or 77 without a GPU)")
   endif()
 endif()
 message(STATUS "install test: consumer built against ${prefix} and ran successfully")
