@@ -2,7 +2,9 @@
 // against PyTorch (tests/reference/gen_reductions.py -> reductions.txt).
 #include "reference.hpp"
 
+#include <cmath>
 #include <cstdint>
+#include <random>
 #include <type_traits>
 #include <vector>
 
@@ -93,6 +95,77 @@ TEST_CASE("matmul of dyn shapes with mismatched K throws shape_error", "[matmul]
   const auto ba = tenet::ones<float, shape<dyn, 2, 3>>(2);
   const auto bb = tenet::ones<float, shape<dyn, 3, 2>>(3);
   CHECK_THROWS_AS(tenet::eval(tenet::matmul(ba, bb)), tenet::shape_error);  // batch 2 vs 3
+}
+
+namespace {
+
+// The product of views against a naive loop in double over their elements: a one-row or one-column
+// operand's other stride must be read (issue 26: gemm_reference replaced it by 1 when M, K or N was 1).
+template <class T>
+std::int64_t strided_matmul_mismatches(std::mt19937& gen) {
+  using M2 = Tensor<T, shape<dyn, dyn>>;
+  std::uniform_int_distribution<int> size(0, 4), kind(0, 4);
+  std::int64_t bad = 0;
+  auto view = [&](std::int64_t r, std::int64_t c) -> M2 {
+    const M2 base = tenet::cast<T>(tenet::randint<std::int64_t, shape<dyn, dyn>>(-5, 6, 2 * r + 3, 2 * c + 3));
+    switch (kind(gen)) {
+      case 0: return base.template narrow<0>(1, r).template narrow<1>(2, c);  // padded rows
+      case 1: return M2(base.t()).template slice<0>(0, 2 * c, 2).template narrow<1>(0, r).t();  // column-major, stepped
+      case 2: return M2(base.t()).template narrow<0>(1, c).template narrow<1>(0, r).t();  // column-major
+      case 3: return base.template slice<0>(0, 2 * r, 2).template slice<1>(1, 1 + 2 * c, 2);  // both stepped
+      default: return base.template narrow<0>(0, 1).template narrow<1>(0, c).template expand<dyn, dyn>(r, c);
+    }
+  };
+  for (int it = 0; it < 300; ++it) {
+    const std::int64_t m = size(gen), k = size(gen), n = size(gen);
+    const M2 a = view(m, k), b = view(k, n);
+    const M2 c = tenet::matmul(a, b);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (std::int64_t l = 0; l < k; ++l) s += static_cast<double>(a(i, l)) * static_cast<double>(b(l, j));
+        if (std::abs(static_cast<double>(c(i, j)) - s) > 1e-3 * (1 + std::abs(s))) ++bad;
+      }
+  }
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("matmul of one-row / one-column strided views reads their strides (issue 26)", "[matmul]") {
+  // The reported cases, with PyTorch 2.15's values.
+  const Tensor<float, shape<dyn, dyn>> a = tenet::reshape<dyn, dyn>(tenet::arange<float>(6.0), 2, 3);
+  const Tensor<float, shape<dyn>> r = tenet::matmul(a.select<1>(0), a);  // [0, 3] @ a
+  CHECK(r(0) == 9.0f);
+  CHECK(r(1) == 12.0f);
+  CHECK(r(2) == 15.0f);
+  CHECK(tenet::eval(tenet::dot(a.select<1>(0), a.select<1>(1))).item() == 12.0f);  // [0, 3] . [1, 4]
+  const Tensor<float, shape<dyn, dyn>> rt = tenet::matmul(a.narrow<1>(0, 1).t(), a);
+  CHECK(rt(0, 2) == 15.0f);
+  const Tensor<std::int64_t, shape<dyn, dyn>> ai = tenet::reshape<dyn, dyn>(tenet::arange<std::int64_t>(6), 2, 3);
+  const Tensor<std::int64_t, shape<dyn, dyn>> outer = tenet::matmul(ai.narrow<0>(0, 1).t(), ai.narrow<0>(1, 1));
+  CHECK(outer(2, 0) == 2 * 3);  // [0, 1, 2]^T @ [3, 4, 5]
+  CHECK(outer(1, 2) == 1 * 5);
+  // linear of a strided row, and batched [B, 1, K] transposed views
+  const Tensor<float, shape<dyn, dyn>> w = tenet::reshape<dyn, dyn>(tenet::arange<float>(4.0), 2, 2);
+  const Tensor<float, shape<dyn, dyn>> lin = tenet::linear(a.narrow<1>(0, 2).t().narrow<0>(0, 1), w);  // [[0, 3]] w^T
+  CHECK(lin(0, 0) == 3.0f);
+  CHECK(lin(0, 1) == 9.0f);
+  const Tensor<float, shape<dyn, dyn, dyn>> b3 = tenet::reshape<dyn, dyn, dyn>(tenet::arange<float>(12.0), 2, 3, 2);
+  const Tensor<float, shape<dyn, dyn, dyn>> bt = tenet::matmul(b3.transpose<1, 2>().narrow<1>(1, 1), b3);
+  // batch 0: [1, 3, 5] @ [[0, 1], [2, 3], [4, 5]] = [26, 35]; batch 1: [7, 9, 11] @ [[6, 7], ...] = [224, 251]
+  CHECK(bt(0, 0, 0) == 26.0f);
+  CHECK(bt(0, 0, 1) == 35.0f);
+  CHECK(bt(1, 0, 0) == 224.0f);
+  CHECK(bt(1, 0, 1) == 251.0f);
+  // random views of every layout, sizes 0 to 4, against a naive loop
+  std::mt19937 gen(26);
+  tenet::manual_seed(26);
+  CHECK(strided_matmul_mismatches<float>(gen) == 0);
+  CHECK(strided_matmul_mismatches<double>(gen) == 0);
+  CHECK(strided_matmul_mismatches<std::int64_t>(gen) == 0);
+  CHECK(strided_matmul_mismatches<std::int32_t>(gen) == 0);
+  CHECK(strided_matmul_mismatches<tenet::bfloat16>(gen) == 0);
 }
 
 TEST_CASE("cat / stack vs torch", "[join]") {

@@ -23,7 +23,10 @@ template <class T>
 using gemm_t = std::conditional_t<std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>, float, T>;
 
 /// C[M,N] = A[M,K] · B[K,N] with arbitrary element strides (rs: row stride, cs: column stride), C
-/// contiguous: Eigen's GEMM, the reference the tests hold tenet's own kernel to.
+/// contiguous: Eigen's GEMM, the reference the tests hold tenet's own kernel to. Each operand is
+/// mapped row-major (outer stride rs, inner cs) when its columns are unit-stride and column-major
+/// (outer cs, inner rs) when its rows are; a size-1 dim's stride is meaningless, so it may take the
+/// unit-stride role, but the other dim's stride is always kept (a one-row A still steps by acs).
 template <class T>
 void gemm_reference(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::int64_t brs, std::int64_t bcs, T* c,
           std::int64_t M, std::int64_t N, std::int64_t K) {
@@ -40,14 +43,14 @@ void gemm_reference(const T* a, std::int64_t ars, std::int64_t acs, const T* b, 
     if (bcs == 1 || N == 1)
       C.noalias() = A * Map<const RowM, 0, Dyn>(b, K, N, Dyn(brs, N == 1 ? 1 : bcs));
     else if (brs == 1 || K == 1)
-      C.noalias() = A * Map<const ColM, 0, Dyn>(b, K, N, Dyn(K == 1 ? 1 : bcs, brs));
+      C.noalias() = A * Map<const ColM, 0, Dyn>(b, K, N, Dyn(bcs, K == 1 ? 1 : brs));
     else
       C.noalias() = A * Map<const RowM, 0, Dyn>(b, K, N, Dyn(brs, bcs)).eval();
   };
   if (acs == 1 || K == 1)
     with_a(Map<const RowM, 0, Dyn>(a, M, K, Dyn(ars, K == 1 ? 1 : acs)));
   else if (ars == 1 || M == 1)
-    with_a(Map<const ColM, 0, Dyn>(a, M, K, Dyn(M == 1 ? 1 : acs, ars)));
+    with_a(Map<const ColM, 0, Dyn>(a, M, K, Dyn(acs, M == 1 ? 1 : ars)));
   else
     with_a(Map<const RowM, 0, Dyn>(a, M, K, Dyn(ars, acs)).eval());
 }

@@ -361,15 +361,21 @@ void lt_matmul(int dev, std::int64_t m, std::int64_t n, std::int64_t k, const lt
 }
 
 /// The column-major reading of the last two dims of a row-major operand (rows r, cols c):
-/// ok=false when neither dim has stride 1 (the caller copies it contiguous).
+/// ok=false when no leading dim cuBLASLt accepts describes it (neither dim has stride 1, or the
+/// other dim's stride is below the extent it must step over: an expanded row (stride 0), rows
+/// that overlap, a negative stride); the caller then copies it contiguous. A size-1 dim's stride
+/// is meaningless and never taken as the leading dim; the other dim's stride always is.
 struct cm_view {
   bool ok;
   bool trans;
   std::int64_t ld;
 };
 inline cm_view column_major_view(std::int64_t rows, std::int64_t cols, std::int64_t srow, std::int64_t scol) {
-  if (scol == 1 || cols == 1) return {true, false, std::max<std::int64_t>({srow, cols, 1})};
-  if (srow == 1 || rows == 1) return {true, true, std::max<std::int64_t>({scol, rows, 1})};
+  const std::int64_t c1 = std::max<std::int64_t>(cols, 1), r1 = std::max<std::int64_t>(rows, 1);
+  // op N: a cols x rows column-major matrix, element (i, j) of the operand at j + i * ld
+  if ((scol == 1 || cols <= 1) && (rows <= 1 || srow >= c1)) return {true, false, rows <= 1 ? c1 : srow};
+  // op T: a rows x cols column-major matrix, element (i, j) at i + j * ld
+  if ((srow == 1 || rows <= 1) && (cols <= 1 || scol >= r1)) return {true, true, cols <= 1 ? r1 : scol};
   return {false, false, 0};
 }
 
