@@ -211,6 +211,25 @@ TEST_CASE("cat / stack vs torch", "[join]") {
   CHECK_THROWS_AS(tenet::cat<0>(x1, x2), tenet::shape_error);
 }
 
+TEST_CASE("stack of lazy softmax / log_softmax over a non-last dim (issue 26)", "[join]") {
+  // stack evaluated its inputs with an internal call that takes only decomposed trees ("internal:
+  // 'log_softmax' was decomposed for another backend than the CPU's"); values from PyTorch 2.15
+  const Tensor<float, shape<dyn, dyn>> t = tenet::reshape<dyn, dyn>(tenet::arange<float>(6.0), 2, 3);
+  const Tensor<float, shape<2, dyn, dyn>> a = tenet::stack<0>(tenet::log_softmax<0>(t), t);
+  const std::vector<double> want_a{-3.0485873222351074, -3.0485873222351074, -3.0485873222351074,
+                                   -0.04858732968568802, -0.04858732968568802, -0.04858732968568802,
+                                   0, 1, 2, 3, 4, 5};
+  const Tensor<float, shape<dyn, 2, dyn>> b = tenet::stack<1>(t, tenet::softmax<0>(t));
+  const std::vector<double> want_b{0, 1, 2, 0.04742587357759476, 0.04742587357759476, 0.04742587357759476,
+                                   3, 4, 5, 0.9525741338729858, 0.9525741338729858, 0.9525741338729858};
+  const auto fa = a.contiguous();
+  const auto fb = b.contiguous();
+  for (std::size_t i = 0; i < 12; ++i) {
+    CHECK(fa.data()[i] == Approx(want_a[i]).epsilon(1e-6));
+    CHECK(fb.data()[i] == Approx(want_b[i]).epsilon(1e-6));
+  }
+}
+
 TEST_CASE("split / chunk are views", "[join]") {
   const Tensor<float, shape<5, 3>> t = tenet::arange<float>(15).reshape<5, 3>();
   SECTION("split<0>(t, 2) on 5 rows: 2, 2, 1") {

@@ -113,7 +113,14 @@ auto cat(const std::vector<Tensor<T, S>>& xs) {
 /// stack<D>(a, b, ...): a new dim D of extent = the number of tensors.
 template <std::int64_t D, Expression X0, Expression... X>
 auto stack(const X0& x0, const X&... xs) {
-  auto unsq = [](const auto& x) { return detail::to_tensor(x).template unsqueeze<D>(); };
+  // a lazy input is evaluated as a whole expression (decomposed for its device, recorded for
+  // autograd), never by to_tensor, which takes only trees already decomposed
+  auto unsq = [](const auto& x) {
+    if constexpr (TensorType<std::remove_cvref_t<decltype(x)>>)
+      return x.template unsqueeze<D>();
+    else
+      return detail::evaluate(x).template unsqueeze<D>();
+  };
   return cat<D>(unsq(x0), unsq(xs)...);
 }
 
