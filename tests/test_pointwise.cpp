@@ -67,3 +67,21 @@ TEST_CASE("pointwise: lerp, addcmul, addcdiv") {
   check_close(eval(addcdiv(x, t1, t2)), c.at("div"));
   check_close(eval(addcdiv(x, t1, t2, 2.0)), c.at("div_v"));
 }
+
+TEST_CASE("pointwise: nested composites cost linear compile time (issue 26: hypot of hypot)") {
+  // hypot names each input six times; nested d deep, its tree held 6^d copies of the innermost
+  // input, and every node's sizes() called its operands' twice per pair: hypot(hypot(a, a), c) on
+  // shape<> took cc1plus past 18 GB. Now an elementwise input larger than max_recomputed_tree is
+  // evaluated once (share), so each level adds one bounded kernel; this file compiling is the test
+  // of the cost, the values are PyTorch's.
+  const Tensor<float, shape<>> a = full<float, shape<>>(3.0f);
+  const Tensor<float, shape<>> c = full<float, shape<>>(4.0f);
+  const auto e = hypot(hypot(hypot(hypot(a, a), c), a), c);
+  static_assert(detail::tree_size<std::remove_cvref_t<decltype(e)>>() <= 6 * (detail::max_recomputed_tree + 4),
+                "each level of nesting must see the level below as a bounded leaf");
+  CHECK(Tensor<float, shape<>>(hypot(hypot(a, a), c)).item() == Approx(5.830951894845301).epsilon(1e-6));
+  CHECK(Tensor<float, shape<>>(e).item() == Approx(7.681145747868608).epsilon(1e-6));
+  const Tensor<float, shape<dyn>> v = full<float, shape<dyn>>(3.0f, 5);
+  const Tensor<float, shape<dyn>> w = hypot(hypot(hypot(v, v), c), v);
+  CHECK(w(4) == Approx(6.557438524302).epsilon(1e-6));
+}

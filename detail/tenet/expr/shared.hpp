@@ -6,8 +6,8 @@
 // Expression trees copy their children, so a decomposition that names its input twice
 // (var: x - mean(x), softmax: exp(x - amax(x)) / sum(...)) would run an expensive input (a matmul,
 // a reduction) once per use. share(x) wraps such an input: every copy of the wrapper holds the same
-// cache, and the first evaluation fills it. Inputs that are only elementwise are not wrapped: they
-// recompute inside the fused loop for free.
+// cache, and the first evaluation fills it. Small inputs that are only elementwise are not wrapped:
+// they recompute inside the fused loop for free (large ones are: see max_recomputed_tree).
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -58,10 +58,29 @@ constexpr bool has_non_pointwise() {
   }
 }
 
+/// The number of nodes and leaves of E's tree, a shared value counting as one leaf (it is a
+/// tensor by the time a kernel reads it).
+template <class E>
+constexpr std::size_t tree_size() {
+  if constexpr (!Node<E> || SharedNode<E>) {
+    return 1;
+  } else {
+    return []<class Op, class... C>(std::type_identity<node<Op, C...>>) {
+      return (std::size_t{1} + ... + tree_size<C>());
+    }(std::type_identity<E>{});
+  }
+}
+/// The largest elementwise tree that share() leaves to be recomputed at each use inside the fused
+/// loop. A composite that names its input k times (hypot: 6, copysign: 3) copies it k times into
+/// its tree, so nesting such composites d deep made a tree of k^d copies: hypot(hypot(a, a), c)
+/// took cc1plus past 18 GB (issue 26). A larger input is evaluated once into a temporary, and the
+/// kernel's size grows linearly with the nesting depth.
+inline constexpr std::size_t max_recomputed_tree = 16;
+
 /// e itself, or e wrapped so that all its uses share one evaluation (see above).
 template <class E>
 auto share(const E& e) {
-  if constexpr (Node<E> && has_non_pointwise<E>())
+  if constexpr (Node<E> && (has_non_pointwise<E>() || tree_size<E>() > max_recomputed_tree))
     return shared_node<E>{e, std::make_shared<std::optional<Tensor<value_type_of<E>, shape_of<E>>>>()};
   else
     return e;

@@ -56,19 +56,26 @@ struct elementwise_base {
   template <class C0, class... C>
   using result_type = value_type_of<C0>;
 
+  /// Each operand's sizes() is called once: a tree's sizes() walks its whole subtree, so calling
+  /// an operand's again for every pair made the walk (and, inlined, its code) exponential in the
+  /// tree's height (issue 26: hypot(hypot(a, a), c) on shape<> took cc1plus past 18 GB).
   template <class... C>
   static auto sizes(const C&... c) {
-    constexpr std::size_t R = detail::broadcast_all_t<shape_of<C>...>::rank;
+    return broadcast_checked<shape_of<C>...>(c.sizes()...);
+  }
+  template <class... S>
+  static auto broadcast_checked(const sizes_t<S::rank>&... s) {
+    constexpr std::size_t R = detail::broadcast_all_t<S...>::rank;
     sizes_t<R> out{};
-    for (auto& s : out) s = 1;
-    ((out = detail::broadcast_sizes<R>(out, c.sizes())), ...);
-    if constexpr (sizeof...(C) >= 2) check_symbol_pairs(c...);
+    for (auto& e : out) e = 1;
+    ((out = detail::broadcast_sizes<R>(out, s)), ...);
+    if constexpr (sizeof...(S) >= 2) check_symbol_pairs<S...>(s...);
     return out;
   }
-  template <class C0, class... C>
-  static void check_symbol_pairs(const C0& c0, const C&... c) {
-    (detail::check_symbols<shape_of<C0>, shape_of<C>>(c0.sizes(), c.sizes()), ...);
-    if constexpr (sizeof...(C) >= 2) check_symbol_pairs(c...);
+  template <class S0, class... S>
+  static void check_symbol_pairs(const sizes_t<S0::rank>& s0, const sizes_t<S::rank>&... s) {
+    (detail::check_symbols<S0, S>(s0, s), ...);
+    if constexpr (sizeof...(S) >= 2) check_symbol_pairs<S...>(s...);
   }
 };
 
