@@ -6,10 +6,12 @@
 #include <boost/hana/for_each.hpp>
 #include <boost/hana/length.hpp>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <tenet/tenet.hpp>
 
@@ -172,6 +174,50 @@ TEST_CASE("prims: integer division by zero throws value_error") {
   // floats divide by zero as IEEE says
   Tensor<float, shape<dyn>> f = fmod(a.to<float>(), 0.0f);
   CHECK(std::isnan(f(1)));
+}
+
+TEST_CASE("prims: integer division by zero is reported to the thread whose kernel divided (issue 27)") {
+  // the flag was one per process: a thread's next kernel cleared another's error (117 of 300
+  // remainders gave zeros without one) and raised errors it did not cause (443 of 300 float sums)
+  const auto a = arange<std::int64_t>(6);
+  const Tensor<std::int64_t, shape<dyn>> z = a * 0;
+  const auto idx = arange<std::int64_t>(3);
+  auto next_ok = [&] { Tensor<std::int64_t, shape<dyn>> r = a + 1; };
+  // every kernel that evaluates a tree reports it: pointwise, reduction, scan, gather
+  CHECK_THROWS_WITH(([&] { Tensor<std::int64_t, shape<>> r = sum(a % z); }()), Catch::Contains("division by zero"));
+  CHECK_NOTHROW(next_ok());
+  CHECK_THROWS_WITH(([&] { Tensor<std::int64_t, shape<dyn>> r = cumsum<0>(a % z); }()), Catch::Contains("division by zero"));
+  CHECK_NOTHROW(next_ok());
+  CHECK_THROWS_WITH(([&] { Tensor<std::int64_t, shape<dyn>> r = gather<0>(a % z, idx); }()),
+                    Catch::Contains("division by zero"));
+  CHECK_NOTHROW(next_ok());
+  // two threads at once, each kernel large enough to run on the OpenMP threads
+  const auto big = arange<std::int64_t>(100000);
+  const Tensor<std::int64_t, shape<dyn>> divisor = big % 7;  // zeros every 7th element
+  const Tensor<float, shape<dyn>> x = randn<float, shape<dyn>>(100000);
+  std::atomic<int> missed{0}, spurious{0};
+  std::thread divides([&] {
+    for (int i = 0; i < 100; ++i) {
+      try {
+        Tensor<std::int64_t, shape<dyn>> r = big % divisor;
+        ++missed;
+      } catch (const value_error&) {
+      }
+    }
+  });
+  std::thread floats([&] {
+    for (int i = 0; i < 100; ++i) {
+      try {
+        Tensor<float, shape<>> r = sum(exp(x) * 2.0f);
+      } catch (const value_error&) {
+        ++spurious;
+      }
+    }
+  });
+  divides.join();
+  floats.join();
+  CHECK(missed == 0);
+  CHECK(spurious == 0);
 }
 
 TEST_CASE("shapes: a symbolic extent is bound once where operands meet") {

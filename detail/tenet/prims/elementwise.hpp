@@ -23,18 +23,40 @@
 
 namespace tenet::detail {
 /// Set by integer division prims that meet a zero divisor; kernels check and clear it after their
-/// loop and throw value_error (PyTorch raises ZeroDivisionError). Host kernels only: a CUDA kernel
-/// gives 0 for such an element without an error (docs/cuda.md). The test is on __CUDA_ARCH__
-/// (nvcc's device pass), so that host kernels compiled by nvcc still report it.
-inline std::atomic<int>& integer_division_by_zero() {
-  static std::atomic<int> flag{0};
+/// loop and throw value_error (PyTorch raises ZeroDivisionError). The flag is the calling thread's
+/// own: another thread's kernels neither clear nor raise it (issue 27: one process-wide flag lost
+/// errors and reported others' under concurrent evaluation). A kernel that runs on OpenMP threads
+/// gathers its workers' flags into the launching thread's with a kernel_flag_collector. Host
+/// kernels only: CUDA kernels write the device's fault record (docs/cuda.md). The test is on
+/// __CUDA_ARCH__ (nvcc's device pass), so that host kernels compiled by nvcc still report it.
+inline int& integer_division_by_zero() {
+  thread_local int flag = 0;
   return flag;
 }
 TENET_HOST_DEVICE inline void note_division_by_zero() {
 #if !defined(__CUDA_ARCH__)
-  integer_division_by_zero().store(1, std::memory_order_relaxed);
+  integer_division_by_zero() = 1;
 #endif
 }
+/// One kernel launch's flags across the threads that run it: each part of the work ends with
+/// collect() (moves the running thread's flag here, so a worker's never outlives the part), and
+/// the destructor, on the launching thread after the parallel loop, sets that thread's flag.
+struct kernel_flag_collector {
+  std::atomic<int> seen{0};
+  void collect() {
+    int& f = integer_division_by_zero();
+    if (f) {
+      seen.store(1, std::memory_order_relaxed);
+      f = 0;
+    }
+  }
+  kernel_flag_collector() = default;
+  kernel_flag_collector(const kernel_flag_collector&) = delete;
+  kernel_flag_collector& operator=(const kernel_flag_collector&) = delete;
+  ~kernel_flag_collector() {
+    if (seen.load(std::memory_order_relaxed)) integer_division_by_zero() = 1;
+  }
+};
 }  // namespace tenet::detail
 
 namespace tenet::prim {

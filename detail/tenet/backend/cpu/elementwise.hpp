@@ -11,6 +11,7 @@
 // calls the prims' scalar `apply`.
 #include <algorithm>
 #include <array>
+#include <utility>
 #include <cstdint>
 #include <tuple>
 #include <type_traits>
@@ -287,8 +288,12 @@ void parallel_rows(const iteration_space<R>& sp, std::int64_t grain, Body&& body
     body(idx.data(), c * chunk, std::min(inner, (c + 1) * chunk));
   };
   if (threads > 1 && items > 1) {
+    kernel_flag_collector flags;
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (std::int64_t item = 0; item < items; ++item) run(item);
+    for (std::int64_t item = 0; item < items; ++item) {
+      run(item);
+      flags.collect();
+    }
   } else {
     for (std::int64_t item = 0; item < items; ++item) run(item);
   }
@@ -296,7 +301,7 @@ void parallel_rows(const iteration_space<R>& sp, std::int64_t grain, Body&& body
 
 /// Throws for errors the prims flagged inside a kernel (see note_division_by_zero).
 inline void check_kernel_flags() {
-  if (integer_division_by_zero().exchange(0, std::memory_order_relaxed))
+  if (std::exchange(integer_division_by_zero(), 0))
     throw value_error("tenet: integer division by zero (remainder, fmod or division of integer tensors; PyTorch "
                       "raises ZeroDivisionError)");
 }

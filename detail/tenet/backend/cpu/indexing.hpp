@@ -82,8 +82,12 @@ void for_each_fiber(const sizes_t<R>& sizes, std::size_t d, Body&& body) {
     return;
   }
   const std::int64_t chunks = std::min<std::int64_t>(fibers, threads * 4);
+  kernel_flag_collector flags;  // the gathered source may be a tree that divides integers
 #pragma omp parallel for schedule(static) num_threads(threads)
-  for (std::int64_t ch = 0; ch < chunks; ++ch) run(fibers * ch / chunks, fibers * (ch + 1) / chunks);
+  for (std::int64_t ch = 0; ch < chunks; ++ch) {
+    run(fibers * ch / chunks, fibers * (ch + 1) / chunks);
+    flags.collect();
+  }
 }
 
 template <std::size_t R>

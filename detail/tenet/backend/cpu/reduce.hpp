@@ -38,8 +38,12 @@ inline constexpr std::int64_t reduce_epilogue_block = 1024;
 template <class W>
 void for_reduce_items(std::int64_t items, std::int64_t K, std::int64_t N, W&& work) {
   if (omp_get_max_threads() > 1 && items > 1 && K * N >= 2 * reduce_grain) {
+    kernel_flag_collector flags;
 #pragma omp parallel for schedule(static)
-    for (std::int64_t item = 0; item < items; ++item) work(item);
+    for (std::int64_t item = 0; item < items; ++item) {
+      work(item);
+      flags.collect();
+    }
   } else {
     for (std::int64_t item = 0; item < items; ++item) work(item);
   }

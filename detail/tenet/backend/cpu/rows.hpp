@@ -50,8 +50,12 @@ void run_rows(const Tensor<T, S>& out, const E& src, std::int64_t L, RowFn&& fn)
     fn(y, y);
   };
   if (threads) {
+    kernel_flag_collector flags;
 #pragma omp parallel for schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) one(r);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      one(r);
+      flags.collect();
+    }
   } else {
     for (std::int64_t r = 0; r < rows; ++r) one(r);
   }

@@ -49,8 +49,12 @@ struct line_space {
 template <class F>
 void for_each_line(std::int64_t lines, std::int64_t work, F&& body) {
   if (omp_get_max_threads() > 1 && lines > 1 && work >= line_grain) {
+    kernel_flag_collector flags;  // a scan's input may be a tree that divides integers
 #pragma omp parallel for schedule(static)
-    for (std::int64_t l = 0; l < lines; ++l) body(l);
+    for (std::int64_t l = 0; l < lines; ++l) {
+      body(l);
+      flags.collect();
+    }
   } else {
     for (std::int64_t l = 0; l < lines; ++l) body(l);
   }
