@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 namespace {
@@ -291,4 +292,43 @@ TEST_CASE("softmax / log_softmax vs torch", "[softmax]") {
           CHECK(std::abs(la(i, j) - lb(i, j)) <= 1e-5f);
       }
   }
+}
+
+TEST_CASE("reductions over empty dims as torch: identities, and errors only where torch raises (issue 27)",
+          "[reductions]") {
+  using M = Tensor<float, shape<dyn, dyn>>;
+  const M e03 = tenet::zeros<float, shape<dyn, dyn>>(0, 3);
+  const M e30 = tenet::zeros<float, shape<dyn, dyn>>(3, 0);
+  // softmax-like ops shift by a maximum, which has no identity: they raised "amax(): cannot reduce
+  // over a dim of size 0"; torch returns an empty tensor or -inf
+  const M s0 = tenet::softmax<0>(e03);
+  CHECK(s0.sizes()[0] == 0);
+  CHECK(s0.sizes()[1] == 3);
+  const M ls = tenet::log_softmax<1>(e30.t());
+  CHECK(ls.sizes()[0] == 0);
+  const Tensor<float, shape<dyn>> lse = tenet::logsumexp<1>(e30);
+  REQUIRE(lse.sizes()[0] == 3);
+  for (std::int64_t i = 0; i < 3; ++i) CHECK(lse(i) == -std::numeric_limits<float>::infinity());
+  CHECK(tenet::eval(tenet::logsumexp<0>(tenet::zeros<float, shape<dyn>>(0))).item() ==
+        -std::numeric_limits<float>::infinity());
+  // any / all of nothing: false / true
+  const auto none = tenet::zeros<bool, shape<dyn>>(0);
+  CHECK_FALSE(tenet::eval(tenet::any(none)).item());
+  CHECK(tenet::eval(tenet::all(none)).item());
+  const Tensor<bool, shape<dyn>> any0 = tenet::any<0>(e03);
+  REQUIRE(any0.sizes()[0] == 3);
+  CHECK_FALSE(any0(2));
+  const Tensor<bool, shape<dyn>> all0 = tenet::all<0>(e03);
+  CHECK(all0(1));
+  // amax / amin over an empty dim are errors (torch: "Expected reduction dim 0 to have non-zero
+  // size"), also when the result is empty; over a non-empty dim of an empty tensor they are empty
+  CHECK_THROWS_WITH(tenet::amax<0>(e03), Catch::Contains("amax(): cannot reduce over dim 0 of size 0"));
+  CHECK_THROWS_AS(tenet::amin<0>(tenet::zeros<float, shape<dyn, dyn>>(0, 0)), tenet::value_error);
+  CHECK_THROWS_AS(tenet::amax(tenet::zeros<float, shape<dyn>>(0)), tenet::value_error);
+  const Tensor<float, shape<dyn>> a1 = tenet::amax<1>(e03);
+  CHECK(a1.sizes()[0] == 0);
+  // the inf-norm of nothing has no identity either; the 2-norm is 0
+  CHECK_THROWS_WITH(tenet::norm(tenet::zeros<float, shape<dyn>>(0), std::numeric_limits<double>::infinity()),
+                    Catch::Contains("inf norm"));
+  CHECK(tenet::norm(tenet::zeros<float, shape<dyn>>(0)).item() == 0.0f);
 }

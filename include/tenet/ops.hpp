@@ -591,9 +591,38 @@ std::int64_t reduced_count(const X& x) {
   }
 TENET_REDUCTION(sum, sum_kind)
 TENET_REDUCTION(prod, prod_kind)
-TENET_REDUCTION(amax, amax_kind)
-TENET_REDUCTION(amin, amin_kind)
 #undef TENET_REDUCTION
+
+namespace detail {
+/// amax/amin have no identity: as torch, a reduced dim of size 0 is an error, raised when the op
+/// is written (its operand's sizes are known then). The prims themselves take -inf / +inf (the
+/// lowest / highest value) for an empty range, which the decompositions that shift by a maximum
+/// (softmax, log_softmax, logsumexp) and any/all rely on.
+template <class X, auto... D>
+void require_nonempty_reduced(const X& x, std::string_view op) {
+  const auto s = x.sizes();
+  constexpr auto mask = reduce_dims<shape_of<X>, D...>::mask;
+  for (std::size_t i = 0; i < mask.size(); ++i)
+    if (mask[i] && s[i] == 0)
+      throw value_error("tenet: " + std::string(op) + "(): cannot reduce over dim " + std::to_string(i) +
+                        " of size 0 (there is no identity); sizes " + sizes_text(s));
+  if constexpr (shape_of<X>::rank == 0) (void)op;
+}
+}  // namespace detail
+#define TENET_REDUCTION_NO_IDENTITY(NAME, KIND)                      \
+  template <auto... D, Expression X>                                 \
+  auto NAME(const X& x) {                                            \
+    detail::require_nonempty_reduced<X, D...>(x, #NAME);             \
+    return detail::reduce<prim::KIND, false, D...>(x);               \
+  }                                                                  \
+  template <auto... D, Expression X>                                 \
+  auto NAME(const X& x, keepdim_t) {                                 \
+    detail::require_nonempty_reduced<X, D...>(x, #NAME);             \
+    return detail::reduce<prim::KIND, true, D...>(x);                \
+  }
+TENET_REDUCTION_NO_IDENTITY(amax, amax_kind)
+TENET_REDUCTION_NO_IDENTITY(amin, amin_kind)
+#undef TENET_REDUCTION_NO_IDENTITY
 
 /// argmax<d>(x) or argmax(x) (over the flattened tensor): int64 indices.
 template <auto... D, Expression X>
@@ -780,6 +809,9 @@ auto norm(const X& x0, double p = 2.0) {
   using C = compute_t<T>;
   using R = Tensor<T, typename detail::reduce_shape<shape_of<X>, false, D...>::type>;
   auto a = abs(x);
+  if (std::isinf(p) && detail::reduced_count<X, D...>(x0) == 0)
+    throw value_error("tenet: norm cannot compute the " + std::string(p > 0 ? "inf" : "-inf") +
+                      " norm of an empty tensor: the operation has no identity (as torch.linalg.vector_norm)");
   if (std::isinf(p)) {
     if (p > 0) return R(detail::reduce<prim::amax_kind, false, D...>(a));
     return R(detail::reduce<prim::amin_kind, false, D...>(a));

@@ -53,7 +53,7 @@ struct amax_kind {
   using result = T;
   template <class T>
   using acc = compute_t<T>;
-  static constexpr bool has_identity = false;
+  static constexpr bool has_identity = true;  // -inf: tenet::amax raises for an empty dim (ops.hpp)
   template <class A>
   static constexpr A identity() {
     if constexpr (std::numeric_limits<A>::has_infinity) return -std::numeric_limits<A>::infinity();
@@ -68,7 +68,7 @@ struct amin_kind {
   using result = T;
   template <class T>
   using acc = compute_t<T>;
-  static constexpr bool has_identity = false;
+  static constexpr bool has_identity = true;  // +inf: tenet::amin raises for an empty dim (ops.hpp)
   template <class A>
   static constexpr A identity() {
     if constexpr (std::numeric_limits<A>::has_infinity) return std::numeric_limits<A>::infinity();
