@@ -3,9 +3,11 @@
 // Shape ops: repeat, tile, repeat_interleave, unbind, movedim, diagonal, diag.
 //
 // Views (movedim, unbind, diagonal) share the input's storage, as Tensor's own views do; the others
-// copy through the pointwise evaluator: a stride-0 view of the input (expand) is made contiguous
-// and reshaped, so no op here has a kernel of its own. Each evaluates now and returns a Tensor
-// (the copies have run-time extents: repeat counts are run-time values).
+// are expressions of the movement prims evaluated now (repeat: reshape_, expand_, reshape_; diag of
+// a vector: pad_ with interior padding, reshape_; repeat_interleave with a tensor of counts:
+// index_select), so no op here has a kernel of its own and each is differentiable through its
+// prims (autograd records the evaluation). Each returns a Tensor (the copies have run-time
+// extents: repeat counts are run-time values).
 #include <array>
 #include <cstdint>
 #include <string>
@@ -19,7 +21,7 @@
 
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/runtime/views.hpp>
-#include <tenet/sorting.hpp>  // iota
+#include <tenet/indexing.hpp>  // index_select (repeat_interleave with a tensor of counts)
 
 namespace tenet {
 
@@ -29,27 +31,42 @@ inline void check_repeat_count(std::int64_t r, const char* op) {
     throw value_error(std::string("tenet: ") + op + ": repeat counts must be non-negative, got " + std::to_string(r));
 }
 
-/// x (rank R, viewed as rank K >= R with leading 1s) repeated reps[i] times along dim i.
+/// x (rank R, viewed as rank K >= R with leading 1s) repeated reps[i] times along dim i: x viewed
+/// as [1, n0, 1, n1, ...], expanded to [r0, n0, r1, n1, ...] and reshaped to [r0 n0, r1 n1, ...]
+/// (the last reshape copies; torch's repeat). Its VJP sums the gradient over the repeats.
 template <std::size_t K, class T, class S>
 Tensor<T, dyn_shape<K>> repeat_impl(const Tensor<T, S>& x, const std::array<std::int64_t, K>& reps, const char* op) {
   constexpr std::size_t R = S::rank;
   static_assert(K >= R, "tenet: repeat needs at least one count per dim of the tensor (use tile for fewer)");
-  sizes_t<2 * K> sizes{}, strides{};
+  sizes_t<2 * K> pairs{}, expanded{};
   sizes_t<K> out{};
   for (std::size_t i = 0; i < K; ++i) {
     check_repeat_count(reps[i], op);
-    const bool padded = i < K - R;
-    const std::int64_t n = padded ? 1 : x.sizes()[i - (K - R)];
-    sizes[2 * i] = reps[i];
-    strides[2 * i] = 0;
-    sizes[2 * i + 1] = n;
-    strides[2 * i + 1] = padded ? 0 : x.strides()[i - (K - R)];
+    const std::int64_t n = i < K - R ? 1 : x.sizes()[i - (K - R)];
+    pairs[2 * i] = 1;
+    pairs[2 * i + 1] = n;
+    expanded[2 * i] = reps[i];
+    expanded[2 * i + 1] = n;
     out[i] = reps[i] * n;
   }
-  const auto expanded = x.template with_layout<dyn_shape<2 * K>>(sizes, strides, x.offset());
-  Tensor<T, dyn_shape<2 * K>> copy(sizes);
-  copy.copy_(expanded);
-  return copy.template with_layout<dyn_shape<K>>(out, contiguous_strides(out), 0);
+  return make_node(prim::reshape_<dyn_shape<K>>{out},
+                   make_node(prim::expand_<dyn_shape<2 * K>>{expanded}, make_node(prim::reshape_<dyn_shape<2 * K>>{pairs}, x)));
+}
+
+/// The positions i repeated repeats[i] times (the indices form of repeat_interleave), on the host.
+template <class RS>
+Tensor<std::int64_t, shape<dyn>> repeat_positions(const Tensor<std::int64_t, RS>& repeats) {
+  const auto reps = repeats.cpu().contiguous();
+  const std::int64_t m = reps.numel();
+  std::int64_t total = 0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    check_repeat_count(reps.data()[i], "repeat_interleave");
+    total += reps.data()[i];
+  }
+  Tensor<std::int64_t, shape<dyn>> pos(sizes_t<1>{total}, tenet::cpu);
+  for (std::int64_t i = 0, at = 0; i < m; ++i)
+    for (std::int64_t k = 0; k < reps.data()[i]; ++k) pos.data()[at++] = i;
+  return pos;
 }
 }  // namespace detail
 
@@ -72,7 +89,9 @@ auto tile(const X& x, N... reps) {
   return detail::repeat_impl<K>(eval(x), all, "tile");
 }
 
-/// repeat_interleave<D>(x, r): each element repeated r times along D (torch.repeat_interleave).
+/// repeat_interleave<D>(x, r): each element repeated r times along D (torch.repeat_interleave):
+/// [..., n, ...] viewed as [..., n, 1, ...], expanded to [..., n, r, ...], reshaped (copied) to
+/// [..., n r, ...].
 template <std::int64_t D, Expression X>
 auto repeat_interleave(const X& x0, std::int64_t r) {
   detail::check_repeat_count(r, "repeat_interleave");
@@ -80,19 +99,17 @@ auto repeat_interleave(const X& x0, std::int64_t r) {
   using S = shape_of<X>;
   constexpr std::size_t R = S::rank;
   constexpr std::size_t d = detail::static_dim<S, D>();
-  // view [..., n, r, ...] with stride 0 on the new dim, copied, merged into [..., n * r, ...]
-  sizes_t<R + 1> sizes{}, strides{};
+  sizes_t<R + 1> split{}, expanded{};
   sizes_t<R> out{};
   for (std::size_t i = 0, j = 0; i < R; ++i) {
-    sizes[j] = x.sizes()[i];
-    strides[j++] = x.strides()[i];
-    out[i] = x.sizes()[i];
-    if (i == d) sizes[j] = r, strides[j++] = 0, out[i] *= r;
+    split[j] = expanded[j] = out[i] = x.sizes()[i];
+    ++j;
+    if (i == d) split[j] = 1, expanded[j++] = r, out[i] *= r;
   }
-  Tensor<value_type_of<X>, dyn_shape<R + 1>> copy(sizes);
-  copy.copy_(x.template with_layout<dyn_shape<R + 1>>(sizes, strides, x.offset()));
   using S2 = detail::set_extent_t<S, d, dyn>;
-  return copy.template with_layout<S2>(out, detail::contiguous_strides(out), 0);
+  return Tensor<value_type_of<X>, S2>(make_node(
+      prim::reshape_<S2>{out},
+      make_node(prim::expand_<dyn_shape<R + 1>>{expanded}, make_node(prim::reshape_<dyn_shape<R + 1>>{split}, x))));
 }
 /// repeat_interleave(x, r): over the flattened x (1-D result).
 template <Expression X>
@@ -100,31 +117,23 @@ auto repeat_interleave(const X& x, std::int64_t r) {
   return repeat_interleave<0>(eval(x).template reshape<-1>(), r);
 }
 /// repeat_interleave<D>(x, repeats): element i along D repeated repeats[i] times; repeats is a 1-D
-/// int64 tensor of the size of dim D, or of one element (used for every element).
+/// int64 tensor of the size of dim D, or of one element (used for every element). index_select of
+/// x by the positions repeat_interleave(repeats), as torch.
 template <std::int64_t D, Expression X, class RS>
 auto repeat_interleave(const X& x0, const Tensor<std::int64_t, RS>& repeats) {
   static_assert(RS::rank <= 1, "tenet: repeat_interleave: repeats must be a 0-dim or 1-D int64 tensor");
   const auto x = eval(x0);
   using S = shape_of<X>;
   constexpr std::size_t d = detail::static_dim<S, D>();
+  using Out = Tensor<value_type_of<X>, detail::set_extent_t<S, d, dyn>>;
   const std::int64_t n = x.sizes()[d];
-  const auto reps = repeats.contiguous();
-  const std::int64_t m = reps.numel();
-  if (m == 1) return Tensor<value_type_of<X>, detail::set_extent_t<S, d, dyn>>(repeat_interleave<D>(x, *reps.data()));
+  const std::int64_t m = repeats.numel();
+  if (m == 1) return Out(repeat_interleave<D>(x, repeats.cpu().contiguous().data()[0]));
   if (m != n)
     throw shape_error("tenet: repeat_interleave: repeats has " + std::to_string(m) + " elements but dim " +
                       std::to_string(d) + " of the input has size " + std::to_string(n) + " (give one count per "
                       "element, or a single count)");
-  auto sizes = x.sizes();
-  sizes[d] = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    detail::check_repeat_count(reps.data()[i], "repeat_interleave");
-    sizes[d] += reps.data()[i];
-  }
-  Tensor<value_type_of<X>, detail::set_extent_t<S, d, dyn>> out(sizes);
-  for (std::int64_t i = 0, at = 0; i < n; at += reps.data()[i], ++i)
-    if (reps.data()[i] > 0) out.template narrow<D>(at, reps.data()[i]).copy_(x.template narrow<D>(i, 1));
-  return out;
+  return Out(index_select<D>(x, detail::repeat_positions(repeats).to(x.device())));
 }
 
 /// repeat_interleave(repeats): i repeated repeats[i] times, for each i (the indices form of
@@ -132,8 +141,7 @@ auto repeat_interleave(const X& x0, const Tensor<std::int64_t, RS>& repeats) {
 template <class RS>
 auto repeat_interleave(const Tensor<std::int64_t, RS>& repeats) {
   static_assert(RS::rank == 1, "tenet: repeat_interleave(repeats) needs a 1-D int64 tensor");
-  const Tensor<std::int64_t, shape<dyn>> positions = iota(repeats.numel());
-  return repeat_interleave<0>(positions, repeats);
+  return detail::repeat_positions(repeats).to(repeats.device());
 }
 
 /// unbind<D>(x): the slices of x along D, as views (torch.unbind).
@@ -214,11 +222,13 @@ auto diag(const X& x0, std::int64_t k = 0) {
   using T = value_type_of<X>;
   const auto x = eval(x0);
   if constexpr (R == 1) {
-    const std::int64_t n = x.sizes()[0] + (k < 0 ? -k : k);
-    Tensor<T, shape<dyn, dyn>> m(sizes_t<2>{n, n});
-    m.zero_();
-    diagonal<0, 1>(m, k).copy_(x);
-    return m;
+    // row-major, element i sits at i (m + 1) + k (k >= 0) or i (m + 1) - k m (k < 0) of the m x m
+    // result: x with m zeros between its elements, padded at both ends, viewed as m x m
+    const std::int64_t n = x.sizes()[0], m = n + (k < 0 ? -k : k);
+    const std::int64_t low = n == 0 ? 0 : (k >= 0 ? k : -k * m);
+    const std::int64_t high = m * m - low - n - (n > 0 ? (n - 1) * m : 0);
+    return Tensor<T, shape<dyn, dyn>>(
+        make_node(prim::reshape_<shape<dyn, dyn>>{{m, m}}, make_node(prim::pad_<1>{{low}, {high}, {m}, 0.0}, x)));
   } else {
     return Tensor<T, shape<dyn>>(diagonal<0, 1>(x, k).contiguous());
   }

@@ -281,9 +281,10 @@ auto mode_impl(const X& x) {
   if (n == 0) throw_empty_dim("mode", d);
   auto s = sort_both<D>(x, false);
   const auto pos = iota_along<d, R>(n, s.values.device());
-  // a run of equal values starts where the sorted line changes
-  const auto prev = cat<D>(s.values.template narrow<D>(0, 1), s.values.template narrow<D>(0, n - 1));
-  auto starts = logical_or(eq(pos, std::int64_t{0}), ne(s.values, prev));
+  // a run of equal values starts where the sorted line changes (a comparison: nothing to record)
+  const auto sorted = s.values.detach();
+  const auto prev = cat<D>(sorted.template narrow<D>(0, 1), sorted.template narrow<D>(0, n - 1));
+  auto starts = logical_or(eq(pos, std::int64_t{0}), ne(sorted, prev));
   // the length of the run so far at each position; its first maximum ends the most frequent run of
   // the smallest value (the sorted line is ascending)
   auto run_start = make_node(prim::scan_<prim::amax_kind, D>{}, where(starts, pos, std::int64_t{0}));

@@ -987,8 +987,10 @@ struct vjp_rule<prim::scatter_<D, Op>> {
     using Src = std::remove_cvref_t<decltype(src)>;
     constexpr std::size_t r = rank_of<decltype(x)>;
     if constexpr (Op != prim::scatter_op::replace && Op != prim::scatter_op::sum) {
-      throw value_error(std::string("tenet: autograd: no gradient for ") + std::string(prim::scatter_<D, Op>::name) +
-                        " yet (scatter and scatter_add have one)");
+      throw value_error(std::string("tenet: autograd: scatter_reduce: no gradient for the reduction ") +
+                        std::string(prim::scatter_<D, Op>::name.substr(8)) +
+                        " yet (sum has one, as scatter and scatter_add); its inputs require grad: compute it under "
+                        "tenet::no_grad or on detach()ed inputs");
     } else {
       const auto idx = forward_value(std::get<1>(e.children));
       const auto gv = exact(g, e.sizes());

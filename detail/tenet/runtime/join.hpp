@@ -2,11 +2,16 @@
 #include <tenet/detail_check.hpp>
 #include <tenet/config.hpp>
 // cat, stack (evaluate now: each input is copied into its slice of the result, which is allocated
-// on the first input's device), split and chunk (views).
+// on the first input's device), split and chunk (views). A cat with a tracked operand (grad mode
+// on) records one cat_node (autograd/cat.hpp); a lazy or cast operand that is tracked is evaluated
+// (and recorded) first, then copied.
+#include <algorithm>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include <tenet/autograd/cat.hpp>
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/tensor.hpp>
 
@@ -69,6 +74,32 @@ void check_cat_sizes(const sizes_t<R>& a, const sizes_t<R>& b, std::size_t d) {
                         std::to_string(i) + " (" + std::to_string(a[i]) + " vs " + std::to_string(b[i]) +
                         "), which is not the cat dim " + std::to_string(d));
 }
+
+/// True when cat must record: grad mode is on and an operand of a floating dtype is tracked.
+template <class T, class... X>
+bool cat_records(const X&... xs) {
+  if constexpr (!ag::is_autograd_dtype<T> || !(ag::has_float_tensor_leaf<X>() || ...))
+    return false;
+  else
+    return ag::grad_mode() && (ag::needs_grad(xs) || ...);
+}
+
+/// Copies x into out's next slice along D and adds it to the cat node n: a tracked operand is
+/// evaluated in out's dtype first (recorded, unless it is already such a tensor) and n gets its
+/// identity; an untracked one is copied as it is.
+template <std::size_t D, class T, class S, class Node, class X>
+void copy_recorded(const Tensor<T, S>& out, std::int64_t& at, Node& n, const X& x) {
+  if constexpr (ag::is_autograd_dtype<value_type_of<X>>) {
+    if (ag::needs_grad(x)) {
+      const Tensor<T, shape_of<X>> t = tenet::eval(cast_to<T>(x));
+      n.add(t.autograd_meta(), t.sizes());
+      copy_into_slice<D>(out, at, t.detach());
+      return;
+    }
+  }
+  n.add(nullptr, x.sizes());
+  copy_into_slice<D>(out, at, x);
+}
 }  // namespace detail
 
 /// cat<D>(a, b, ...): concatenation along dim D; dtypes promote as torch.cat.
@@ -88,6 +119,17 @@ auto cat(const X0& x0, const X&... xs) {
   // input without tensors (arange ...) takes the default device
   Tensor<T, S> out(sizes, detail::source_device(x0).value_or(default_device()));
   std::int64_t at = 0;
+  if constexpr (detail::ag::is_autograd_dtype<T>) {
+    if (detail::cat_records<T>(x0, xs...)) {
+      auto n = std::make_shared<detail::ag::cat_node<T, S::rank>>();
+      n->dim = d;
+      n->dev = out.device();
+      detail::copy_recorded<d>(out, at, *n, x0);
+      (detail::copy_recorded<d>(out, at, *n, xs), ...);
+      detail::ag::set_grad_fn(out, std::move(n));
+      return out;
+    }
+  }
   detail::copy_into_slice<d>(out, at, x0);
   (detail::copy_into_slice<d>(out, at, xs), ...);
   return out;
@@ -106,6 +148,16 @@ auto cat(const std::vector<Tensor<T, S>>& xs) {
   }
   Tensor<T, S2> out(sizes, xs[0].device());
   std::int64_t at = 0;
+  if constexpr (detail::ag::is_autograd_dtype<T>) {
+    if (detail::ag::grad_mode() && std::any_of(xs.begin(), xs.end(), [](const auto& x) { return detail::ag::is_tracked(x); })) {
+      auto n = std::make_shared<detail::ag::cat_node<T, S::rank>>();
+      n->dim = d;
+      n->dev = out.device();
+      for (auto& x : xs) detail::copy_recorded<d>(out, at, *n, x);
+      detail::ag::set_grad_fn(out, std::move(n));
+      return out;
+    }
+  }
   for (auto& x : xs) detail::copy_into_slice<d>(out, at, x);
   return out;
 }
@@ -113,14 +165,8 @@ auto cat(const std::vector<Tensor<T, S>>& xs) {
 /// stack<D>(a, b, ...): a new dim D of extent = the number of tensors.
 template <std::int64_t D, Expression X0, Expression... X>
 auto stack(const X0& x0, const X&... xs) {
-  // a lazy input is evaluated as a whole expression (decomposed for its device, recorded for
-  // autograd), never by to_tensor, which takes only trees already decomposed
-  auto unsq = [](const auto& x) {
-    if constexpr (TensorType<std::remove_cvref_t<decltype(x)>>)
-      return x.template unsqueeze<D>();
-    else
-      return detail::evaluate(x).template unsqueeze<D>();
-  };
+  // eval, not to_tensor: a lazy operand that is tracked is recorded (its view too)
+  auto unsq = [](const auto& x) { return eval(x).template unsqueeze<D>(); };
   return cat<D>(unsq(x0), unsq(xs)...);
 }
 

@@ -1,0 +1,46 @@
+#include "harness.hpp"
+using namespace sw;
+void part2() {
+  std::printf("== reductions, linear algebra, normalization, regression losses\n");
+  const M3 x = filled<3>({2, 3, 4}, -1.3, 1.7, 0.07);
+  const M3 p = filled<3>({2, 3, 4}, 0.3, 1.7, 0.09);
+  PROBE("sum", [](const auto& a) { return sum(a); }, x);
+  PROBE("sum<1>", [](const auto& a) { return sum<1>(a); }, x);
+  PROBE("prod<2>", [](const auto& a) { return prod<2>(a); }, x);
+  PROBE("amax<1>", [](const auto& a) { return amax<1>(a); }, x);
+  PROBE("amin<0,2>", [](const auto& a) { return amin<0, 2>(a); }, x);
+  PROBE("argmax<1>", [](const auto& a) { return argmax<1>(a); }, x);
+  PROBE("argmin", [](const auto& a) { return argmin(a); }, x);
+  PROBE("max()", [](const auto& a) { return amax(a); }, x);
+  PROBE("mean<2>", [](const auto& a) { return mean<2>(a); }, x);
+  PROBE("var<1>", [](const auto& a) { return var<1>(a); }, x);
+  PROBE("std<2>(keepdim)", [](const auto& a) { return tenet::std<2>(a, keepdim); }, x);
+  PROBE("var(all)", [](const auto& a) { return var(a); }, x);
+  PROBE("logsumexp<2>", [](const auto& a) { return logsumexp<2>(a); }, x);
+  PROBE("any<1>", [](const auto& a) { return any<1>(a); }, x);
+  PROBE("all", [](const auto& a) { return all(a); }, x);
+  PROBE("norm(2)", [](const auto& a) { return norm(a); }, x);
+  PROBE("norm(1)", [](const auto& a) { return norm(a, 1.0); }, x);
+  PROBE("norm(3)", [](const auto& a) { return norm(a * 2.0, 3.0); }, x);
+  PROBE("norm(inf)", [](const auto& a) { return norm(a, INFINITY); }, x);
+  PROBE("softmax<2>", [](const auto& a) { return softmax<2>(a); }, x);
+  PROBE("log_softmax<1>", [](const auto& a) { return log_softmax<1>(a); }, x);
+  const M a = filled<2>({3, 4}, -1, 1, 0.1), b = filled<2>({4, 5}, -1, 1, 0.2), c = filled<2>({3, 5}, -1, 1, 0.3);
+  const V v4 = filled<1>({4}, -1, 1, 0.4), v5 = filled<1>({5}, -1, 1, 0.5), v3 = filled<1>({3}, -1, 1, 0.6);
+  const M w54 = filled<2>({5, 4}, -1, 1, 0.7);
+  PROBE("matmul", [](const auto& l, const auto& r) { return matmul(l, r); }, a, b);
+  PROBE("matmul(mv)", [](const auto& l, const auto& r) { return matmul(l, r); }, a, v4);
+  PROBE("linear", [](const auto& l, const auto& w, const auto& bb) { return linear(l, w, bb); }, a, w54, v5);
+  PROBE("addmm", [](const auto& cc, const auto& l, const auto& r) { return addmm(cc, l, r, 0.5, 2.0); }, c, a, b);
+  const M3 ba = filled<3>({2, 3, 4}, -1, 1, 0.8), bb = filled<3>({2, 4, 2}, -1, 1, 0.9);
+  PROBE("bmm", [](const auto& l, const auto& r) { return bmm(l, r); }, ba, bb);
+  PROBE("dot", [](const auto& l, const auto& r) { return dot(l, r); }, v4, V(filled<1>({4}, 0, 1, 0.2)));
+  PROBE("outer", [](const auto& l, const auto& r) { return outer(l, r); }, v4, v3);
+  PROBE("layer_norm", [](const auto& l, const auto& w, const auto& bb) { return layer_norm(l, w, bb); }, x, v4, V(filled<1>({4}, 0, 1, 0.2)));
+  PROBE("rms_norm", [](const auto& l, const auto& w) { return rms_norm(l, w); }, x, v4);
+  PROBE("mse_loss", [](const auto& l, const auto& r) { return mse_loss(l, r); }, x, p);
+  PROBE("l1_loss", [](const auto& l, const auto& r) { return l1_loss(l, r); }, x, p);
+  PROBE("smooth_l1_loss", [](const auto& l, const auto& r) { return smooth_l1_loss(l, r, 0.5); }, x, p);
+  PROBE("huber_loss", [](const auto& l, const auto& r) { return huber_loss<reduction::sum>(l, r, 0.5); }, x, p);
+  PROBE("mse_loss(none)", [](const auto& l, const auto& r) { return mse_loss<reduction::none>(l, r); }, x, p);
+}
