@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Writes the fuzz batches CI runs (PyTorch from pip: torch 2.15 CPU wrote the committed files):
+#   tests/test_fuzz.cpp            + tests/reference/fuzz.txt        forward programs (tenet_tests)
+#   tests/test_autograd_fuzz.cpp   + tests/reference/fuzz_grad.txt   gradients (tenet_autograd_tests)
+# Each is a fixed-seed batch, then the findings of longer runs (tests/fuzz/run.py) kept as
+# regression cases: `seed:case,case` in FOUND / FOUND_GRAD below.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+T=..
+FWD_SEED=1 FWD_COUNT=48
+GRAD_SEED=1 GRAD_COUNT=24
+FOUND=()        # e.g. (104:3,17 107:5)
+FOUND_GRAD=()
+
+python3 gen_fuzz.py --seed $FWD_SEED --count $FWD_COUNT --name fuzz --cpp $T/test_fuzz.cpp --ref $T/reference/fuzz.txt
+for f in "${FOUND[@]+"${FOUND[@]}"}"; do
+  python3 gen_fuzz.py --seed "${f%%:*}" --count 60 --name "found${f%%:*}" --only "${f#*:}" --append \
+    --cpp $T/test_fuzz.cpp --ref $T/reference/fuzz.txt
+done
+python3 gen_fuzz.py --grad --seed $GRAD_SEED --count $GRAD_COUNT --name fuzzg --cpp $T/test_autograd_fuzz.cpp \
+  --ref $T/reference/fuzz_grad.txt
+for f in "${FOUND_GRAD[@]+"${FOUND_GRAD[@]}"}"; do
+  python3 gen_fuzz.py --grad --seed "${f%%:*}" --count 60 --name "foundg${f%%:*}" --only "${f#*:}" --append \
+    --cpp $T/test_autograd_fuzz.cpp --ref $T/reference/fuzz_grad.txt
+done
