@@ -184,6 +184,7 @@ void cuda::copy_async(const Dst& dst, const Src& src) {
   const tenet::device on = dst.device().is_cpu() ? src.device() : dst.device();
   if (on.is_cpu()) throw device_error("tenet: cuda::copy_async: neither tensor is on a CUDA device");
   detail::cuda::device_context ctx(on);
+  detail::bump_version(dst.storage().get());
   TENET_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), static_cast<std::size_t>(dst.numel()) * sizeof(T),
                                    cudaMemcpyDefault, detail::cuda::current_stream()));
 }

@@ -178,7 +178,9 @@ class Optimizer {
       if (!grads[i].defined()) continue;
       const any_tensor p = params_[i].value();
       any_tensor::visit_floating_dtype(params_[i].scalar_type(), [&]<class T>() {  // checked floating above
-        update(i, p.flat<T>().data(), grads[i].flat<T>().data(), p.numel());
+        const auto pf = p.flat<T>();
+        tenet::detail::bump_version(pf.storage().get());  // an in-place update (a graph that saved p refuses it)
+        update(i, pf.data(), grads[i].flat<T>().data(), p.numel());
       });
     }
   }

@@ -180,6 +180,9 @@ class Tensor {
     return static_cast<T*>(storage_->data) + offset_;
   }
   const std::shared_ptr<detail::storage>& storage() const { return storage_; }
+  /// torch's `t._version`: the in-place writes into this tensor's storage so far, through any view
+  /// (0 for an undefined tensor). Autograd checks it for the tensors a backward reads.
+  std::uint64_t version() const { return storage_ ? storage_->version.load(std::memory_order_relaxed) : 0; }
   /// True when both views read the same allocation.
   template <class T2, class S2>
   bool shares_storage(const Tensor<T2, S2>& o) const {

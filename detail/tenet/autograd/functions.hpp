@@ -85,8 +85,16 @@ struct custom_function {
   template <class Y, class... In>
   struct node final : detail::ag::grad_node {
     std::optional<std::tuple<In...>> saved;
-    explicit node(const In&... in) : saved(std::make_tuple(in...)) {}
+    detail::ag::saved_versions versions;  // of the inputs, which backward receives
+    explicit node(const In&... in) : saved(std::make_tuple(in...)) { (versions.add(in), ...); }
+    /// value_error when an input was written in place since apply (backward would see the change).
+    void check_inputs() const {
+      const detail::ag::saved_versions_scope checked(&versions);
+      const detail::ag::reader_scope reading("custom_function");
+      detail::apply_tuple([](const auto&... in) { (detail::ag::check_version(in), ...); }, *saved);
+    }
     void apply(const std::any& g) override {
+      check_inputs();
       const auto& gy = std::any_cast<const detail::ag::grad_tensor<typename Y::value_type, Y::rank>&>(g);
       // under create_graph (grad mode on in the backward) the inputs keep their history, so what
       // F::backward computes is recorded and can be differentiated again
@@ -109,10 +117,14 @@ struct custom_function {
                           detail::sizes_text(gt.sizes()) + " for an input of sizes " + detail::sizes_text(in.sizes()));
       detail::ag::push(in.autograd_meta(), gt);
     }
-    void release() override { saved.reset(); }
+    void release() override {
+      saved.reset();
+      versions.at.clear();
+    }
     std::string name() const override { return "custom_function"; }
     std::any tangent(detail::ag::jvp_context& ctx) const override {
       if constexpr (requires { &F::jvp; }) {
+        check_inputs();
         return detail::apply_tuple(
             [&](const auto&... in) {
               return std::any(detail::ag::grad_tensor<typename Y::value_type, Y::rank>(eval(F::jvp(

@@ -95,6 +95,101 @@ struct meta {
 template <class T, std::size_t R>
 using grad_tensor = Tensor<T, dyn_shape<R>>;
 
+// ---------------------------------------------------------------------------------------------
+// Saved tensors' versions (PyTorch's check of saved variables). Every in-place write bumps its
+// storage's version counter (storage::version). A node records the versions of the storages its
+// backward may read when it is recorded (saved_versions); while it runs, every read of a forward
+// value checks its storage (check_version, from forward_value / saved_value in vjp.hpp) and throws
+// value_error when the version moved: a gradient is never computed from a changed value. Values
+// a rule does not read (mul's operand when the other one needs no gradient) are not checked
+// (unread_scope), as PyTorch does not save them.
+
+/// The versions of the storages one node's backward may read, as they were when it was recorded.
+/// Raw pointers, compared and never followed: what a node reads (its expression's leaves, its
+/// saved values) it keeps alive, so no other storage can take one of their addresses meanwhile.
+struct saved_versions {
+  std::vector<std::pair<const storage*, std::uint64_t>> at;
+  void add(const storage* s) {
+    if (!s) return;
+    for (const auto& e : at)
+      if (e.first == s) return;
+    at.emplace_back(s, s->version.load(std::memory_order_relaxed));
+  }
+  template <class T, class S>
+  void add(const Tensor<T, S>& t) {
+    add(t.storage().get());
+  }
+};
+
+/// This thread's running node's versions (null outside a node's backward), whether the value being
+/// computed is one no rule reads, and the rule that reads (for the message).
+struct version_check_state {
+  const saved_versions* saved = nullptr;
+  bool unread = false;
+  std::string_view reader = "backward";
+};
+inline version_check_state& version_check() {
+  thread_local version_check_state s;
+  return s;
+}
+/// RAII: the versions the node about to run recorded (a node's apply / tangent).
+class saved_versions_scope {
+ public:
+  explicit saved_versions_scope(const saved_versions* v) : previous_(version_check()) {
+    version_check() = version_check_state{v, false, "backward"};
+  }
+  ~saved_versions_scope() { version_check() = previous_; }
+  saved_versions_scope(const saved_versions_scope&) = delete;
+  saved_versions_scope& operator=(const saved_versions_scope&) = delete;
+
+ private:
+  version_check_state previous_;
+};
+/// RAII: the rule of prim `name` is reading its forward values.
+class reader_scope {
+ public:
+  explicit reader_scope(std::string_view name) : previous_(version_check().reader) { version_check().reader = name; }
+  ~reader_scope() { version_check().reader = previous_; }
+  reader_scope(const reader_scope&) = delete;
+  reader_scope& operator=(const reader_scope&) = delete;
+
+ private:
+  std::string_view previous_;
+};
+/// RAII: while `on`, the values computed are not read by the rule (only their sizes are), so a
+/// changed storage among them is no error (PyTorch would not have saved it).
+class unread_scope {
+ public:
+  explicit unread_scope(bool on) : previous_(version_check().unread) { version_check().unread = previous_ || on; }
+  ~unread_scope() { version_check().unread = previous_; }
+  unread_scope(const unread_scope&) = delete;
+  unread_scope& operator=(const unread_scope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// Throws value_error when t's storage is one the running node recorded and was written in place
+/// since (PyTorch's "modified by an inplace operation").
+template <class T, class S>
+void check_version(const Tensor<T, S>& t) {
+  const version_check_state& st = version_check();
+  if (!st.saved || st.unread || !t.storage()) return;
+  const storage* s = t.storage().get();
+  for (const auto& [p, v] : st.saved->at) {
+    if (p != s) continue;
+    const std::uint64_t now = s->version.load(std::memory_order_relaxed);
+    if (now != v)
+      throw value_error("tenet: backward: one of the tensors needed for gradient computation has been modified by an "
+                        "inplace operation: the " + std::string(tenet::name(dtype_of<T>)) + " tensor of sizes " +
+                        sizes_text(t.sizes()) + " that the backward of '" + std::string(st.reader) +
+                        "' reads was saved at version " + std::to_string(v) + ", now version " + std::to_string(now) +
+                        " (a tensor saved for backward must not be written in place, through any view, until the "
+                        "backward has run; clone() it first, or write after backward)");
+    return;
+  }
+}
+
 /// What the running backward does with gradients (run_backward sets it for its thread).
 ///   create_graph       the backward records what it computes (grad mode is on), so the
 ///                      gradients have a graph of their own (second order)

@@ -51,15 +51,20 @@ template <class D, class T, std::size_t R>
 struct expr_node final : grad_node {
   std::optional<D> expr;
   std::shared_ptr<const saved_forward> saved;
+  /// The versions of the leaves' storages and of the output's when it was recorded: the backward
+  /// refuses to read one written in place since (check_version, graph.hpp).
+  saved_versions versions;
   expr_node(D d, std::shared_ptr<const saved_forward> s) : expr(std::move(d)), saved(std::move(s)) {}
   void apply(const std::any& g) override {
     const value_memo_scope values;
     const saved_values_scope forward(saved ? &saved->table : nullptr);
+    const saved_versions_scope checked(&versions);
     backprop(*expr, std::any_cast<const grad_tensor<T, R>&>(g));
   }
   void release() override {
     expr.reset();
     saved.reset();
+    versions.at.clear();
   }
   std::string name() const override { return "expression"; }
   std::any tangent(jvp_context& ctx) const override {
@@ -67,17 +72,21 @@ struct expr_node final : grad_node {
       throw value_error("tenet: jvp: the graph was freed by a backward without retain_graph");
     const value_memo_scope values;
     const saved_values_scope forward(saved ? &saved->table : nullptr);
+    const saved_versions_scope checked(&versions);
     return std::any(grad_tensor<T, R>(exact(ag::tangent(*expr, ctx), expr->sizes())));
   }
 };
 
-/// Makes `result` (the value of e) the output of a new node whose backward is e's VJP.
+/// Makes `result` (the value of e) the output of a new node whose backward is e's VJP. The versions
+/// of e's leaves are recorded now, and, with saved values (which hold the output), the output's.
 template <class E, class T, class S>
 void attach(const E& e, Tensor<T, S>& result, std::shared_ptr<const saved_forward> saved = nullptr) {
   auto d = decompose<autograd_backend>(e);
+  const bool output_saved = saved != nullptr;
   auto n = std::make_shared<expr_node<decltype(d), T, S::rank>>(std::move(d), std::move(saved));
-  tracked_inputs v{n->inputs};
+  tracked_inputs v{n->inputs, &n->versions};
   for_each_tensor_leaf(e, v);
+  if (output_saved) n->versions.add(result);
   auto m = std::make_shared<meta>();
   m->grad_fn = std::move(n);
   result.set_autograd_meta(std::move(m));

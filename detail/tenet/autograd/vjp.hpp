@@ -150,17 +150,22 @@ std::optional<Tensor<value_type_of<E>, dyn_shape<rank_of<E>>>> saved_value(const
   const auto it = t->find(*key);
   if (it == t->end()) return std::nullopt;
   // equal keys begin with equal type tags: the stored value has E's result type
-  return Tensor<value_type_of<E>, dyn_shape<rank_of<E>>>(*static_cast<const Tensor<value_type_of<E>, shape_of<E>>*>(it->second.get()));
+  const auto& v = *static_cast<const Tensor<value_type_of<E>, shape_of<E>>*>(it->second.get());
+  check_version(v);  // the node's own output, written in place since (a private intermediate: never)
+  return Tensor<value_type_of<E>, dyn_shape<rank_of<E>>>(v);
 }
 
 /// The value of a subexpression of the stored forward tree: a tensor leaf as a run-time-shaped
 /// tensor, a scalar as itself, a node from its children's values (memoized by address), or the
-/// forward's own value of it when the forward computed it as a kernel.
+/// forward's own value of it when the forward computed it as a kernel. A tensor read here (a
+/// leaf, a saved value) must not have been written in place since the node was recorded
+/// (check_version; not checked inside an unread_scope, whose values are not memoized either).
 template <class E>
 auto forward_value(const E& e) {
   if constexpr (ScalarLeaf<E>) {
     return e;
   } else if constexpr (TensorType<E>) {
+    check_version(e);
     return Tensor<value_type_of<E>, dyn_shape<rank_of<E>>>(e);
   } else if constexpr (SharedNode<E>) {
     return forward_value(e.expr);
@@ -172,13 +177,14 @@ auto forward_value(const E& e) {
       auto it = memo->find(key);
       if (it != memo->end()) return std::any_cast<R>(it->second);
     }
+    const bool keep = memo && !version_check().unread;  // an unchecked value is not handed to a reader
     if (auto saved = saved_value(e)) {
-      if (memo) memo->emplace(key, *saved);
+      if (keep) memo->emplace(key, *saved);
       return *saved;
     }
     R r = detail::apply_tuple([&](const auto&... c) { return R(backward_value(make_node(e.op, forward_value(c)...))); },
                      e.children);
-    if (memo) memo->emplace(key, r);
+    if (keep) memo->emplace(key, r);
     return r;
   }
 }
@@ -207,11 +213,14 @@ struct any_tracked_leaf {
   }
 };
 /// Adds each tracked leaf's autograd meta to a node's inputs, once (pass it as an lvalue: one
-/// F = tracked_inputs& for the whole walk).
+/// F = tracked_inputs& for the whole walk); with `versions`, records every leaf's storage version
+/// there too (the node's saved_versions, graph.hpp).
 struct tracked_inputs {
   std::vector<std::shared_ptr<meta>>& inputs;
+  saved_versions* versions = nullptr;
   template <class L>
   void operator()(const L& leaf) {
+    if (versions) versions->add(leaf);
     if (!is_tracked(leaf)) return;
     const auto& m = leaf.autograd_meta();
     for (const auto& in : inputs)
@@ -406,9 +415,13 @@ void backprop(const E& e, const G& g);
 template <class E, class T, std::size_t R>
 struct backward_expr_node final : grad_node {
   std::optional<E> expr;
+  saved_versions versions;  // of its leaves (forward values, gradients), as it was recorded
   explicit backward_expr_node(const E& e) : expr(e) {}
   void apply(const std::any& g) override;
-  void release() override { expr.reset(); }
+  void release() override {
+    expr.reset();
+    versions.at.clear();
+  }
   std::string name() const override { return "gradient expression (create_graph)"; }
   std::any tangent(jvp_context&) const override {
     throw value_error("tenet: jvp: forward mode through a gradient computed by a create_graph backward is not "
@@ -429,7 +442,7 @@ auto backward_value(const E& e) {
       r = evaluate_untracked(e);
     }
     auto n = std::make_shared<backward_expr_node<E, value_type_of<E>, rank_of<E>>>(e);
-    tracked_inputs v{n->inputs};
+    tracked_inputs v{n->inputs, &n->versions};
     for_each_tensor_leaf(e, v);
     auto m = std::make_shared<meta>();
     m->grad_fn = std::move(n);
@@ -441,6 +454,7 @@ auto backward_value(const E& e) {
 template <class E, class T, std::size_t R>
 void backward_expr_node<E, T, R>::apply(const std::any& g) {
   const value_memo_scope values;
+  const saved_versions_scope checked(&versions);
   backprop(*expr, std::any_cast<const grad_tensor<T, R>&>(g));
 }
 
@@ -455,6 +469,9 @@ void sum_to_node<T, Rg, R>::apply(const std::any& g) {
 
 template <class Op, class... C, class G>
 void backprop_node(const tenet::node<Op, C...>& e, const G& g) {
+  std::string_view reader = "backward";
+  if constexpr (requires { Op::name; }) reader = Op::name;
+  const reader_scope reading(reader);  // named by a saved-version error
   if constexpr (sizeof...(C) == 0) {  // iota, uniform: no inputs, nothing to send (as the JVP's zeros)
     (void)e;
     (void)g;
@@ -627,8 +644,17 @@ struct vjp_rule<Op> {
           return;
         }
       }
-      const auto av = forward_value(a);
-      const auto bv = forward_value(b);
+      // mul's gradients read only the other operand, div's numerator is read only for the
+      // denominator's gradient: an operand no gradient reads is not checked (nor saved by PyTorch)
+      constexpr bool is_mul = std::is_same_v<Op, prim::mul_>, is_div = std::is_same_v<Op, prim::div_>;
+      const auto av = [&] {
+        const unread_scope unread((is_mul || is_div) && !needs_grad(b));
+        return forward_value(a);
+      }();
+      const auto bv = [&] {
+        const unread_scope unread(is_mul && !needs_grad(a));
+        return forward_value(b);
+      }();
       const auto y = make_node(e.op, av, bv);
       if (needs_grad(a)) backprop(a, binary_rule<Op>::template da<T>(av, bv, y, g));
       if (needs_grad(b)) backprop(b, binary_rule<Op>::template db<T>(av, bv, y, g));
@@ -914,8 +940,15 @@ struct vjp_rule<prim::matmul_> {
   static void apply(const E& e, const G& g) {
     const auto gv = exact(g, e.sizes());
     const bool ga = needs_grad(std::get<0>(e.children)), gb = needs_grad(std::get<1>(e.children));
-    const auto av = forward_value(std::get<0>(e.children));
-    const auto bv = forward_value(std::get<1>(e.children));
+    // a's values are read for b's gradient only (a's own needs a's sizes), b's for a's
+    const auto av = [&] {
+      const unread_scope unread(!gb);
+      return forward_value(std::get<0>(e.children));
+    }();
+    const auto bv = [&] {
+      const unread_scope unread(!ga);
+      return forward_value(std::get<1>(e.children));
+    }();
     if (ga) send_lhs(e, gv, av, bv);
     if (gb) send_rhs(e, gv, av, bv);
   }

@@ -549,6 +549,7 @@ void assign(const Tensor<T, S>& dst, const E& e) {
   if (bs != dst.sizes())
     throw shape_error("tenet: cannot write a value of sizes " + sizes_text(es) + " into a tensor of sizes " +
                       sizes_text(dst.sizes()));
+  bump_version(dst.storage().get());  // an in-place write: a backward that saved dst refuses to read it
   with_decomposition(cast_to<T>(e), dst.device(), [&](auto d) {
   const shared_scope scope(d);
   const cse_scope cse;

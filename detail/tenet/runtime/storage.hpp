@@ -13,6 +13,7 @@
 // examples/nanogpt (2 threads, activations of 256 KiB to 1 MiB, 500 steps, alternating runs):
 // 6.94-7.24 s caching from 1 MiB, 6.05-6.12 s caching from 64 KiB (glibc told never to trim nor
 // to mmap, through its environment tunables, gave 5.8 s in an earlier run).
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -129,6 +130,11 @@ struct storage {
   const device_backend_hooks* hooks = nullptr;  // device memory: the backend that frees it
   release_fn release = nullptr;                 // memory adopted with its own deleter (pinned host memory)
   std::shared_ptr<void> owner;                  // a block inside memory someone else owns (a planned arena)
+  /// PyTorch's version counter: how many in-place writes this allocation has had, through any view
+  /// (copy_, fill_, add_, ..., optimizer steps: bump_version). Autograd records it for the tensors
+  /// a backward reads and refuses to read one whose version moved (autograd/graph.hpp). Atomic,
+  /// relaxed: views of one storage may be written from several threads; it orders nothing.
+  std::atomic<std::uint64_t> version{0};
 
   storage(std::size_t n, device d) : bytes(n), dev(d) {
     if (d.is_cpu()) {
@@ -155,6 +161,11 @@ struct storage {
   storage(const storage&) = delete;
   storage& operator=(const storage&) = delete;
 };
+
+/// Counts one in-place write into s (see storage::version).
+inline void bump_version(storage* s) {
+  if (s) s->version.fetch_add(1, std::memory_order_relaxed);
+}
 
 /// A per-thread hook that may serve CPU allocations (tenet::compile's memory plan, compile.hpp):
 /// returns null to let the default allocator serve the request.

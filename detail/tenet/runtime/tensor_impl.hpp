@@ -74,6 +74,7 @@ template <class T, class S>
 template <Scalar V>
 const Tensor<T, S>& Tensor<T, S>::fill_(V v) const {
   require_defined("fill_");
+  detail::bump_version(storage_.get());
   detail::run_pointwise_on(*this, detail::cast_to<T>(v));
   return *this;
 }

@@ -81,9 +81,10 @@ template <class T, class S, class F>
 void fill_with(const Tensor<T, S>& t, F&& fill) {
   const std::int64_t n = t.numel();
   if (n == 0) return;
-  if (t.is_contiguous() && t.device().is_cpu())
+  if (t.is_contiguous() && t.device().is_cpu()) {
+    tenet::detail::bump_version(t.storage().get());  // (the other path's copy_ counts itself)
     fill(t.data(), n);
-  else
+  } else
     set_from_host(t, [&](const Tensor<T, S>& h) { fill(h.data(), n); });
 }
 /// t = the draw r: a contiguous tensor directly (on a CUDA tensor by a kernel in an nvcc-compiled
@@ -91,9 +92,10 @@ void fill_with(const Tensor<T, S>& t, F&& fill) {
 template <class T, class S>
 void fill_draw(const Tensor<T, S>& t, const tenet::detail::random_fill& r) {
   if (t.numel() == 0) return;
-  if (t.is_contiguous())
+  if (t.is_contiguous()) {
+    tenet::detail::bump_version(t.storage().get());
     tenet::detail::fill_random(t, r);
-  else
+  } else
     fill_with(t, [&](T* p, std::int64_t n) { tenet::detail::fill_random_on_host(p, n, r); });
 }
 /// erfinv(y) for y in (-1, 1): Giles' single-precision approximation refined by two Newton steps on erf.

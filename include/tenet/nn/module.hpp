@@ -86,6 +86,7 @@ class typed_slot final : public tensor_slot {
       if (rg) requires_grad_(true);
       return;
     }
+    tenet::detail::bump_version(t_->storage().get());  // written in place, as torch's copy_
     if (v.numel()) std::memcpy(static_cast<void*>(t_->data()), v.raw_data(), v.nbytes());
   }
   any_tensor grad() const override {

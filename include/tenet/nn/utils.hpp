@@ -37,6 +37,9 @@ void for_each_grad(const std::vector<tensor_ref>& params, F&& f, bool write_back
     auto g = p.grad();
     if (!g.defined()) continue;
     visit_grad(g, f);
+    any_tensor::visit_floating_dtype(g.scalar_type(), [&]<class T>() {  // f wrote into it
+      tenet::detail::bump_version(g.flat<T>().storage().get());
+    });
     if (write_back) p.set_grad(g);
   }
 }
