@@ -2,12 +2,14 @@
 #include <tenet/detail_check.hpp>
 // A small JSON reader and writer, enough for safetensors headers: objects (keys kept in file
 // order), arrays, strings (with every escape of RFC 8259, \uXXXX and surrogate pairs to UTF-8),
-// numbers (integers kept exact up to 2^63, others as double), true, false, null. Every malformed
+// numbers (integers kept exact up to 2^63, others as double; beyond the double range refused),
+// true, false, null. Every malformed
 // input throws tenet::value_error with the byte offset; nesting deeper than 64 is refused, so are
 // duplicate keys in one object (found through a hash set: linear time for a million keys) and
 // bytes that are not well-formed UTF-8 (RFC 8259 section 8.1; no overlong forms, no surrogates).
 // Fuzzed by tests/fuzz/fuzz_json.cpp (docs/security.md).
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -21,6 +23,8 @@
 
 namespace tenet::detail::json {
 
+struct member;  // a key and its value
+
 struct value {
   enum kind_t { null, boolean, integer, number, string, array, object } kind = null;
   bool b = false;
@@ -28,14 +32,21 @@ struct value {
   double d = 0;        // number (and integer, converted)
   std::string s;
   std::vector<value> items;                            // array
-  std::vector<std::pair<std::string, value>> members;  // object, in file order
+  std::vector<member> members;  // object, in file order
 
-  const value* get(std::string_view key) const {
-    for (const auto& [k, v] : members)
-      if (k == key) return &v;
-    return nullptr;
-  }
+  const value* get(std::string_view key) const;
 };
+// not std::pair: clang 14 with libstdc++ 12 cannot instantiate pair<string, value> inside value's
+// definition (it asks whether value is default-constructible while value is incomplete)
+struct member {
+  std::string first;
+  value second;
+};
+inline const value* value::get(std::string_view key) const {
+  for (const auto& [k, v] : members)
+    if (k == key) return &v;
+  return nullptr;
+}
 
 /// The length of the well-formed UTF-8 sequence at p (n bytes available) whose first byte is >= 0x80,
 /// or 0 when it is not one (RFC 3629's table: no overlong forms, no surrogates, nothing past U+10FFFF).
@@ -102,11 +113,11 @@ class parser {
   }
   // The keys of one object, as places in its member list (which may reallocate while it grows).
   struct key_hash {
-    const std::vector<std::pair<std::string, value>>* m;
+    const std::vector<member>* m;
     std::size_t operator()(std::size_t i) const { return std::hash<std::string_view>{}((*m)[i].first); }
   };
   struct key_eq {
-    const std::vector<std::pair<std::string, value>>* m;
+    const std::vector<member>* m;
     bool operator()(std::size_t a, std::size_t b) const { return (*m)[a].first == (*m)[b].first; }
   };
   value parse_value(int depth) {
@@ -128,7 +139,7 @@ class parser {
           skip_ws();
           if (peek() != '"') fail("expected a string key");
           const std::size_t key_at = pos_;
-          v.members.emplace_back(parse_string(), value{});
+          v.members.push_back(member{parse_string(), value{}});
           const std::size_t idx = v.members.size() - 1;
           bool dup = false;
           if (idx < 16) {
@@ -290,6 +301,10 @@ class parser {
     const std::string text(t_.substr(start, pos_ - start));
     value v;
     v.d = std::strtod(text.c_str(), nullptr);
+    if (std::isinf(v.d)) {  // as serde_json (the Python package's reader) and nlohmann-json
+      pos_ = start;
+      fail("number out of range");
+    }
     if (is_int) {
       errno = 0;
       const long long x = std::strtoll(text.c_str(), nullptr, 10);
