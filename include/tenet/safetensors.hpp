@@ -10,7 +10,8 @@
 // as safetensors' dtype order, then by name; compact JSON) and reads any valid file. Dtypes: F64 F32
 // F16 BF16 I64 I32 I16 I8 U8 BOOL. A file that is truncated, has a bad header length, bad JSON,
 // an unknown dtype, a shape that does not match its byte range, or byte ranges that overlap, leave
-// gaps or run past the end gives value_error (with the reason), never a crash.
+// gaps or run past the end gives value_error (with the reason), never a crash: held by
+// tests/test_safetensors.cpp and the libFuzzer target tests/fuzz/fuzz_safetensors.cpp (docs/security.md).
 //
 //   tenet::safetensors::save_model(model, "model.safetensors");      // model.state_dict(), torch's names
 //   tenet::safetensors::load_model(model, "model.safetensors");      // strict keys, dtypes and sizes
