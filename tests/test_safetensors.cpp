@@ -233,6 +233,8 @@ TEST_CASE("safetensors: names and metadata that are not valid UTF-8 are refused"
   }
   CHECK(contains(error_of(file_of("{\"__metadata__\":{\"k\":\"\xC3\"}}", "")), "not valid UTF-8"));
   CHECK(contains(error_of(file_of("{\"__metadata__\":{\"\xFE\":\"v\"}}", "")), "not valid UTF-8"));
+  // numbers beyond the double range are refused, as serde_json and nlohmann-json do (found by fuzzing)
+  CHECK(contains(error_of(file_of(R"({"__metadata__":{"k":"v"},"x":1e400})", "")), "number out of range"));
   // escapes give UTF-8, lone surrogates are refused
   CHECK(safetensors::deserialize(named("\\u00e9\\ud83d\\ude00")).contains("\xC3\xA9\xF0\x9F\x98\x80"));
   CHECK(contains(error_of(named("\\udc00")), "surrogate"));

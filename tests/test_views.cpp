@@ -469,6 +469,11 @@ TEST_CASE("sizes that overflow: factories and views raise, never allocate a wrap
   const auto one = zeros<float, shape<1>>();
   CHECK_THROWS_AS(cat<0>(std::vector{one.expand<dyn>(max), one.expand<dyn>(2)}), shape_error);
   CHECK_THROWS_AS(cat<0>(one.expand<dyn>(max), one.expand<dyn>(2)), shape_error);
+  // repeated extents and repeat counts that add up past int64 (the positions were written past a wrapped size)
+  CHECK_THROWS_AS(repeat(x, max), shape_error);
+  CHECK_THROWS_AS(tile(x, big, 4), shape_error);
+  CHECK_THROWS_AS(repeat_interleave<0>(x, max), shape_error);
+  CHECK_THROWS_AS(repeat_interleave(tensor<std::int64_t>({max, max})), shape_error);
   // torch: "maximum value of input overflowed"
   CHECK_THROWS_AS(bincount(tensor<std::int64_t>({max})), value_error);
   CHECK_THROWS_AS(histc(x, max), value_error);
