@@ -412,3 +412,69 @@ TEST_CASE("views: unsqueeze of a 0-dim tensor gives [1]") {
   const auto v = s.unsqueeze<-1>();
   CHECK(v.sizes()[0] == 1);
 }
+
+// Issue 27 item 1: a size whose element count or byte count overflows is a tenet error naming the
+// sizes, never an allocation of the wrapped size (the product 2^62 x 4 bytes wraps to 0 in 64 bits).
+TEST_CASE("sizes that overflow: factories and views raise, never allocate a wrapped size") {
+  constexpr std::int64_t big = std::int64_t{1} << 62, max = INT64_MAX;
+  auto message_of = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const tenet::error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  // elements x item size beyond 2^63 - 1 bytes (torch: "Storage size calculation overflowed")
+  CHECK_THROWS_AS((zeros<float, shape<dyn>>(big)), shape_error);
+  CHECK(message_of([&] { (void)zeros<float, shape<dyn>>(big); }).find("4611686018427387904") != std::string::npos);
+  CHECK_THROWS_AS((zeros<double, shape<dyn>>(std::int64_t{1} << 61)), shape_error);
+  CHECK_THROWS_AS((empty<float, shape<dyn>>(std::int64_t{1} << 61)), shape_error);  // exactly 2^63 bytes
+  CHECK_THROWS_AS((randn<float, shape<dyn>>(big)), shape_error);
+  CHECK_THROWS_AS((rand<double, shape<dyn, dyn>>(big, 2)), shape_error);
+  CHECK_THROWS_AS((randint<std::int64_t, shape<dyn>>(0, 5, big)), shape_error);
+  CHECK_THROWS_AS(arange<float>(0, static_cast<double>(big)), shape_error);
+  CHECK_THROWS_AS(linspace<float>(0, 1, big), shape_error);
+  CHECK_THROWS_AS(eval(tenet::iota<float>(big)), shape_error);
+  // the element count itself overflows int64 (signed overflow before)
+  CHECK_THROWS_AS((zeros<float, shape<dyn, dyn>>(std::int64_t{1} << 32, std::int64_t{1} << 32)), shape_error);
+  CHECK_THROWS_AS((zeros<float, shape<dyn, dyn, dyn>>(0, big, 4)), shape_error);  // as torch: the strides overflow
+  CHECK_THROWS_AS(eye<float>(big, big), shape_error);
+  // arange's count beyond int64, or a range that is not finite (torch: "unsupported range")
+  CHECK_THROWS_AS(arange<float>(0, 1e300), value_error);
+  CHECK_THROWS_AS(arange<float>(0, std::nan("")), value_error);
+  CHECK_THROWS_AS(arange<float>(0, INFINITY), value_error);
+  // a huge but representable size: the allocation fails cleanly
+  CHECK_THROWS_AS((empty<float, shape<dyn>>(std::int64_t{1} << 60)), std::bad_alloc);
+
+  auto x = zeros<float, shape<dyn>>(10);
+  auto e = zeros<float, shape<dyn>>(0);
+  CHECK_THROWS_AS((e.reshape<dyn, dyn>(big, 4)), shape_error);
+  CHECK_THROWS_AS((e.reshape<dyn, dyn, dyn>(0, big, 4)), shape_error);
+  CHECK_THROWS_AS((x.reshape<dyn, dyn, -1>(big, 4)), shape_error);
+  CHECK_THROWS_AS(x.narrow<0>(1, max), index_error);
+  CHECK_THROWS_AS(x.narrow<0>(max, 1), index_error);
+  CHECK(x.slice<0>(0, 10, max).sizes()[0] == 1);  // torch's x[0:10:2**63-1] has 1 element
+  CHECK(x.slice<0>(3, max, max).sizes()[0] == 1);
+  CHECK(x.slice<0>(5, 5, max).sizes()[0] == 0);
+  CHECK(x.slice<0>(0, 10, 3).sizes()[0] == 4);
+  auto parts = chunk<0>(x, max);  // ceil(10 / (2^63 - 1)) = 1 element per chunk
+  REQUIRE(parts.size() == 10);
+  CHECK(parts[9].sizes()[0] == 1);
+  auto halves = split<0>(x, max);
+  REQUIRE(halves.size() == 1);
+  CHECK(halves[0].sizes()[0] == 10);
+  CHECK(split<0>(x, 3).back().sizes()[0] == 1);
+  CHECK_THROWS_AS((zeros<float, shape<1>>().expand<dyn, dyn>(big, big)), shape_error);
+  const auto one = zeros<float, shape<1>>();
+  CHECK_THROWS_AS(cat<0>(std::vector{one.expand<dyn>(max), one.expand<dyn>(2)}), shape_error);
+  CHECK_THROWS_AS(cat<0>(one.expand<dyn>(max), one.expand<dyn>(2)), shape_error);
+  // repeated extents and repeat counts that add up past int64 (the positions were written past a wrapped size)
+  CHECK_THROWS_AS(repeat(x, max), shape_error);
+  CHECK_THROWS_AS(tile(x, big, 4), shape_error);
+  CHECK_THROWS_AS(repeat_interleave<0>(x, max), shape_error);
+  CHECK_THROWS_AS(repeat_interleave(tensor<std::int64_t>({max, max})), shape_error);
+  // torch: "maximum value of input overflowed"
+  CHECK_THROWS_AS(bincount(tensor<std::int64_t>({max})), value_error);
+  CHECK_THROWS_AS(histc(x, max), value_error);
+}

@@ -63,11 +63,18 @@ Tensor<T, S> ones(N... n) {
 template <class T = std::int64_t>
 Tensor<T, shape<dyn>> arange(double start, double end, double step = 1.0) {
   if (step == 0.0) throw value_error("tenet: arange: step must be nonzero");
+  if (!std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
+    throw value_error("tenet: arange: unsupported range " + std::to_string(start) + " -> " + std::to_string(end) +
+                      " with step " + std::to_string(step) + " (it must be finite)");
   if ((end - start) / step < 0)
     throw value_error("tenet: arange: upper bound and larger bound inconsistent with step sign (start " +
                       std::to_string(start) + ", end " + std::to_string(end) + ", step " + std::to_string(step) + ")");
-  const auto n = static_cast<std::int64_t>(std::ceil((end - start) / step));
-  Tensor<T, shape<dyn>> t({n});
+  const double count = std::ceil((end - start) / step);
+  if (!(count < 9223372036854775808.0))  // 2^63: the cast below would be undefined
+    throw value_error("tenet: arange: " + std::to_string(start) + " -> " + std::to_string(end) + " with step " +
+                      std::to_string(step) + " has more than 2^63 - 1 elements");
+  const auto n = static_cast<std::int64_t>(count);
+  Tensor<T, shape<dyn>> t({n});  // shape_error when n elements of T need more than 2^63 - 1 bytes
   T* p = t.data();
   for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
   return t;

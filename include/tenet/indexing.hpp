@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <utility>
 #include <string>
@@ -402,7 +403,11 @@ std::pair<Tensor<std::int64_t, shape<dyn>>, std::int64_t> bincount_prepare(const
     const std::int64_t lo = eval(amin(xi)).item();
     if (lo < 0)
       throw value_error("tenet: bincount needs non-negative values, got " + std::to_string(lo));
-    len = std::max(len, eval(amax(xi)).item() + 1);
+    const std::int64_t hi = eval(amax(xi)).item();
+    if (hi == std::numeric_limits<std::int64_t>::max())  // hi + 1 bins would overflow (torch's error too)
+      throw value_error("tenet: bincount: the largest value " + std::to_string(hi) + " leaves no room for " +
+                        std::to_string(hi) + " + 1 bins (it must be < 2^63 - 1)");
+    len = std::max(len, hi + 1);
   }
   return {xi, len};
 }
@@ -432,7 +437,8 @@ template <Expression X>
 Tensor<value_type_of<X>, shape<dyn>> histc(const X& x, std::int64_t bins = 100, double min = 0.0, double max = 0.0) {
   using T = value_type_of<X>;
   static_assert(is_floating_v<T>, "tenet: histc needs a floating tensor (as torch on the CPU)");
-  if (bins <= 0) throw value_error("tenet: histc: bins must be positive, got " + std::to_string(bins));
+  if (bins <= 0 || bins == std::numeric_limits<std::int64_t>::max())  // bins + 1 slots are made below
+    throw value_error("tenet: histc: bins must be positive and below 2^63 - 1, got " + std::to_string(bins));
   const auto xf = eval(x).template reshape<-1>();
   double lo = min, hi = max;
   if (lo == hi && xf.numel() > 0) {

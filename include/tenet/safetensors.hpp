@@ -10,7 +10,8 @@
 // as safetensors' dtype order, then by name; compact JSON) and reads any valid file. Dtypes: F64 F32
 // F16 BF16 I64 I32 I16 I8 U8 BOOL. A file that is truncated, has a bad header length, bad JSON,
 // an unknown dtype, a shape that does not match its byte range, or byte ranges that overlap, leave
-// gaps or run past the end gives value_error (with the reason), never a crash.
+// gaps or run past the end gives value_error (with the reason), never a crash: held by
+// tests/test_safetensors.cpp and the libFuzzer target tests/fuzz/fuzz_safetensors.cpp (docs/security.md).
 //
 //   tenet::safetensors::save_model(model, "model.safetensors");      // model.state_dict(), torch's names
 //   tenet::safetensors::load_model(model, "model.safetensors");      // strict keys, dtypes and sizes
@@ -97,6 +98,8 @@ inline std::string serialize(const tensor_dict& tensors, const metadata& meta = 
   for (const auto& it : tensors) {
     if (!it.second.defined()) detail::fail("serialize", "the tensor \"" + it.first + "\" is undefined");
     if (it.first == "__metadata__") detail::fail("serialize", "\"__metadata__\" cannot name a tensor");
+    if (!tenet::detail::json::valid_utf8(it.first))  // readers (tenet's, Python's) refuse such a header
+      detail::fail("serialize", "the tensor name " + tenet::detail::json::quote(it.first) + " is not valid UTF-8");
     order.push_back(&it);
   }
   std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
@@ -108,6 +111,8 @@ inline std::string serialize(const tensor_dict& tensors, const metadata& meta = 
     header += "\"__metadata__\":{";
     bool first = true;
     for (const auto& [k, v] : meta) {
+      if (!tenet::detail::json::valid_utf8(k) || !tenet::detail::json::valid_utf8(v))
+        detail::fail("serialize", "the metadata entry " + tenet::detail::json::quote(k) + " is not valid UTF-8");
       header += (first ? "" : ",") + tenet::detail::json::quote(k) + ":" + tenet::detail::json::quote(v);
       first = false;
     }
@@ -182,13 +187,17 @@ inline tensor_dict deserialize(std::string_view bytes, metadata* meta = nullptr,
       detail::fail(where, what + " has an unsupported dtype " + (dt->kind == value::string ? "\"" + dt->s + "\"" : "(not a string)") +
                               " (tenet reads F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL)");
     if (sh->kind != value::array) detail::fail(where, what + ": \"shape\" is not an array");
-    std::uint64_t numel = 1;
     for (const auto& x : sh->items) {
       if (x.kind != value::integer || x.i < 0) detail::fail(where, what + ": \"shape\" holds a value that is not a non-negative integer");
       e.sizes.push_back(x.i);
-      if (x.i != 0 && numel > (std::uint64_t{1} << 62) / static_cast<std::uint64_t>(x.i))
-        detail::fail(where, what + ": the shape has too many elements");
-      numel *= static_cast<std::uint64_t>(x.i);
+    }
+    // elements x item size, checked (a product that wraps to a small size must not pass, issue 27)
+    std::uint64_t want = 0;
+    try {
+      want = tenet::detail::checked_nbytes(e.sizes.data(), e.sizes.size(), itemsize(e.type), "safetensors");
+    } catch (const shape_error&) {
+      detail::fail(where, what + ": " + dtype_code(e.type) + " of shape " + tenet::detail::sizes_text(e.sizes) +
+                              " is too large (its element count overflows int64 or it needs more than 2^63 - 1 bytes)");
     }
     if (off->kind != value::array || off->items.size() != 2 || off->items[0].kind != value::integer ||
         off->items[1].kind != value::integer || off->items[0].i < 0 || off->items[1].i < 0)
@@ -200,7 +209,6 @@ inline tensor_dict deserialize(std::string_view bytes, metadata* meta = nullptr,
     if (e.end > data.size())
       detail::fail(where, what + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
                               "] run past the " + std::to_string(data.size()) + " data bytes; the file is truncated or corrupt");
-    const std::uint64_t want = numel * itemsize(e.type);
     if (e.end - e.begin != want)
       detail::fail(where, what + ": " + dtype_code(e.type) + " of shape " + tenet::detail::sizes_text(e.sizes) + " needs " +
                               std::to_string(want) + " bytes, but data_offsets [" + std::to_string(e.begin) + ", " +

@@ -30,6 +30,14 @@ inline void check_repeat_count(std::int64_t r, const char* op) {
   if (r < 0)
     throw value_error(std::string("tenet: ") + op + ": repeat counts must be non-negative, got " + std::to_string(r));
 }
+/// n * r for a repeated extent, or shape_error when it overflows int64 (issue 27).
+inline std::int64_t repeated_extent(std::int64_t n, std::int64_t r, const char* op) {
+  std::int64_t out = 0;
+  if (__builtin_mul_overflow(n, r, &out))
+    throw shape_error(std::string("tenet: ") + op + ": size " + std::to_string(n) + " repeated " + std::to_string(r) +
+                      " times overflows int64");
+  return out;
+}
 
 /// x (rank R, viewed as rank K >= R with leading 1s) repeated reps[i] times along dim i: x viewed
 /// as [1, n0, 1, n1, ...], expanded to [r0, n0, r1, n1, ...] and reshaped to [r0 n0, r1 n1, ...]
@@ -47,8 +55,9 @@ Tensor<T, dyn_shape<K>> repeat_impl(const Tensor<T, S>& x, const std::array<std:
     pairs[2 * i + 1] = n;
     expanded[2 * i] = reps[i];
     expanded[2 * i + 1] = n;
-    out[i] = reps[i] * n;
+    out[i] = repeated_extent(n, reps[i], op);
   }
+  (void)checked_numel(out, op);
   return make_node(prim::reshape_<dyn_shape<K>>{out},
                    make_node(prim::expand_<dyn_shape<2 * K>>{expanded}, make_node(prim::reshape_<dyn_shape<2 * K>>{pairs}, x)));
 }
@@ -61,7 +70,8 @@ Tensor<std::int64_t, shape<dyn>> repeat_positions(const Tensor<std::int64_t, RS>
   std::int64_t total = 0;
   for (std::int64_t i = 0; i < m; ++i) {
     check_repeat_count(reps.data()[i], "repeat_interleave");
-    total += reps.data()[i];
+    if (__builtin_add_overflow(total, reps.data()[i], &total))  // a wrapped total would be written past
+      throw shape_error("tenet: repeat_interleave: the repeat counts add up to more than 2^63 - 1");
   }
   Tensor<std::int64_t, shape<dyn>> pos(sizes_t<1>{total}, tenet::cpu);
   for (std::int64_t i = 0, at = 0; i < m; ++i)
@@ -104,8 +114,9 @@ auto repeat_interleave(const X& x0, std::int64_t r) {
   for (std::size_t i = 0, j = 0; i < R; ++i) {
     split[j] = expanded[j] = out[i] = x.sizes()[i];
     ++j;
-    if (i == d) split[j] = 1, expanded[j++] = r, out[i] *= r;
+    if (i == d) split[j] = 1, expanded[j++] = r, out[i] = detail::repeated_extent(out[i], r, "repeat_interleave");
   }
+  (void)detail::checked_numel(out, "repeat_interleave");
   using S2 = detail::set_extent_t<S, d, dyn>;
   return Tensor<value_type_of<X>, S2>(make_node(
       prim::reshape_<S2>{out},

@@ -105,8 +105,9 @@ class Tensor {
   /// Uninitialized contiguous storage of the given sizes (which must fit S).
   explicit Tensor(const sizes_type& sizes, device dev = default_device()) : sizes_(sizes) {
     detail::check_sizes_match<S>(sizes_, "Tensor");
+    const std::size_t bytes = detail::checked_nbytes(sizes_, sizeof(T), "Tensor");  // before any product of the sizes
     strides_ = detail::contiguous_strides(sizes_);
-    storage_ = detail::allocate(static_cast<std::size_t>(numel()) * sizeof(T), dev);
+    storage_ = detail::allocate(bytes, dev);
   }
   /// Evaluates an expression (eager).
   template <Expression E>

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -52,11 +53,11 @@ class any_tensor {
   }
   /// Fresh zero-filled storage of the given dtype and sizes.
   static any_tensor zeros(dtype d, std::vector<std::int64_t> sizes) {
-    std::int64_t n = 1;
-    for (auto s : sizes) {
+    for (auto s : sizes)
       if (s < 0) throw shape_error("tenet: any_tensor: negative size in " + detail::sizes_text(sizes));
-      n *= s;
-    }
+    // checked: a product that overflows int64, or bytes beyond 2^63 - 1, are a shape_error
+    (void)detail::checked_nbytes(sizes.data(), sizes.size(), itemsize(d), "any_tensor::zeros");
+    const std::int64_t n = detail::checked_numel(sizes.data(), sizes.size(), "any_tensor::zeros");
     any_tensor r;
     r.sizes_ = std::move(sizes);
     visit_dtype(d, [&]<class T>() {
@@ -167,29 +168,30 @@ class any_tensor {
   std::vector<std::int64_t> sizes_;
 };
 
-/// Names to tensors, in insertion order (a state_dict). Names are unique.
+/// Names to tensors, in insertion order (a state_dict). Names are unique. Look-ups go through a
+/// hash index (a file of a million tensors loads in linear time, issue 27).
 class tensor_dict {
  public:
   using item = std::pair<std::string, any_tensor>;
   /// Adds name -> t; value_error when the name is already there.
   void insert(std::string name, any_tensor t) {
     if (contains(name)) throw value_error("tenet: tensor_dict: the name \"" + name + "\" is already present");
+    index_.emplace(name, items_.size());
     items_.emplace_back(std::move(name), std::move(t));
   }
   /// Adds or replaces.
   void set(const std::string& name, any_tensor t) {
-    for (auto& [n, v] : items_)
-      if (n == name) {
-        v = std::move(t);
-        return;
-      }
+    if (auto it = index_.find(name); it != index_.end()) {
+      items_[it->second].second = std::move(t);
+      return;
+    }
+    index_.emplace(name, items_.size());
     items_.emplace_back(name, std::move(t));
   }
   bool contains(const std::string& name) const { return find(name) != nullptr; }
   const any_tensor* find(const std::string& name) const {
-    for (const auto& [n, v] : items_)
-      if (n == name) return &v;
-    return nullptr;
+    const auto it = index_.find(name);
+    return it == index_.end() ? nullptr : &items_[it->second].second;
   }
   /// The tensor named `name`; index_error when absent.
   const any_tensor& at(const std::string& name) const {
@@ -208,6 +210,7 @@ class tensor_dict {
 
  private:
   std::vector<item> items_;
+  std::unordered_map<std::string, std::size_t> index_;  // name -> its place in items_
 };
 
 }  // namespace tenet

@@ -211,7 +211,8 @@ std::any view_node<T, RB, RV>::tangent(jvp_context& ctx) const {
     return std::any(grad_tensor<T, RV>(
         tc.template with_layout<dyn_shape<RV>>(vsizes, vstrides, tc.offset() + (voffset - boffset)).clone()));
   }
-  const auto [blo, bhi] = offset_span(bsizes, bstrides, boffset);
+  const auto span = offset_span(bsizes, bstrides, boffset);
+  const std::int64_t blo = span.first, bhi = span.second;  // not a structured binding: the lambdas capture it (clang 14)
   std::vector<std::int64_t> at(static_cast<std::size_t>(std::max<std::int64_t>(bhi - blo + 1, 0)), -1);
   for_each_offset(bsizes, bstrides, boffset,
                   [&](std::int64_t flat, std::int64_t off) { at[static_cast<std::size_t>(off - blo)] = flat; });

@@ -2,20 +2,28 @@
 #include <tenet/detail_check.hpp>
 // A small JSON reader and writer, enough for safetensors headers: objects (keys kept in file
 // order), arrays, strings (with every escape of RFC 8259, \uXXXX and surrogate pairs to UTF-8),
-// numbers (integers kept exact up to 2^63, others as double), true, false, null. Every malformed
-// input throws tenet::value_error with the byte offset; nesting deeper than 64 is refused.
+// numbers (integers kept exact up to 2^63, others as double; beyond the double range refused),
+// true, false, null. Every malformed
+// input throws tenet::value_error with the byte offset; nesting deeper than 64 is refused, so are
+// duplicate keys in one object (found through a hash set: linear time for a million keys) and
+// bytes that are not well-formed UTF-8 (RFC 8259 section 8.1; no overlong forms, no surrogates).
+// Fuzzed by tests/fuzz/fuzz_json.cpp (docs/security.md).
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include <tenet/error.hpp>
 
 namespace tenet::detail::json {
+
+struct member;  // a key and its value
 
 struct value {
   enum kind_t { null, boolean, integer, number, string, array, object } kind = null;
@@ -24,14 +32,57 @@ struct value {
   double d = 0;        // number (and integer, converted)
   std::string s;
   std::vector<value> items;                            // array
-  std::vector<std::pair<std::string, value>> members;  // object, in file order
+  std::vector<member> members;  // object, in file order
 
-  const value* get(std::string_view key) const {
-    for (const auto& [k, v] : members)
-      if (k == key) return &v;
-    return nullptr;
-  }
+  const value* get(std::string_view key) const;
 };
+// not std::pair: clang 14 with libstdc++ 12 cannot instantiate pair<string, value> inside value's
+// definition (it asks whether value is default-constructible while value is incomplete)
+struct member {
+  std::string first;
+  value second;
+};
+inline const value* value::get(std::string_view key) const {
+  for (const auto& [k, v] : members)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+/// The length of the well-formed UTF-8 sequence at p (n bytes available) whose first byte is >= 0x80,
+/// or 0 when it is not one (RFC 3629's table: no overlong forms, no surrogates, nothing past U+10FFFF).
+inline std::size_t utf8_sequence(const unsigned char* p, std::size_t n) {
+  const unsigned char c = p[0];
+  std::size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) len = 2;
+  else if (c == 0xE0) len = 3, lo = 0xA0;
+  else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) len = 3;
+  else if (c == 0xED) len = 3, hi = 0x9F;
+  else if (c == 0xF0) len = 4, lo = 0x90;
+  else if (c >= 0xF1 && c <= 0xF3) len = 4;
+  else if (c == 0xF4) len = 4, hi = 0x8F;
+  else return 0;
+  if (n < len || p[1] < lo || p[1] > hi) return 0;
+  for (std::size_t k = 2; k < len; ++k)
+    if (p[k] < 0x80 || p[k] > 0xBF) return 0;
+  return len;
+}
+/// Whether s is well-formed UTF-8.
+inline bool valid_utf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  for (std::size_t i = 0; i < s.size();) {
+    if (p[i] < 0x80) {
+      ++i;
+      continue;
+    }
+    const std::size_t len = utf8_sequence(p + i, s.size() - i);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
+inline std::string quote(std::string_view s);
 
 class parser {
  public:
@@ -60,6 +111,15 @@ class parser {
     if (t_.substr(pos_, word.size()) != word) fail("unknown literal");
     pos_ += word.size();
   }
+  // The keys of one object, as places in its member list (which may reallocate while it grows).
+  struct key_hash {
+    const std::vector<member>* m;
+    std::size_t operator()(std::size_t i) const { return std::hash<std::string_view>{}((*m)[i].first); }
+  };
+  struct key_eq {
+    const std::vector<member>* m;
+    bool operator()(std::size_t a, std::size_t b) const { return (*m)[a].first == (*m)[b].first; }
+  };
   value parse_value(int depth) {
     if (depth > 64) fail("nesting deeper than 64");
     if (pos_ >= t_.size()) fail("unexpected end of input");
@@ -73,16 +133,30 @@ class parser {
           ++pos_;
           return v;
         }
+        // duplicates: a linear scan for small objects, a hash set of the keys from 16 on
+        std::unordered_set<std::size_t, key_hash, key_eq> seen(0, key_hash{&v.members}, key_eq{&v.members});
         for (;;) {
           skip_ws();
           if (peek() != '"') fail("expected a string key");
-          std::string key = parse_string();
-          for (const auto& [k, x] : v.members)
-            if (k == key) fail("duplicate key \"" + key + "\"");
+          const std::size_t key_at = pos_;
+          v.members.push_back(member{parse_string(), value{}});
+          const std::size_t idx = v.members.size() - 1;
+          bool dup = false;
+          if (idx < 16) {
+            for (std::size_t j = 0; j < idx && !dup; ++j) dup = v.members[j].first == v.members[idx].first;
+          } else {
+            if (seen.empty())
+              for (std::size_t j = 0; j < idx; ++j) seen.insert(j);
+            dup = !seen.insert(idx).second;
+          }
+          if (dup) {
+            pos_ = key_at;
+            fail("duplicate key " + quote(v.members[idx].first));
+          }
           skip_ws();
           expect(':');
           skip_ws();
-          v.members.emplace_back(std::move(key), parse_value(depth + 1));
+          v.members[idx].second = parse_value(depth + 1);
           skip_ws();
           if (peek() == ',') {
             ++pos_;
@@ -160,6 +234,17 @@ class parser {
       const char c = t_[pos_++];
       if (c == '"') return out;
       if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
+      if (static_cast<unsigned char>(c) >= 0x80) {  // a multi-byte UTF-8 sequence, copied whole
+        const std::size_t len =
+            utf8_sequence(reinterpret_cast<const unsigned char*>(t_.data()) + pos_ - 1, t_.size() - (pos_ - 1));
+        if (len == 0) {
+          --pos_;
+          fail("a string holds bytes that are not valid UTF-8");
+        }
+        out.append(t_.data() + pos_ - 1, len);
+        pos_ += len - 1;
+        continue;
+      }
       if (c != '\\') {
         out += c;
         continue;
@@ -216,6 +301,10 @@ class parser {
     const std::string text(t_.substr(start, pos_ - start));
     value v;
     v.d = std::strtod(text.c_str(), nullptr);
+    if (std::isinf(v.d)) {  // as serde_json (the Python package's reader) and nlohmann-json
+      pos_ = start;
+      fail("number out of range");
+    }
     if (is_int) {
       errno = 0;
       const long long x = std::strtoll(text.c_str(), nullptr, 10);

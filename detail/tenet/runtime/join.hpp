@@ -111,7 +111,8 @@ auto cat(const X0& x0, const X&... xs) {
   auto sizes = x0.sizes();
   auto add = [&](const auto& x) {
     detail::check_cat_sizes(sizes, x.sizes(), d);
-    sizes[d] += x.sizes()[d];
+    if (__builtin_add_overflow(sizes[d], x.sizes()[d], &sizes[d]))
+      throw shape_error("tenet: cat: the sizes along dim " + std::to_string(d) + " add up to more than 2^63 - 1");
   };
   sizes[d] = x0.sizes()[d];
   (add(xs), ...);
@@ -144,7 +145,8 @@ auto cat(const std::vector<Tensor<T, S>>& xs) {
   sizes[d] = 0;
   for (auto& x : xs) {
     detail::check_cat_sizes(xs[0].sizes(), x.sizes(), d);
-    sizes[d] += x.sizes()[d];
+    if (__builtin_add_overflow(sizes[d], x.sizes()[d], &sizes[d]))
+      throw shape_error("tenet: cat: the sizes along dim " + std::to_string(d) + " add up to more than 2^63 - 1");
   }
   Tensor<T, S2> out(sizes, xs[0].device());
   std::int64_t at = 0;
@@ -178,8 +180,10 @@ auto split(const Tensor<T, S>& x, std::int64_t size) {
   using V = decltype(x.template narrow<D>(0, 0));
   std::vector<V> parts;
   const std::int64_t n = x.sizes()[d];
-  for (std::int64_t at = 0; at < n || (n == 0 && parts.empty()); at += size)
+  for (std::int64_t at = 0;; at += size) {  // stops before `at + size` could overflow
     parts.push_back(x.template narrow<D>(at, std::min(size, n - at)));
+    if (size >= n - at) break;
+  }
   return parts;
 }
 /// chunk<D>(x, chunks): as torch.chunk (chunks of ceil(n / chunks); possibly fewer than asked).
@@ -188,7 +192,7 @@ auto chunk(const Tensor<T, S>& x, std::int64_t chunks) {
   constexpr std::size_t d = detail::static_dim<S, D>();
   if (chunks <= 0) throw value_error("tenet: chunk expects chunks > 0, got " + std::to_string(chunks));
   const std::int64_t n = x.sizes()[d];
-  return split<D>(x, std::max<std::int64_t>(1, (n + chunks - 1) / chunks));
+  return split<D>(x, n == 0 ? 1 : 1 + (n - 1) / chunks);  // ceil(n / chunks), no overflow for huge chunks
 }
 
 }  // namespace tenet

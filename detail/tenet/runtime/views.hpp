@@ -171,7 +171,9 @@ auto Tensor<T, S>::reshape(N... n) const {
           if (ns[i] < 0)
             throw shape_error("tenet: reshape: negative size " + std::to_string(ns[i]) + " for " + S2::text());
         }
-        if (infer_at != static_cast<std::int64_t>(i)) known *= ns[i];
+        if (infer_at != static_cast<std::int64_t>(i) && __builtin_mul_overflow(known, ns[i], &known))
+          throw shape_error("tenet: reshape: the sizes given for " + S2::text() +
+                            " have too many elements (their product overflows int64)");
         ++i;
       }(),
       ...);
@@ -185,6 +187,7 @@ auto Tensor<T, S>::reshape(N... n) const {
     throw shape_error("tenet: cannot reshape " + detail::sizes_text(sizes_) + " (" + std::to_string(total) +
                       " elements) into " + detail::sizes_text(ns) + " (" + std::to_string(known) + " elements)");
   }
+  (void)detail::checked_numel(ns, "reshape");  // also with a 0 size: the strides must not overflow
   sizes_t<R2> st{};
   if (detail::view_strides(sizes_, strides_, ns, st)) return with_layout<S2>(ns, st, offset_);
   Tensor c = contiguous();
@@ -254,8 +257,11 @@ auto Tensor<T, S>::slice(std::int64_t start, std::int64_t end, std::int64_t step
   auto clamp = [n](std::int64_t v) { return std::clamp(v < 0 ? v + n : v, std::int64_t{0}, n); };
   const std::int64_t s = clamp(start), e = std::max(clamp(end), s);
   sizes_t<rank> ns = sizes_, st = strides_;
-  ns[d] = (e - s + step - 1) / step;
-  st[d] = strides_[d] * step;
+  ns[d] = e == s ? 0 : 1 + (e - s - 1) / step;  // ceil((e - s) / step) without overflowing for a huge step
+  // the step only matters between two elements: a step beyond the extent keeps the stride
+  if (ns[d] > 1 && __builtin_mul_overflow(strides_[d], step, &st[d]))
+    throw value_error("tenet: slice: stride " + std::to_string(strides_[d]) + " times step " + std::to_string(step) +
+                      " overflows int64");
   using S2 = detail::set_extent_t<S, d, dyn>;
   return with_layout<S2>(ns, st, offset_ + s * strides_[d]);
 }
@@ -266,7 +272,7 @@ auto Tensor<T, S>::narrow(std::int64_t start, std::int64_t length) const {
   constexpr std::size_t d = detail::static_dim<S, D>();
   const std::int64_t n = sizes_[d];
   const std::int64_t s = start < 0 ? start + n : start;
-  if (s < 0 || length < 0 || s + length > n)
+  if (s < 0 || length < 0 || s > n || length > n - s)
     throw index_error("tenet: narrow(dim " + std::to_string(d) + ", start " + std::to_string(start) + ", length " +
                       std::to_string(length) + ") is out of range for size " + std::to_string(n));
   return slice<D>(s, s + length);
@@ -315,6 +321,7 @@ auto Tensor<T, S>::expand_as_shape(const sizes_t<S2::rank>& target) const {
                         " (dim " + std::to_string(i) + ": " + std::to_string(sizes_[k]) + " vs " +
                         std::to_string(target[i]) + ")");
   }
+  (void)detail::checked_numel(target, "expand");  // a view's numel must fit int64 (as torch)
   return with_layout<S2>(target, st, offset_);
 }
 

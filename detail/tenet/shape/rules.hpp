@@ -249,6 +249,40 @@ void check_sizes_match(const std::array<std::int64_t, S::rank>& s, const char* w
   }
 }
 
+/// The element count of sizes s[0, r) (each >= 0), checked: shape_error naming `what` and the sizes
+/// when the product overflows int64. As torch, the product of the sizes with 0 read as 1 must fit
+/// too (the contiguous strides are such products), so a zero size does not excuse huge others.
+inline std::int64_t checked_numel(const std::int64_t* s, std::size_t r, const char* what) {
+  std::int64_t span = 1;
+  bool empty = false;
+  for (std::size_t i = 0; i < r; ++i) {
+    if (s[i] < 0) throw shape_error(std::string("tenet: ") + what + ": negative extent in " + sizes_text(s, r));
+    empty = empty || s[i] == 0;
+    if (__builtin_mul_overflow(span, s[i] == 0 ? std::int64_t{1} : s[i], &span))
+      throw shape_error(std::string("tenet: ") + what + ": sizes " + sizes_text(s, r) +
+                        " have too many elements (the product overflows int64)");
+  }
+  return empty ? 0 : span;
+}
+template <std::size_t R>
+std::int64_t checked_numel(const std::array<std::int64_t, R>& s, const char* what) {
+  return checked_numel(s.data(), R, what);
+}
+/// The bytes of a contiguous tensor of sizes s[0, r) and `itemsize`-byte elements, checked: at most
+/// 2^63 - 1 (torch's limit), else shape_error naming `what` and the sizes. Never a wrapped size.
+inline std::size_t checked_nbytes(const std::int64_t* s, std::size_t r, std::size_t itemsize, const char* what) {
+  const std::int64_t n = checked_numel(s, r, what);
+  std::int64_t bytes = 0;
+  if (__builtin_mul_overflow(n, static_cast<std::int64_t>(itemsize), &bytes))
+    throw shape_error(std::string("tenet: ") + what + ": sizes " + sizes_text(s, r) + " of " + std::to_string(itemsize) +
+                      "-byte elements need more than 2^63 - 1 bytes");
+  return static_cast<std::size_t>(bytes);
+}
+template <std::size_t R>
+std::size_t checked_nbytes(const std::array<std::int64_t, R>& s, std::size_t itemsize, const char* what) {
+  return checked_nbytes(s.data(), R, itemsize, what);
+}
+
 /// Two shapes can describe the same tensor: same rank, and no two static extents differ.
 template <class A, class B>
 constexpr bool shapes_compatible() {
