@@ -11,7 +11,7 @@
 #include <string>
 #include <type_traits>
 
-#include "reference.hpp"
+#include "../reference.hpp"
 
 namespace fuzz {
 
