@@ -5,6 +5,7 @@
 // doubles converted (rounded once) to the input's dtype.
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <tenet/error.hpp>
 #include <tenet/ops.hpp>
@@ -18,15 +19,107 @@ template <class X>
 auto act_input(const X& x) {
   return share(cast_to<floating_t<value_type_of<X>>>(x));
 }
-/// where(x > 0, x * pos, alpha * expm1(x * in)) as torch's elu kernel (selu, celu, elu).
+}  // namespace detail
+
+// Activations with torch's derivative (has_derivative: autograd keeps the composite whole and
+// applies `derivative`, autograd/vjp.hpp), where the chain rule through the decomposition is NaN
+// (0 * inf: an exp that overflows in a where() branch not taken, elu of 100 or softplus of 100 in
+// float32) or picks the wrong side of a kink (logsigmoid'(0) through min(x, 0) and |x|). Each
+// runs on the floating operand (detail::act_input).
+namespace aten {
+/// elu, selu, celu: where(x > 0, scale x, alpha scale expm1(input_scale x)), as torch's elu kernel.
+/// d/dx: scale for x > 0 (and NaN), else alpha scale input_scale exp(input_scale x).
+struct elu : same_as_input {
+  static constexpr std::string_view name = "elu";
+  static constexpr bool has_derivative = true;
+  double alpha = 1.0, scale = 1.0, input_scale = 1.0;
+  template <class X>
+  auto decompose(const X& x) const {
+    using T = value_type_of<X>;
+    auto neg_part = make_node(prim::mul_{}, make_node(prim::expm1_{}, make_node(prim::mul_{}, x, detail::cast_to<T>(input_scale))),
+                              detail::cast_to<T>(alpha * scale));
+    return make_node(prim::where_{}, make_node(prim::gt_{}, x, detail::cast_to<T>(0.0)),
+                     make_node(prim::mul_{}, x, detail::cast_to<T>(scale)), neg_part);
+  }
+  template <class X, class Y, class G>
+  static auto derivative(const X& x, const Y& y, const G& g) {
+    const auto& o = y.op;
+    return tenet::where(x <= 0.0, g * o.input_scale * (o.alpha * o.scale) * tenet::exp(x * o.input_scale), g * o.scale);
+  }
+};
+/// softplus(x) = beta x > threshold ? x : log1p(exp(beta x)) / beta.
+/// d/dx: 1 above the threshold, else z / (z + 1) with z = exp(beta x).
+struct softplus : same_as_input {
+  static constexpr std::string_view name = "softplus";
+  static constexpr bool has_derivative = true;
+  double beta = 1.0, threshold = 20.0;
+  template <class X>
+  auto decompose(const X& x) const {
+    using T = value_type_of<X>;
+    auto bx = make_node(prim::mul_{}, x, detail::cast_to<T>(beta));
+    auto soft = make_node(prim::div_{}, make_node(prim::log1p_{}, make_node(prim::exp_{}, bx)), detail::cast_to<T>(beta));
+    return make_node(prim::where_{}, make_node(prim::gt_{}, bx, detail::cast_to<T>(threshold)), x, soft);
+  }
+  template <class X, class Y, class G>
+  static auto derivative(const X& x, const Y& y, const G& g) {
+    auto z = tenet::exp(x * y.op.beta);
+    return tenet::where(x * y.op.beta > y.op.threshold, g, g * z / (z + 1.0));
+  }
+};
+/// mish(x) = x tanh(log1p(exp(x))) (no threshold, as torch).
+/// d/dx = t + x s (1 - t^2), s = sigmoid(x), t = tanh(log1p(exp(x))).
+struct mish : same_as_input {
+  static constexpr std::string_view name = "mish";
+  static constexpr bool has_derivative = true;
+  template <class X>
+  auto decompose(const X& x) const {
+    return make_node(prim::mul_{}, x, make_node(prim::tanh_{}, make_node(prim::log1p_{}, make_node(prim::exp_{}, x))));
+  }
+  template <class X, class Y, class G>
+  static auto derivative(const X& x, const Y&, const G& g) {
+    auto s = 1.0 / (1.0 + tenet::exp(-x));
+    auto t = tenet::tanh(tenet::log1p(tenet::exp(x)));
+    return g * (t + x * s * (1.0 - t * t));
+  }
+};
+/// hardswish(x) = x min(max(x + 3, 0), 6) / 6.
+/// d/dx: 0 up to -3, x / 3 + 1/2 inside (-3, 3), else 1 (also for NaN), as torch.
+struct hardswish : same_as_input {
+  static constexpr std::string_view name = "hardswish";
+  static constexpr bool has_derivative = true;
+  template <class X>
+  auto decompose(const X& x) const;  // (after hardtanh)
+  template <class X, class Y, class G>
+  static auto derivative(const X& x, const Y&, const G& g) {
+    return tenet::where(x <= -3.0, 0.0, tenet::where(x < 3.0, g * (x / 3.0 + 0.5), g));
+  }
+};
+/// logsigmoid(x) = min(x, 0) - log1p(exp(-|x|)).
+/// d/dx = [x < 0] - sign z / (1 + z), z = exp(-|x|), sign +1 for x < 0, else -1 (1/2 at 0).
+struct logsigmoid : same_as_input {
+  static constexpr std::string_view name = "logsigmoid";
+  static constexpr bool has_derivative = true;
+  template <class X>
+  auto decompose(const X& x) const {
+    using T = value_type_of<X>;
+    return make_node(prim::sub_{}, make_node(prim::minimum_{}, x, detail::cast_to<T>(0.0)),
+                     make_node(prim::log1p_{}, make_node(prim::exp_{}, make_node(prim::neg_{}, make_node(prim::abs_{}, x)))));
+  }
+  template <class X, class Y, class G>
+  static auto derivative(const X& x, const Y&, const G& g) {
+    auto z = tenet::exp(-tenet::abs(x));
+    return tenet::where(x < 0.0, g * (1.0 - z / (1.0 + z)), g * (z / (1.0 + z)));
+  }
+};
+}  // namespace aten
+
+namespace detail {
+/// elu's composite with its parameters, on the floating operand (elu, selu, celu).
 template <class X>
-auto elu_impl(const X& x0, double alpha, double scale, double input_scale) {
-  auto x = act_input(x0);
-  using T = value_type_of<decltype(x)>;
-  auto neg_part = make_node(prim::mul_{}, make_node(prim::expm1_{}, make_node(prim::mul_{}, x, cast_to<T>(input_scale))),
-                            cast_to<T>(alpha * scale));
-  return make_node(prim::where_{}, make_node(prim::gt_{}, x, cast_to<T>(0.0)),
-                   make_node(prim::mul_{}, x, cast_to<T>(scale)), neg_part);
+auto elu_impl(const X& x, double alpha, double scale, double input_scale) {
+  aten::elu op;
+  op.alpha = alpha, op.scale = scale, op.input_scale = input_scale;
+  return make_node(op, act_input(x));
 }
 }  // namespace detail
 
@@ -72,14 +165,12 @@ auto celu(const X& x, double alpha = 1.0) {
   return detail::elu_impl(x, alpha, 1.0, 1.0 / alpha);
 }
 
-/// softplus(x) = beta * x > threshold ? x : log(1 + exp(beta * x)) / beta
+/// softplus(x) = beta * x > threshold ? x : log(1 + exp(beta * x)) / beta (aten::softplus)
 template <Expression X>
-auto softplus(const X& x0, double beta = 1.0, double threshold = 20.0) {
-  auto x = detail::act_input(x0);
-  using T = value_type_of<decltype(x)>;
-  auto bx = make_node(prim::mul_{}, x, detail::cast_to<T>(beta));
-  auto soft = make_node(prim::div_{}, make_node(prim::log1p_{}, make_node(prim::exp_{}, bx)), detail::cast_to<T>(beta));
-  return make_node(prim::where_{}, make_node(prim::gt_{}, bx, detail::cast_to<T>(threshold)), x, soft);
+auto softplus(const X& x, double beta = 1.0, double threshold = 20.0) {
+  aten::softplus op;
+  op.beta = beta, op.threshold = threshold;
+  return make_node(op, detail::act_input(x));
 }
 
 /// softsign(x) = x / (1 + |x|)   (nan at +-inf, as torch)
@@ -90,12 +181,10 @@ auto softsign(const X& x0) {
   return make_node(prim::div_{}, x, make_node(prim::add_{}, make_node(prim::abs_{}, x), detail::cast_to<T>(1.0)));
 }
 
-/// mish(x) = x * tanh(log(1 + exp(x)))   (no threshold, as torch; nan at -inf, as torch)
+/// mish(x) = x * tanh(log(1 + exp(x)))   (no threshold, as torch; nan at -inf, as torch; aten::mish)
 template <Expression X>
-auto mish(const X& x0) {
-  auto x = detail::act_input(x0);
-  return make_node(prim::mul_{}, x,
-                   make_node(prim::tanh_{}, make_node(prim::log1p_{}, make_node(prim::exp_{}, x))));
+auto mish(const X& x) {
+  return make_node(aten::mish{}, detail::act_input(x));
 }
 
 /// hardsigmoid(x) = min(max(x + 3, 0), 6) / 6
@@ -107,23 +196,23 @@ auto hardsigmoid(const X& x0) {
                    detail::cast_to<T>(6.0));
 }
 
-/// hardswish(x) = x * min(max(x + 3, 0), 6) / 6   (nan at -inf, as torch)
+/// hardswish(x) = x * min(max(x + 3, 0), 6) / 6   (nan at -inf, as torch; aten::hardswish)
 template <Expression X>
-auto hardswish(const X& x0) {
-  auto x = detail::act_input(x0);
-  using T = value_type_of<decltype(x)>;
+auto hardswish(const X& x) {
+  return make_node(aten::hardswish{}, detail::act_input(x));
+}
+template <class X>
+auto aten::hardswish::decompose(const X& x) const {
+  using T = value_type_of<X>;
   return make_node(prim::div_{},
                    make_node(prim::mul_{}, x, hardtanh(make_node(prim::add_{}, x, detail::cast_to<T>(3.0)), 0.0, 6.0)),
                    detail::cast_to<T>(6.0));
 }
 
-/// logsigmoid(x) = min(x, 0) - log(1 + exp(-|x|))
+/// logsigmoid(x) = min(x, 0) - log(1 + exp(-|x|)) (aten::logsigmoid)
 template <Expression X>
-auto logsigmoid(const X& x0) {
-  auto x = detail::act_input(x0);
-  using T = value_type_of<decltype(x)>;
-  return make_node(prim::sub_{}, make_node(prim::minimum_{}, x, detail::cast_to<T>(0.0)),
-                   make_node(prim::log1p_{}, make_node(prim::exp_{}, make_node(prim::neg_{}, make_node(prim::abs_{}, x)))));
+auto logsigmoid(const X& x) {
+  return make_node(aten::logsigmoid{}, detail::act_input(x));
 }
 
 /// tanhshrink(x) = x - tanh(x)

@@ -216,8 +216,16 @@ struct pointwise_composite : same_as_input {
   using group = prim::pointwise_composite_group;
 };
 
+/// sigmoid and silu carry torch's derivative (has_derivative, autograd/vjp.hpp): through the
+/// decomposition it is 0 * inf = NaN once exp(-x) overflows (x below -89 in float32).
 struct sigmoid : pointwise_composite {
   static constexpr std::string_view name = "sigmoid";
+  static constexpr bool has_derivative = true;
+  /// d/dx = (1 - y) y
+  template <class X, class Y, class G>
+  static auto derivative(const X&, const Y& y, const G& g) {
+    return g * (1.0 - y) * y;
+  }
   template <class X>
   auto decompose(const X& x) const {
     using T = value_type_of<X>;
@@ -232,6 +240,12 @@ struct sigmoid : pointwise_composite {
 };
 struct silu : pointwise_composite {
   static constexpr std::string_view name = "silu";
+  static constexpr bool has_derivative = true;
+  /// d/dx = s (1 + x (1 - s)), s = sigmoid(x)
+  template <class X, class Y, class G>
+  static auto derivative(const X& x, const Y&, const G& g) {
+    return g * make_node(sigmoid{}, x) * (1.0 + x * (1.0 - make_node(sigmoid{}, x)));
+  }
   template <class X>
   auto decompose(const X& x) const {
     using T = value_type_of<X>;
@@ -706,6 +720,27 @@ struct var_ {
 }  // namespace aten
 
 namespace detail {
+/// sqrt(v) of a non-negative v, with gradient 0 where v is 0 instead of inf (which times the 0 of
+/// v's own gradient there is NaN): std of a constant row, the 2-norm of a zero vector, as torch
+/// masks those zeros (std_backward, norm_backward). The root reads 1 where v is 0, so where()'s
+/// gradient, which does not reach the branch it does not take, stays finite.
+template <class V>
+auto sqrt_masked_at_zero(const V& v0) {
+  using T = value_type_of<V>;
+  auto v = share(v0);
+  auto zero = share(make_node(prim::eq_{}, v, scalar<T>{T(0)}));
+  return make_node(prim::where_{}, zero, scalar<T>{T(0)}, sqrt(make_node(prim::where_{}, zero, scalar<T>{T(1)}, v)));
+}
+/// pow(v, p) of a non-negative v, 0 with gradient 0 where v is 0 (as sqrt_masked_at_zero; for p < 1
+/// the gradient p v^(p-1) is inf there).
+template <class V, class P>
+auto pow_masked_at_zero(const V& v0, const P& p) {
+  using T = value_type_of<V>;
+  auto v = share(v0);
+  auto zero = share(make_node(prim::eq_{}, v, scalar<T>{T(0)}));
+  return make_node(prim::where_{}, zero, scalar<T>{T(0)},
+                   make_node(prim::pow_{}, make_node(prim::where_{}, zero, scalar<T>{T(1)}, v), p));
+}
 template <bool Keep, auto... D, class X>
 auto var_node(const X& x, double correction) {
   static_assert(is_floating_v<value_type_of<X>>, "tenet: var/std need a floating dtype (as torch); cast with .to<float>()");
@@ -732,13 +767,14 @@ template <auto... D, Expression X>
 auto var(const X& x, keepdim_t, double correction = 1.0) {
   return detail::var_node<true, D...>(x, correction);
 }
+/// std = sqrt(var); its gradient is 0 where std is 0 (a constant row), as torch's.
 template <auto... D, Expression X>
 auto std(const X& x, double correction = 1.0) {
-  return sqrt(detail::var_node<false, D...>(x, correction));
+  return detail::sqrt_masked_at_zero(detail::var_node<false, D...>(x, correction));
 }
 template <auto... D, Expression X>
 auto std(const X& x, keepdim_t, double correction = 1.0) {
-  return sqrt(detail::var_node<true, D...>(x, correction));
+  return detail::sqrt_masked_at_zero(detail::var_node<true, D...>(x, correction));
 }
 
 namespace detail {
@@ -772,7 +808,8 @@ auto logsumexp(const X& x, keepdim_t) {
 }
 
 /// Vector p-norm over dims (torch.linalg.vector_norm): p = 2 by default; inf, -inf and 0 as torch.
-/// p is a run-time value, so norm evaluates now and returns a Tensor.
+/// p is a run-time value, so norm evaluates now and returns a Tensor. Its gradient is torch's: 0
+/// for a zero norm, and 0 at zero elements for p < 1 (detail::sqrt_masked_at_zero).
 template <auto... D, Expression X>
 auto norm(const X& x0, double p = 2.0) {
   auto x = detail::share(detail::cast_to<detail::floating_t<value_type_of<X>>>(x0));
@@ -786,8 +823,12 @@ auto norm(const X& x0, double p = 2.0) {
   }
   if (p == 0.0) return R(detail::reduce<prim::sum_kind, false, D...>(detail::cast_to<T>(make_node(prim::ne_{}, x, scalar<T>{T(0)}))));
   if (p == 1.0) return R(detail::reduce<prim::sum_kind, false, D...>(a));
-  if (p == 2.0) return R(sqrt(detail::reduce<prim::sum_kind, false, D...>(make_node(prim::mul_{}, x, x))));
-  return R(pow(detail::reduce<prim::sum_kind, false, D...>(pow(a, scalar<T>{T(C(p))})), scalar<T>{T(C(1.0 / p))}));
+  if (p == 2.0) return R(detail::sqrt_masked_at_zero(detail::reduce<prim::sum_kind, false, D...>(make_node(prim::mul_{}, x, x))));
+  if (p < 0)  // zeros make the sum infinite and the norm 0: nothing to mask
+    return R(pow(detail::reduce<prim::sum_kind, false, D...>(pow(a, scalar<T>{T(C(p))})), scalar<T>{T(C(1.0 / p))}));
+  return R(detail::pow_masked_at_zero(
+      detail::reduce<prim::sum_kind, false, D...>(detail::pow_masked_at_zero(a, scalar<T>{T(C(p))})),
+      scalar<T>{T(C(1.0 / p))}));
 }
 
 // ---------------------------------------------------------------------------------------------
