@@ -1,7 +1,7 @@
 // Gradients compared with PyTorch's on the same inputs (tests/reference/gen_autograd.py writes
 // autograd.txt): an MLP with cross_entropy, kinks and ties, layer_norm, softmax, conv2d + pooling,
 // prod with zeros, cumsum + sort, embedding + mse_loss; gradients (and tangents) at special points
-// (0, +-1, +-inf, NaN, overflow, constant rows, zero vectors).
+// (0, +-1, +-inf, NaN, overflow, constant rows, zero vectors) and pooling with NaN and inf.
 #include "reference.hpp"
 
 using namespace tenet;
@@ -192,4 +192,51 @@ TEST_CASE("autograd vs PyTorch: std of constant rows, norms of zero vectors", "[
   auto xs = leaf<M>(cs, "x");
   S0(sum(cosine_similarity<1>(xs, make<double, dyn_shape<2>>(cs.at("other"))))).backward();
   check_close(xs.grad(), cs.at("grad_x"));
+}
+
+namespace {
+/// y = f(x) against torch's value (a NaN or inf stays in the outputs whose window holds it), and
+/// x's gradient for the case's seed (a NaN seed reaches only that output's inputs).
+template <class F>
+void pooling_case(const std::string& name, F f) {
+  INFO("case " << name);
+  const auto& c = get_case(file, name);
+  auto x = leaf<M4>(c, "x");
+  M4 y = f(x);
+  check_close(y, c.at("y"));
+  y.backward(make<double, dyn_shape<4>>(c.at("seed")));
+  check_close(x.grad(), c.at("grad_x"));
+}
+}  // namespace
+
+TEST_CASE("autograd vs PyTorch: pooling and interpolation with NaN and inf", "[autograd]") {
+  const auto adaptive = [](ints<2> size) { return [size](const auto& x) { return adaptive_avg_pool2d(x, size); }; };
+  pooling_case("adaptive_nan", adaptive(2));
+  pooling_case("adaptive_3_nan", adaptive(3));
+  pooling_case("adaptive_inf", adaptive({3, 2}));
+  pooling_case("adaptive_nan_seed", adaptive(3));
+  pooling_case("avg_pool_nan", [](const auto& x) { return avg_pool2d(x, 3, {.stride = 1, .padding = 1}); });
+  const auto resize = [](ints<2> size, interpolate_mode mode, std::optional<bool> corners = std::nullopt) {
+    return [=](const auto& x) { return interpolate(x, {.size = size, .mode = mode, .align_corners = corners}); };
+  };
+  pooling_case("nearest_nan", resize({8, 3}, interpolate_mode::nearest));
+  pooling_case("nearest_nan_seed", resize(3, interpolate_mode::nearest));
+  pooling_case("bilinear_nan", resize(8, interpolate_mode::bilinear));
+  pooling_case("bilinear_inf", resize({3, 5}, interpolate_mode::bilinear));
+  pooling_case("bilinear_same_rows", resize({4, 5}, interpolate_mode::bilinear));  // rows copied, as torch
+  pooling_case("bilinear_corners_inf", resize(6, interpolate_mode::bilinear, true));
+  pooling_case("bilinear_nan_seed", resize(3, interpolate_mode::bilinear));
+  // max_pool2d's gradient goes to torch's index: first max, last NaN, first element inside the
+  // input of an all -inf window
+  const auto max_pool = [](const auto& x) { return max_pool2d(x, 2); };
+  pooling_case("max_pool_nan", max_pool);
+  pooling_case("max_pool_tie", max_pool);
+  pooling_case("max_pool_inf", max_pool);
+  pooling_case("max_pool_nan_seed", max_pool);
+  pooling_case("max_pool_all_ninf", [](const auto& x) { return max_pool2d(x, 3, {.stride = 2, .padding = 1}); });
+  pooling_case("max_pool_overlap", [](const auto& x) { return max_pool2d(x, 3, {.stride = 1, .padding = 1}); });
+  const auto& j = get_case(file, "max_pool_jvp");
+  const auto [y, t] = jvp(max_pool, std::make_tuple(make<double, dyn_shape<4>>(j.at("x"))),
+                          std::make_tuple(make<double, dyn_shape<4>>(j.at("tangent"))));
+  check_close(t, j.at("jvp"));
 }

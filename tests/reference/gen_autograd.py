@@ -151,4 +151,57 @@ other = torch.tensor([[1.0, 0.0], [1.0, 1.0]], dtype=D)
 F.cosine_similarity(x, other).sum().backward()
 ref.case("cosine_zero", x=x, other=other, **grads(x=x))
 
+# pooling and interpolation with a NaN or inf: torch's kernels keep it in the outputs whose window
+# (or stencil) holds it, and their backward sends a NaN seed only to the inputs of that output;
+# max_pool2d's gradient goes to one index (first max, last NaN, first element inside the input of
+# an all -inf window)
+def pool_case(name, fn, x, seed=None):
+    x = leaf(x)
+    y = fn(x)
+    if seed is None:
+        seed = torch.ones_like(y)
+    y.backward(seed)
+    ref.case(name, x=x, y=y, seed=seed, **grads(x=x))
+
+
+def ones_with(h, w, at, value):
+    t = torch.ones(1, 1, h, w, dtype=D)
+    for i, j in at:
+        t[0, 0, i, j] = value
+    return t
+
+
+nan00 = ones_with(4, 4, [(0, 0)], NAN)
+nan11 = ones_with(4, 4, [(1, 1)], NAN)
+inf12 = ones_with(4, 4, [(1, 2)], INF)
+pool_case("adaptive_nan", lambda x: F.adaptive_avg_pool2d(x, 2), nan00)
+pool_case("adaptive_3_nan", lambda x: F.adaptive_avg_pool2d(x, 3), nan11)
+pool_case("adaptive_inf", lambda x: F.adaptive_avg_pool2d(x, (3, 2)), inf12)
+pool_case("adaptive_nan_seed", lambda x: F.adaptive_avg_pool2d(x, 3), torch.randn(1, 1, 5, 4, dtype=D),
+          ones_with(3, 3, [(1, 1)], NAN))
+pool_case("avg_pool_nan", lambda x: F.avg_pool2d(x, 3, 1, 1), nan00)
+pool_case("nearest_nan", lambda x: F.interpolate(x, size=(8, 3)), nan11)
+pool_case("nearest_nan_seed", lambda x: F.interpolate(x, size=(3, 3)), torch.randn(1, 1, 4, 4, dtype=D),
+          ones_with(3, 3, [(1, 1)], NAN))
+pool_case("bilinear_nan", lambda x: F.interpolate(x, size=(8, 8), mode="bilinear"), nan00)
+pool_case("bilinear_inf", lambda x: F.interpolate(x, size=(3, 5), mode="bilinear"), inf12)
+pool_case("bilinear_same_rows", lambda x: F.interpolate(x, size=(4, 5), mode="bilinear"), nan11)
+pool_case("bilinear_corners_inf", lambda x: F.interpolate(x, size=(6, 6), mode="bilinear", align_corners=True), inf12)
+pool_case("bilinear_nan_seed", lambda x: F.interpolate(x, size=(3, 3), mode="bilinear"), torch.randn(1, 1, 4, 4, dtype=D),
+          ones_with(3, 3, [(1, 1)], NAN))
+pool_case("max_pool_nan", lambda x: F.max_pool2d(x, 2), ones_with(4, 4, [(0, 0), (1, 1), (2, 3)], NAN))
+pool_case("max_pool_tie", lambda x: F.max_pool2d(x, 2), ones_with(4, 4, [(3, 3)], 2.0))
+pool_case("max_pool_inf", lambda x: F.max_pool2d(x, 2), inf12)
+pool_case("max_pool_all_ninf", lambda x: F.max_pool2d(x, 3, 2, 1), torch.full((1, 1, 4, 4), -INF, dtype=D))
+pool_case("max_pool_overlap", lambda x: F.max_pool2d(x, 3, 1, 1, dilation=1), ones_with(4, 4, [(0, 0), (1, 1)], NAN))
+pool_case("max_pool_nan_seed", lambda x: F.max_pool2d(x, 2), torch.arange(16.0, dtype=D).reshape(1, 1, 4, 4),
+          ones_with(2, 2, [(0, 1)], NAN))
+x = nan11.clone()
+t = torch.full((1, 1, 4, 4), 0.5, dtype=D)
+t[0, 0, 1, 1] = 2.0
+with torch.autograd.forward_ad.dual_level():
+    out = F.max_pool2d(torch.autograd.forward_ad.make_dual(ones_with(4, 4, [(0, 0), (1, 1)], NAN), t), 2)
+    jvp = torch.autograd.forward_ad.unpack_dual(out).tangent
+ref.case("max_pool_jvp", x=ones_with(4, 4, [(0, 0), (1, 1)], NAN), tangent=t, jvp=jvp)
+
 ref.write("autograd.txt")

@@ -92,6 +92,9 @@ auto tangent_node_inputs(const tenet::node<Op, C...>& e, jvp_context& ctx) {
       return pw::mul(y, pw::sub(tx, value(make_node(prim::reduce_<prim::sum_kind, true, D>{}, pw::mul(tx, y)))));
     else
       return pw::sub(tx, value(make_node(prim::reduce_<prim::sum_kind, true, D>{}, pw::mul(pw::un<prim::exp_>(y), tx))));
+  } else if constexpr (requires { vjp_rule<Op>::has_tangent; }) {
+    // a composite kept whole whose rule gives its tangent too (max_pool2d)
+    return vjp_rule<Op>::tangent(e, value(tangent(x, ctx)));
   } else if constexpr (requires { Op::bilinear; }) {  // conv2d, kept whole by autograd: bilinear
     const auto& b = std::get<1>(e.children);
     return pw::add(value(make_node(e.op, value(tangent(x, ctx)), forward_value(b))),
