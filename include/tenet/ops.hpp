@@ -10,6 +10,7 @@
 #include <numbers>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 #include <tenet/dtype.hpp>
 #include <tenet/tensor.hpp>
@@ -287,7 +288,9 @@ auto sigmoid(const X& x) {
 }
 template <Expression X>
 auto silu(const X& x) {
-  return make_node(aten::silu{}, detail::cast_to<detail::floating_t<value_type_of<X>>>(x));
+  static_assert(is_floating_v<value_type_of<X>>,
+                "tenet: silu needs a floating tensor (torch has no integer or bool kernel for it); cast with .to<float>()");
+  return make_node(aten::silu{}, x);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -412,23 +415,54 @@ auto where(const C& cond, const A& a, const B& b) {
   return make_node(prim::where_{}, cond, detail::cast_to<T>(a), detail::cast_to<T>(b));
 }
 
-/// clamp(x, lo, hi): minimum(maximum(x, lo), hi), promoted as torch.clamp.
+namespace detail {
+/// A C++ number as a bound of integer dtype T, as torch compares an integer tensor with a clamp
+/// bound: a fraction truncated toward zero, a value outside T's range saturated to it (clamp of
+/// uint8 at -1 is clamp at 0, not at 255).
+template <class T, class V>
+T saturate_to(V v) {
+  constexpr T lo = std::numeric_limits<T>::lowest(), hi = std::numeric_limits<T>::max();
+  if constexpr (std::is_integral_v<V>) {
+    if (std::cmp_less(v, lo)) return lo;
+    if (std::cmp_greater(v, hi)) return hi;
+    return static_cast<T>(v);
+  } else {
+    const double t = std::trunc(static_cast<double>(v));
+    if (t <= static_cast<double>(lo)) return lo;
+    if (t >= static_cast<double>(hi)) return hi;
+    return static_cast<T>(t);
+  }
+}
+/// A clamp bound b for values of dtype T: saturated to an integer T's range (C++ numbers), else cast.
+template <class T, class B>
+auto clamp_bound(const B& b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && std::is_arithmetic_v<B> && !std::is_same_v<B, bool>)
+    return scalar<T>{saturate_to<T>(b)};
+  else
+    return cast_to<T>(b);
+}
+}  // namespace detail
+
+/// clamp(x, lo, hi): minimum(maximum(x, lo), hi), promoted as torch.clamp (integer tensors stay
+/// integer with integer bounds, which saturate to the dtype's range as torch's do).
 template <Expression X, class L, class H>
   requires ExprOrScalar<L> && ExprOrScalar<H>
 auto clamp(const X& x, const L& lo, const H& hi) {
   using T = detail::promoted_t<X, L, H>;
-  return make_node(prim::minimum_{}, make_node(prim::maximum_{}, detail::cast_to<T>(x), detail::cast_to<T>(lo)),
-                   detail::cast_to<T>(hi));
+  return make_node(prim::minimum_{}, make_node(prim::maximum_{}, detail::cast_to<T>(x), detail::clamp_bound<T>(lo)),
+                   detail::clamp_bound<T>(hi));
 }
 template <Expression X, class L>
   requires ExprOrScalar<L>
 auto clamp_min(const X& x, const L& lo) {
-  return maximum(x, lo);
+  using T = detail::promoted_t<X, L>;
+  return make_node(prim::maximum_{}, detail::cast_to<T>(x), detail::clamp_bound<T>(lo));
 }
 template <Expression X, class H>
   requires ExprOrScalar<H>
 auto clamp_max(const X& x, const H& hi) {
-  return minimum(x, hi);
+  using T = detail::promoted_t<X, H>;
+  return make_node(prim::minimum_{}, detail::cast_to<T>(x), detail::clamp_bound<T>(hi));
 }
 
 /// isinf: |x| == inf for floating types, false for integers.
@@ -449,21 +483,26 @@ auto isfinite(const X& x) {
   else
     return make_node(prim::eq_{}, x, x);  // all true, shaped like x
 }
-/// nan_to_num(x, nan = 0, posinf = max, neginf = lowest of the dtype), as torch.nan_to_num.
+/// nan_to_num(x, nan = 0, posinf = max, neginf = lowest of the dtype), as torch.nan_to_num; an
+/// integer or bool x (no NaN or inf to replace) is returned as it is, with its dtype.
 template <Expression X>
 auto nan_to_num(const X& x, std::optional<double> nan = 0.0, std::optional<double> posinf = std::nullopt,
                 std::optional<double> neginf = std::nullopt) {
   using T = value_type_of<X>;
-  static_assert(is_floating_v<T>, "tenet: nan_to_num is for floating dtypes (integers have no nan or inf)");
-  using C = compute_t<T>;
-  const T n = T(C(nan.value_or(0.0)));
-  const T hi = posinf ? T(C(*posinf)) : std::numeric_limits<T>::max();
-  const T lo = neginf ? T(C(*neginf)) : std::numeric_limits<T>::lowest();
-  const T inf = std::numeric_limits<T>::infinity();
-  return make_node(prim::where_{}, make_node(prim::isnan_{}, x), scalar<T>{n},
-                   make_node(prim::where_{}, make_node(prim::eq_{}, x, scalar<T>{inf}), scalar<T>{hi},
-                             make_node(prim::where_{}, make_node(prim::eq_{}, x, scalar<T>{T(-inf)}), scalar<T>{lo},
-                                       x)));
+  if constexpr (!is_floating_v<T>) {
+    (void)nan, (void)posinf, (void)neginf;
+    return x;
+  } else {
+    using C = compute_t<T>;
+    const T n = T(C(nan.value_or(0.0)));
+    const T hi = posinf ? T(C(*posinf)) : std::numeric_limits<T>::max();
+    const T lo = neginf ? T(C(*neginf)) : std::numeric_limits<T>::lowest();
+    const T inf = std::numeric_limits<T>::infinity();
+    return make_node(prim::where_{}, make_node(prim::isnan_{}, x), scalar<T>{n},
+                     make_node(prim::where_{}, make_node(prim::eq_{}, x, scalar<T>{inf}), scalar<T>{hi},
+                               make_node(prim::where_{}, make_node(prim::eq_{}, x, scalar<T>{T(-inf)}), scalar<T>{lo},
+                                         x)));
+  }
 }
 namespace detail {
 /// Python's float //, as torch: q = (a - fmod(a, b)) / b, one less when the remainder's sign differs
@@ -541,11 +580,15 @@ inline constexpr approximate_tanh_t approximate_tanh{};
 
 template <Expression X>
 auto gelu(const X& x) {
-  return make_node(aten::gelu<false>{}, detail::cast_to<detail::floating_t<value_type_of<X>>>(x));
+  static_assert(is_floating_v<value_type_of<X>>,
+                "tenet: gelu needs a floating tensor (torch has no integer or bool kernel for it); cast with .to<float>()");
+  return make_node(aten::gelu<false>{}, x);
 }
 template <Expression X>
 auto gelu(const X& x, approximate_tanh_t) {
-  return make_node(aten::gelu<true>{}, detail::cast_to<detail::floating_t<value_type_of<X>>>(x));
+  static_assert(is_floating_v<value_type_of<X>>,
+                "tenet: gelu needs a floating tensor (torch has no integer or bool kernel for it); cast with .to<float>()");
+  return make_node(aten::gelu<true>{}, x);
 }
 
 template <bool Tanh>
