@@ -73,16 +73,54 @@ TEST_CASE("activations: non-default parameters") {
   all_parameterized<double>("f64");
 }
 
-TEST_CASE("activations: int32 input computes in float32") {
-  check_unary<std::int32_t, float>("elu_i32", ACT(elu(x)));
-  check_unary<std::int32_t, float>("softplus_i32", ACT(softplus(x)));
-  check_unary<std::int32_t, float>("mish_i32", ACT(mish(x)));
-  check_unary<std::int32_t, float>("hardswish_i32", ACT(hardswish(x)));
-  check_unary<std::int32_t, float>("logsigmoid_i32", ACT(logsigmoid(x)));
-  check_unary<std::int32_t, float>("relu6_i32", ACT(relu6(x)));
-  const Tensor<std::int32_t, shape<3>> xi = tenet::arange<std::int32_t>(3).template reshape<3>();
-  static_assert(std::is_same_v<tenet::value_type_of<decltype(tenet::selu(xi))>, float>);
-  static_assert(std::is_same_v<tenet::value_type_of<decltype(tenet::glu<0>(tenet::arange<std::int32_t>(4)))>, float>);
+namespace {
+/// Runs fn on case `name`'s input of dtype T and checks the result's dtype (the name PyTorch's
+/// result has in the reference file) and values.
+template <class T, class Fn>
+void check_dtype_and_values(const std::string& name, Fn fn) {
+  INFO("case " << name);
+  const auto& c = get_case(kFile, name);
+  const Tensor<T, shape<dyn>> x = make<T, shape<dyn>>(c.at("x"));
+  auto e = fn(x);
+  using R = tenet::value_type_of<decltype(e)>;
+  CHECK(std::string(tenet::name(tenet::dtype_of<R>)) == c.at("out").dtype);
+  const Tensor<R, shape<dyn>> y = e;
+  check_close(y, c.at("out"));
+}
+
+template <class T>
+void integer_activations(const std::string& tag) {
+  check_dtype_and_values<T>("relu_" + tag, ACT(relu(x)));
+  check_dtype_and_values<T>("relu6_" + tag, ACT(relu6(x)));
+  check_dtype_and_values<T>("hardtanh_" + tag, ACT(hardtanh(x)));
+  check_dtype_and_values<T>("hardtanh_p_" + tag, ACT(hardtanh(x, -1.5, 2.5)));
+  check_dtype_and_values<T>("clamp_" + tag, ACT(clamp(x, -1, 1)));
+  check_dtype_and_values<T>("clamp_wide_" + tag, ACT(clamp(x, -300, 300)));
+  check_dtype_and_values<T>("clamp_float_" + tag, ACT(clamp(x, -2.5, 4.5)));
+  check_dtype_and_values<T>("clamp_min_" + tag, ACT(clamp_min(x, -1)));
+  check_dtype_and_values<T>("clamp_max_" + tag, ACT(clamp_max(x, 2)));
+  check_dtype_and_values<T>("nan_to_num_" + tag, ACT(nan_to_num(x)));
+  check_dtype_and_values<T>("softsign_" + tag, ACT(softsign(x)));
+  check_dtype_and_values<T>("tanhshrink_" + tag, ACT(tanhshrink(x)));
+  check_dtype_and_values<T>("sigmoid_" + tag, ACT(sigmoid(x)));
+}
+}  // namespace
+
+TEST_CASE("activations: integer and bool inputs give PyTorch's dtype") {
+  // relu, relu6, hardtanh and clamp keep the integer dtype (bounds truncated toward zero and
+  // saturated to its range: clamp of uint8 at -1 is at 0); softsign, tanhshrink and sigmoid compute
+  // in float32; nan_to_num returns the input. (elu, softplus, ... refuse integers at compile time,
+  // as torch has no integer kernel: tests/compile_fail/activation_integer.cpp.)
+  integer_activations<std::int8_t>("i8");
+  integer_activations<std::int16_t>("i16");
+  integer_activations<std::int32_t>("i32");
+  integer_activations<std::int64_t>("i64");
+  integer_activations<std::uint8_t>("u8");
+  check_dtype_and_values<bool>("clamp_b", ACT(clamp(x, -1, 1)));
+  check_dtype_and_values<bool>("clamp_float_b", ACT(clamp(x, -2.5, 4.5)));
+  check_dtype_and_values<bool>("nan_to_num_b", ACT(nan_to_num(x)));
+  check_dtype_and_values<bool>("sigmoid_b", ACT(sigmoid(x)));
+  static_assert(std::is_same_v<tenet::value_type_of<decltype(tenet::relu6(tenet::arange<std::int64_t>(4) * 2))>, std::int64_t>);
 }
 
 TEST_CASE("activations: glu halves along a compile-time dim") {

@@ -1,6 +1,7 @@
 // Gradients compared with PyTorch's on the same inputs (tests/reference/gen_autograd.py writes
 // autograd.txt): an MLP with cross_entropy, kinks and ties, layer_norm, softmax, conv2d + pooling,
-// prod with zeros, cumsum + sort, embedding + mse_loss.
+// prod with zeros, cumsum + sort, embedding + mse_loss; gradients (and tangents) at special points
+// (0, +-1, +-inf, NaN, overflow, constant rows, zero vectors) and pooling with NaN and inf.
 #include "reference.hpp"
 
 using namespace tenet;
@@ -98,4 +99,144 @@ TEST_CASE("autograd vs PyTorch: prod with zeros, cumsum and sort, embedding and 
   l.backward();
   check_close(w.grad(), e.at("grad_w"));
   check_close(bias.grad(), e.at("grad_bias"));
+}
+
+namespace {
+/// The gradient of sum(f(x)) at case `name`'s special points (0, +-1, +-inf, NaN, arguments where
+/// an intermediate of f's decomposition overflows), and f's tangent along ones where the case has
+/// torch's.
+template <class T, class F>
+void special_points(const std::string& name, F f) {
+  INFO("case " << name);
+  using VT = Tensor<T, dyn_shape<1>>;
+  const auto& c = get_case(file, name);
+  auto x = leaf<VT>(c, "x");
+  Tensor<T, shape<>> loss = sum(f(x));
+  loss.backward();
+  check_close(x.grad(), c.at("grad_x"));
+  if (c.count("jvp")) {
+    const VT x0 = make<T, dyn_shape<1>>(c.at("x"));
+    VT ones(x0.sizes());
+    ones.fill_(1);
+    const auto [y, t] = jvp([&](const auto& a) { return f(a); }, std::make_tuple(x0), std::make_tuple(ones));
+    check_close(t, c.at("jvp"));
+  }
+}
+}  // namespace
+
+TEST_CASE("autograd vs PyTorch: derivatives at special points", "[autograd]") {
+  // torch's own derivative where the decomposition's chain rule is 0 * inf (acosh below -1, asin at
+  // +-1, sinh of 1000, sinc at 0, sigmoid of -1000, softplus of 100 ...), and forward mode skips the
+  // tangent of a constant operand (x * 2 at inf)
+  special_points<double>("special_acosh", [](const auto& x) { return acosh(x); });
+  special_points<double>("special_asinh", [](const auto& x) { return asinh(x); });
+  special_points<double>("special_asin", [](const auto& x) { return asin(x); });
+  special_points<double>("special_acos", [](const auto& x) { return acos(x); });
+  special_points<double>("special_atanh", [](const auto& x) { return atanh(x); });
+  special_points<double>("special_sinh", [](const auto& x) { return sinh(x); });
+  special_points<double>("special_cosh", [](const auto& x) { return cosh(x); });
+  special_points<double>("special_sinc", [](const auto& x) { return sinc(x); });
+  special_points<double>("special_logit", [](const auto& x) { return logit(x); });
+  special_points<double>("special_logit_eps", [](const auto& x) { return logit(x, 0.1); });
+  special_points<double>("special_sigmoid", [](const auto& x) { return sigmoid(x); });
+  special_points<double>("special_silu", [](const auto& x) { return silu(x); });
+  special_points<double>("special_elu", [](const auto& x) { return elu(x); });
+  special_points<double>("special_selu", [](const auto& x) { return selu(x); });
+  special_points<double>("special_celu", [](const auto& x) { return celu(x, 2.0); });
+  special_points<double>("special_softplus", [](const auto& x) { return softplus(x); });
+  special_points<double>("special_mish", [](const auto& x) { return mish(x); });
+  special_points<double>("special_hardswish", [](const auto& x) { return hardswish(x); });
+  special_points<double>("special_logsigmoid", [](const auto& x) { return logsigmoid(x); });
+  special_points<double>("special_xlogy_x0", [](const auto& x) { return xlogy(x, 0.0); });
+  special_points<double>("special_atan2_x0", [](const auto& x) { return atan2(x, 0.0); });
+  special_points<double>("special_hypot_x0", [](const auto& x) { return hypot(x, 0.0); });
+  special_points<double>("special_scaled", [](const auto& x) { return x * 2.0 + 1.0; });
+  // float32 overflows earlier (exp(89), 1e30 squared)
+  special_points<float>("special_sinh_f32", [](const auto& x) { return sinh(x); });
+  special_points<float>("special_softplus_f32", [](const auto& x) { return softplus(x); });
+  special_points<float>("special_hypot_x0_f32", [](const auto& x) { return hypot(x, 0.0); });
+}
+
+TEST_CASE("autograd vs PyTorch: std of constant rows, norms of zero vectors", "[autograd]") {
+  // torch masks the zero results of std and vector_norm in their backward (0, not 0 * inf); std
+  // over a size-1 dim with correction 1 is NaN and so is its gradient
+  const auto& a = get_case(file, "std_constant_row");
+  auto xa = leaf<M>(a, "x");
+  S0 la = sum(tenet::std<1>(xa));
+  la.backward();
+  check_close(xa.grad(), a.at("grad_x"));
+  const auto& b = get_case(file, "std_size1");
+  auto xb = leaf<M>(b, "x");
+  V yb = tenet::std<1>(xb);
+  check_close(yb, b.at("y"));
+  S0(sum(yb)).backward();
+  check_close(xb.grad(), b.at("grad_x"));
+  const auto& c = get_case(file, "std_size1_c0");
+  auto xc = leaf<M>(c, "x");
+  S0(sum(tenet::std<1>(xc, 0.0))).backward();
+  check_close(xc.grad(), c.at("grad_x"));
+  const auto& d = get_case(file, "std_all");
+  auto xd = leaf<M>(d, "x");
+  S0(tenet::std(xd)).backward();
+  check_close(xd.grad(), d.at("grad_x"));
+  for (const auto& [tag, p] : {std::pair{"2", 2.0}, {"3", 3.0}, {"half", 0.5}, {"1", 1.0}, {"inf", INFINITY}}) {
+    INFO("norm p " << p);
+    const auto& n = get_case(file, std::string("norm_") + tag);
+    auto x = leaf<M>(n, "x");
+    V y = norm<1>(x, p);
+    check_close(y, n.at("y"));
+    S0(sum(y)).backward();
+    check_close(x.grad(), n.at("grad_x"));
+  }
+  const auto& cs = get_case(file, "cosine_zero");
+  auto xs = leaf<M>(cs, "x");
+  S0(sum(cosine_similarity<1>(xs, make<double, dyn_shape<2>>(cs.at("other"))))).backward();
+  check_close(xs.grad(), cs.at("grad_x"));
+}
+
+namespace {
+/// y = f(x) against torch's value (a NaN or inf stays in the outputs whose window holds it), and
+/// x's gradient for the case's seed (a NaN seed reaches only that output's inputs).
+template <class F>
+void pooling_case(const std::string& name, F f) {
+  INFO("case " << name);
+  const auto& c = get_case(file, name);
+  auto x = leaf<M4>(c, "x");
+  M4 y = f(x);
+  check_close(y, c.at("y"));
+  y.backward(make<double, dyn_shape<4>>(c.at("seed")));
+  check_close(x.grad(), c.at("grad_x"));
+}
+}  // namespace
+
+TEST_CASE("autograd vs PyTorch: pooling and interpolation with NaN and inf", "[autograd]") {
+  const auto adaptive = [](ints<2> size) { return [size](const auto& x) { return adaptive_avg_pool2d(x, size); }; };
+  pooling_case("adaptive_nan", adaptive(2));
+  pooling_case("adaptive_3_nan", adaptive(3));
+  pooling_case("adaptive_inf", adaptive({3, 2}));
+  pooling_case("adaptive_nan_seed", adaptive(3));
+  pooling_case("avg_pool_nan", [](const auto& x) { return avg_pool2d(x, 3, {.stride = 1, .padding = 1}); });
+  const auto resize = [](ints<2> size, interpolate_mode mode, std::optional<bool> corners = std::nullopt) {
+    return [=](const auto& x) { return interpolate(x, {.size = size, .mode = mode, .align_corners = corners}); };
+  };
+  pooling_case("nearest_nan", resize({8, 3}, interpolate_mode::nearest));
+  pooling_case("nearest_nan_seed", resize(3, interpolate_mode::nearest));
+  pooling_case("bilinear_nan", resize(8, interpolate_mode::bilinear));
+  pooling_case("bilinear_inf", resize({3, 5}, interpolate_mode::bilinear));
+  pooling_case("bilinear_same_rows", resize({4, 5}, interpolate_mode::bilinear));  // rows copied, as torch
+  pooling_case("bilinear_corners_inf", resize(6, interpolate_mode::bilinear, true));
+  pooling_case("bilinear_nan_seed", resize(3, interpolate_mode::bilinear));
+  // max_pool2d's gradient goes to torch's index: first max, last NaN, first element inside the
+  // input of an all -inf window
+  const auto max_pool = [](const auto& x) { return max_pool2d(x, 2); };
+  pooling_case("max_pool_nan", max_pool);
+  pooling_case("max_pool_tie", max_pool);
+  pooling_case("max_pool_inf", max_pool);
+  pooling_case("max_pool_nan_seed", max_pool);
+  pooling_case("max_pool_all_ninf", [](const auto& x) { return max_pool2d(x, 3, {.stride = 2, .padding = 1}); });
+  pooling_case("max_pool_overlap", [](const auto& x) { return max_pool2d(x, 3, {.stride = 1, .padding = 1}); });
+  const auto& j = get_case(file, "max_pool_jvp");
+  const auto [y, t] = jvp(max_pool, std::make_tuple(make<double, dyn_shape<4>>(j.at("x"))),
+                          std::make_tuple(make<double, dyn_shape<4>>(j.at("tangent"))));
+  check_close(t, j.at("jvp"));
 }

@@ -196,3 +196,33 @@ TEST_CASE("compile: the backward of bias + gelu is one kernel, with eager's grad
   check_bias_gelu_backward<float>(1e-6);
   check_bias_gelu_backward<double>(1e-12);
 }
+
+// Composites with their own derivative inside a compiled step: sigmoid (a pointwise composite the
+// fused loop runs) joins the backward's pointwise region, softplus and asinh (no fused-loop form)
+// are the region's inputs, differentiated by their own rule. Gradients as eager's, and finite where
+// the decompositions' chain rule is 0 * inf (softplus of 100 and sigmoid of -100 in float32).
+TEST_CASE("compile: a step through composites with their own derivative", "[compile][autograd]") {
+  using X2 = Tensor<float, dyn_shape<2>>;
+  using B1 = Tensor<float, dyn_shape<1>>;
+  manual_seed(9);
+  X2 pre = randn<float, dyn_shape<2>>(6, 5);
+  pre.data()[0] = 100.0f;
+  pre.data()[1] = -100.0f;
+  B1 b = randn<float, dyn_shape<1>>(5);
+  pre.requires_grad_();
+  b.requires_grad_();
+  auto loss = [&](const X2& p) { return sum(sigmoid(p + b) * 2.0f + softplus(p) + asinh(p * b)); };
+  Tensor<float, shape<>> eager_loss = loss(pre);
+  eager_loss.backward();
+  const X2 gpre = pre.grad().clone();
+  const B1 gb = b.grad().clone();
+  CHECK(std::isfinite(gpre.data()[0]));
+  CHECK(std::isfinite(gpre.data()[1]));
+  pre.set_grad({});
+  b.set_grad({});
+  const detail::ag::fused_backward_scope fused(true);
+  auto step = compile([&](const X2& p) { return backward_of(loss(p)); });
+  (void)step(pre);
+  CHECK(max_rel(pre.grad(), gpre) <= 1e-6);
+  CHECK(max_rel(b.grad(), gb) <= 1e-6);
+}

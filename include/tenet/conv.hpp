@@ -10,12 +10,14 @@
 //   conv_transpose2d  pad_ with interior padding (stride) and crop -> conv2d with the weight
 //                     flipped (slice_ step -1) and its channels swapped
 //   max/avg_pool2d    pad_ (-inf / 0) -> unfold_ windows -> amax / sum (/ divisor)
-//   adaptive_avg_pool2d, interpolate   A_h . x . A_w^T with averaging / interpolation matrices
+//   adaptive_avg_pool2d, interpolate   per dim (columns, then rows): gather_ the source rows
+//                     (index_select), then sum the masked windows / mix the two neighbours
 //   pad               constant: one pad_; reflect/replicate: slices (flipped / expanded) put side by
 //                     side with pad_ + add
 //   flip, roll        slice_ with step -1; two slices put side by side
 // Sizes and options are run-time values, so results have run-time extents (dyn) except where
 // noted. Inputs are batched: conv1d (N, C, L), the 2-D ops (N, C, H, W).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -24,8 +26,11 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include <tenet/error.hpp>
+#include <tenet/indexing.hpp>  // index_select
 #include <tenet/ops.hpp>
 #include <tenet/tensor.hpp>
 
@@ -575,46 +580,121 @@ auto avg_pool2d(const X& x, const ints<2>& kernel, const avg_pool2d_options& o =
 }
 
 namespace detail {
-/// y = A_h . x . A_w^T for x (N, C, H, W), A_h (oh, H), A_w^T (W, ow) (host tensors, copied to x's
-/// device: `to` returns a tensor already there as it is).
-template <class X, class T>
-auto separable_resample(const X& x, const Tensor<T, dyn_shape<2>>& ah, const Tensor<T, dyn_shape<2>>& awt) {
-  const device d = expr_device(x);
-  return make_node(prim::matmul_{}, make_node(prim::matmul_{}, ah.to(d), x), awt.to(d));
+// Resampling along one spatial dim D (2: rows, 3: columns) of x (N, C, H, W) by gathering the
+// rows each output reads (index_select), so an output sees only its own window or stencil: a NaN
+// or inf in x reaches exactly the outputs (and its gradient comes from exactly the outputs) whose
+// windows hold it, as in torch's kernels, where a product with a dense averaging or interpolation
+// matrix spreads it to whole rows as 0 * inf = NaN. Index and weight tensors are built on the host
+// and copied to x's device (`to` returns a tensor already there as it is).
+
+/// A host vector as a 1-D tensor on device d.
+template <class T>
+Tensor<T, dyn_shape<1>> vector_on(const std::vector<T>& v, device d) {
+  Tensor<T, dyn_shape<1>> t(sizes_t<1>{static_cast<std::int64_t>(v.size())});
+  std::copy(v.begin(), v.end(), t.data());
+  return t.to(d);
+}
+/// v (out values) as a 4-D tensor of sizes 1 but `out` at dim D, on device d: per-output weights
+/// that broadcast over the other dims.
+template <std::size_t D, class T>
+Tensor<T, dyn_shape<4>> weights_along(const std::vector<T>& v, device d) {
+  sizes_t<4> s{1, 1, 1, 1};
+  s[D] = static_cast<std::int64_t>(v.size());
+  Tensor<T, dyn_shape<4>> t(s);
+  std::copy(v.begin(), v.end(), t.data());
+  return t.to(d);
+}
+/// Output i along D is x's row idx[i] (nearest interpolation).
+template <std::size_t D, class X>
+auto pick_along(const X& x, const std::vector<std::int64_t>& idx) {
+  return index_select<static_cast<std::int64_t>(D)>(x, vector_on(idx, expr_device(x)));
+}
+/// Output i along D: x's row i0[i] when `copy` (nearest), else w0[i] x[i0[i]] + w1[i] x[i1[i]] (linear
+/// interpolation; both terms are read even with a weight of 0, as torch's kernel). One expression
+/// type for both modes (the mode is a run-time option): where() picks, and does not pass the branch
+/// it does not take on (nor its gradient).
+template <std::size_t D, class X, class T>
+auto resample_along(const X& x0, bool copy, const std::vector<std::int64_t>& i0, const std::vector<std::int64_t>& i1,
+                    const std::vector<T>& w0, const std::vector<T>& w1) {
+  const device d = expr_device(x0);
+  auto x = share(x0);
+  auto a = share(pick_along<D>(x, i0));
+  return make_node(prim::where_{}, scalar<bool>{copy}, a,
+                   weights_along<D>(w0, d) * a + weights_along<D>(w1, d) * pick_along<D>(x, i1));
+}
+/// Output i along D is the mean of x's rows [start[i], stop[i]) (adaptive average pooling): the
+/// windows are gathered to the longest one's length k (shorter ones repeat their first row, masked
+/// out), reshaped to (..., out, k, ...), summed over k and divided by each window's length.
+template <std::size_t D, class X>
+auto average_windows_along(const X& x, const std::vector<std::int64_t>& start, const std::vector<std::int64_t>& stop) {
+  using T = value_type_of<X>;
+  const device dev = expr_device(x);
+  const std::int64_t out = static_cast<std::int64_t>(start.size());
+  std::int64_t k = 1;
+  for (std::int64_t i = 0; i < out; ++i) k = std::max(k, stop[i] - start[i]);
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(out * k));
+  std::vector<bool> inside(static_cast<std::size_t>(out * k));
+  std::vector<T> count(static_cast<std::size_t>(out));
+  for (std::int64_t i = 0; i < out; ++i) {
+    for (std::int64_t j = 0; j < k; ++j) {
+      const bool in = j < stop[i] - start[i];
+      idx[static_cast<std::size_t>(i * k + j)] = in ? start[i] + j : start[i];
+      inside[static_cast<std::size_t>(i * k + j)] = in;
+    }
+    count[static_cast<std::size_t>(i)] = static_cast<T>(stop[i] - start[i]);
+  }
+  const auto xs = x.sizes();
+  sizes_t<5> split{}, mask_sizes{1, 1, 1, 1, 1};
+  for (std::size_t i = 0, j = 0; i < 4; ++i, ++j) {
+    if (i == D) {
+      split[j] = out, split[j + 1] = k;
+      mask_sizes[j] = out, mask_sizes[j + 1] = k;
+      ++j;
+    } else {
+      split[j] = xs[i];
+    }
+  }
+  Tensor<bool, dyn_shape<5>> mask(mask_sizes);
+  std::copy(inside.begin(), inside.end(), mask.data());
+  auto windows = make_node(prim::reshape_<dyn_shape<5>>{split}, pick_along<D>(x, idx));
+  auto sums = make_node(prim::reduce_<prim::sum_kind, false, static_cast<std::int64_t>(D + 1)>{},
+                        make_node(prim::where_{}, mask.to(dev), windows, scalar<T>{T(0)}));
+  return make_node(prim::div_{}, sums, weights_along<D>(count, dev));
 }
 }  // namespace detail
 
 /// adaptive_avg_pool2d(x, output_size): output cell i averages input rows
-/// [floor(i H / oh), ceil((i + 1) H / oh)) (likewise for columns), any oh, ow.
+/// [floor(i H / oh), ceil((i + 1) H / oh)) (likewise for columns), any oh, ow. Each output reads
+/// only its window (a NaN or inf stays in the outputs whose windows hold it, as torch).
 template <Expression X>
 auto adaptive_avg_pool2d(const X& x, const ints<2>& output_size) {
   static_assert(rank_of<X> == 4, "tenet: adaptive_avg_pool2d needs x (N, C, H, W)");
   using T = value_type_of<X>;
   detail::check_conv_dtype<T>("adaptive_avg_pool2d");
   const auto xs = x.sizes();
-  auto averaging = [&](std::int64_t n, std::int64_t out, bool transposed) {
+  auto windows = [&](std::int64_t n, std::int64_t out) {
     if (out < 0) throw value_error("tenet: adaptive_avg_pool2d: negative output size " + std::to_string(out));
     if (n == 0 && out > 0)
       throw shape_error("tenet: adaptive_avg_pool2d: cannot pool an empty extent (input sizes " +
                         detail::sizes_text(xs) + ")");
-    Tensor<T, dyn_shape<2>> a(transposed ? sizes_t<2>{n, out} : sizes_t<2>{out, n});
-    a.fill_(0);
-    T* p = a.data();
+    std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> w;
     for (std::int64_t i = 0; i < out; ++i) {
-      const std::int64_t s = (i * n) / out, e = ((i + 1) * n + out - 1) / out;
-      for (std::int64_t k = s; k < e; ++k)
-        p[transposed ? k * out + i : i * n + k] = static_cast<T>(1.0 / static_cast<double>(e - s));
+      w.first.push_back((i * n) / out);
+      w.second.push_back(((i + 1) * n + out - 1) / out);
     }
-    return a;
+    return w;
   };
-  return detail::separable_resample(x, averaging(xs[2], output_size[0], false),
-                                    averaging(xs[3], output_size[1], true));
+  const auto [r0, r1] = windows(xs[2], output_size[0]);
+  const auto [c0, c1] = windows(xs[3], output_size[1]);
+  return detail::average_windows_along<2>(detail::average_windows_along<3>(x, c0, c1), r0, r1);
 }
 
 /// interpolate(x, {.size | .scale_factor, .mode = nearest | bilinear, .align_corners}) for x (N, C, H, W),
-/// as torch.nn.functional.interpolate (recompute_scale_factor = None). Computed as A_h . x . A_w^T
-/// with interpolation matrices (nearest: one 1 per row; so an inf or nan in x spreads to the
-/// other outputs of its row and column as nan, where torch copies it).
+/// as torch.nn.functional.interpolate (recompute_scale_factor = None): nearest gathers the source
+/// rows and columns, bilinear mixes the two neighbours along the columns, then along the rows, with
+/// torch's source coordinates and weights (a dim whose extent does not change is copied). An output
+/// reads only its own source elements (a NaN or inf reaches the outputs whose stencil holds it, as
+/// torch, including those that weigh it by 0).
 template <Expression X>
 auto interpolate(const X& x, const interpolate_options& o) {
   static_assert(rank_of<X> == 4, "tenet: interpolate needs x (N, C, H, W)");
@@ -631,7 +711,14 @@ auto interpolate(const X& x, const interpolate_options& o) {
     throw value_error("tenet: interpolate: align_corners can only be set with mode bilinear (as torch)");
   const bool align = o.align_corners.value_or(false);
   const auto xs = x.sizes();
-  auto matrix = [&](std::size_t dim, bool transposed) {
+  // the source positions of one dim: nearest: i0 (w0 = 1); bilinear: i0, i1 with weights w0, w1;
+  // a bilinear dim whose extent does not change is copied (torch reads no neighbour there)
+  struct stencil {
+    bool copy = false;
+    std::vector<std::int64_t> i0, i1;
+    std::vector<T> w0, w1;
+  };
+  auto plan = [&](std::size_t dim) {  // (nearest: i1 = i0 and weights 1, 0, read by no output)
     const std::int64_t n = xs[2 + dim];
     std::int64_t out;
     if (by_size)
@@ -642,18 +729,19 @@ auto interpolate(const X& x, const interpolate_options& o) {
       throw shape_error("tenet: interpolate: input and output sizes must be positive, got input " +
                         detail::sizes_text(xs) + " and output extent " + std::to_string(out) + " for dim " +
                         std::to_string(2 + dim));
-    Tensor<T, dyn_shape<2>> a(transposed ? sizes_t<2>{n, out} : sizes_t<2>{out, n});
-    a.fill_(0);
-    T* p = a.data();
-    auto put = [&](std::int64_t i, std::int64_t k, double v) { p[transposed ? k * out + i : i * n + k] += static_cast<T>(v); };
+    stencil st;
+    st.copy = nearest || out == n;
     // torch computes the source coordinate in float (its accumulate type for float and half)
     using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
     const A scale = by_scale ? static_cast<A>(1.0 / o.scale_factor.v[dim])
                         : static_cast<A>(static_cast<A>(n) / static_cast<A>(out));
     for (std::int64_t i = 0; i < out; ++i) {
-      if (nearest) {
-        const auto src = std::min(static_cast<std::int64_t>(std::floor(static_cast<A>(i) * scale)), n - 1);
-        put(i, src, 1.0);
+      if (st.copy) {
+        const auto i0 = nearest ? std::min(static_cast<std::int64_t>(std::floor(static_cast<A>(i) * scale)), n - 1) : i;
+        st.i0.push_back(i0);
+        st.i1.push_back(i0);
+        st.w0.push_back(T(1));
+        st.w1.push_back(T(0));
       } else {
         A src;
         if (align)
@@ -661,17 +749,19 @@ auto interpolate(const X& x, const interpolate_options& o) {
         else
           src = std::max(A(0), (static_cast<A>(i) + A(0.5)) * scale - A(0.5));
         const auto i0 = std::min(static_cast<std::int64_t>(src), n - 1);
-        const auto i1 = std::min(i0 + 1, n - 1);
         const A l1 = std::min(std::max(src - static_cast<A>(i0), A(0)), A(1));
-        put(i, i0, static_cast<double>(A(1) - l1));
-        put(i, i1, static_cast<double>(l1));
+        st.i0.push_back(i0);
+        st.i1.push_back(std::min(i0 + 1, n - 1));
+        st.w0.push_back(static_cast<T>(A(1) - l1));
+        st.w1.push_back(static_cast<T>(l1));
       }
     }
-    return a;
+    return st;
   };
-  return detail::separable_resample(x, matrix(0, false), matrix(1, true));
+  const stencil rows = plan(0), cols = plan(1);
+  return detail::resample_along<2>(detail::resample_along<3>(x, cols.copy, cols.i0, cols.i1, cols.w0, cols.w1), rows.copy,
+                                   rows.i0, rows.i1, rows.w0, rows.w1);
 }
-
 // ---------------------------------------------------------------------------------------------
 // flip, roll, pad
 namespace detail {
@@ -871,6 +961,91 @@ struct vjp_rule<aten::conv2d> {
       backprop(x, make_node(op, make_node(spread, gv), wt));
     }
     if (needs_grad(w)) backprop(w, make_node(aten::conv2d_weight{e.op, ws}, forward_value(x), gv));
+  }
+};
+}  // namespace tenet::detail::ag
+
+// ---------------------------------------------------------------------------------------------
+// max_pool2d's own VJP and JVP (autograd keeps it whole): each output's gradient goes to ONE
+// element of its window, torch's max index: the first maximum, the last NaN when the window holds
+// NaNs, the first element inside the input when the whole window is -inf. The decomposition's
+// amax rule would split a tie evenly and send NaN to every element of a window holding a NaN (and
+// a NaN output gradient to all of them). Computed with prims on any device: the windows' argmax,
+// then a where() against the window positions (not a product, so a NaN output gradient reaches
+// only the chosen element, as torch's scatter).
+namespace tenet::detail {
+template <class X>
+inline constexpr bool runs_natively<ag::autograd_backend, aten::max_pool2d, X> = true;
+}  // namespace tenet::detail
+
+namespace tenet::detail::ag {
+template <>
+struct vjp_rule<aten::max_pool2d> {
+  static constexpr bool has_rule = true;
+  static constexpr bool has_tangent = true;
+  /// (N, C, oh, ow, kh kw) sizes of the flattened windows.
+  template <class E>
+  static sizes_t<5> flat_sizes(const E& e) {
+    const auto ys = e.sizes();
+    return {ys[0], ys[1], ys[2], ys[3], e.op.plan.k[0] * e.op.plan.k[1]};
+  }
+  /// The windows of v (pad value `pad`) as (N, C, oh, ow, kh kw).
+  template <class V>
+  static auto flat_windows(const V& v, const pool_plan& pl, const sizes_t<5>& fs, double pad) {
+    return make_node(prim::reshape_<dyn_shape<5>>{fs}, pool_windows(v, pl, pad));
+  }
+  /// Whether each window position (N, C, oh, ow, kh kw) is the one the output's gradient goes to.
+  template <class E>
+  static auto chosen(const E& e) {
+    using T = value_type_of<E>;
+    const auto& pl = e.op.plan;
+    const auto fs = flat_sizes(e);
+    const std::int64_t K = fs[4];
+    const device dev = forward_value(e).device();
+    const auto flat = value(flat_windows(forward_value(std::get<0>(e.children)), pl, fs, aten::max_pool2d::lowest<T>()));
+    const auto first_max = value(make_node(prim::reduce_<prim::argmax_kind, true, 4>{}, flat));
+    // the last NaN: the first one of the reversed window
+    const auto nan_rev = value(make_node(flip_dim<5>(fs, 4), make_node(prim::convert_element_type_<std::int64_t>{},
+                                                                        make_node(prim::isnan_{}, flat))));
+    const auto last_nan = value(make_node(prim::sub_{}, scalar<std::int64_t>{K - 1},
+                                          make_node(prim::reduce_<prim::argmax_kind, true, 4>{}, nan_rev)));
+    // an all -inf window: torch's first element inside the input (not a padding position)
+    Tensor<std::int64_t, dyn_shape<5>> first_inside(sizes_t<5>{1, 1, fs[2], fs[3], 1});
+    for (std::int64_t oy = 0; oy < fs[2]; ++oy) {
+      for (std::int64_t ox = 0; ox < fs[3]; ++ox) {
+        std::int64_t i = 0, j = 0;
+        while (i + 1 < pl.k[0] && oy * pl.s[0] - pl.p[0] + i * pl.d[0] < 0) ++i;
+        while (j + 1 < pl.k[1] && ox * pl.s[1] - pl.p[1] + j * pl.d[1] < 0) ++j;
+        first_inside.data()[oy * fs[3] + ox] = i * pl.k[1] + j;
+      }
+    }
+    const auto y5 = as_sizes<5>(forward_value(e), sizes_t<5>{fs[0], fs[1], fs[2], fs[3], 1});
+    const auto at = value(make_node(
+        prim::where_{}, make_node(prim::isnan_{}, y5), last_nan,
+        make_node(prim::where_{}, make_node(prim::eq_{}, y5, scalar<T>{-std::numeric_limits<T>::infinity()}),
+                  first_inside.to(dev), first_max)));
+    Tensor<std::int64_t, dyn_shape<5>> positions(sizes_t<5>{1, 1, 1, 1, K});
+    for (std::int64_t k = 0; k < K; ++k) positions.data()[k] = k;
+    return value(make_node(prim::eq_{}, at, positions.to(dev)));
+  }
+  template <class E, class G>
+  static void apply(const E& e, const G& g) {
+    using T = value_type_of<E>;
+    const auto& x = std::get<0>(e.children);
+    const auto& pl = e.op.plan;
+    const auto fs = flat_sizes(e);
+    const auto g5 = as_sizes<5>(exact(g, e.sizes()), sizes_t<5>{fs[0], fs[1], fs[2], fs[3], 1});
+    const auto gw = value(make_node(prim::where_{}, chosen(e), g5, scalar<T>{T(0)}));
+    const sizes_t<6> ws{fs[0], fs[1], fs[2], fs[3], pl.k[0], pl.k[1]};
+    backprop(pool_windows(x, pl, aten::max_pool2d::lowest<T>()), as_sizes<6>(gw, ws));
+  }
+  /// The tangent: each output's tangent is its chosen element's.
+  template <class E, class TX>
+  static auto tangent(const E& e, const TX& tx) {
+    using T = value_type_of<E>;
+    const auto fs = flat_sizes(e);
+    return make_node(prim::reduce_<prim::sum_kind, false, 4>{},
+                     make_node(prim::where_{}, chosen(e), flat_windows(tx, e.op.plan, fs, 0.0), scalar<T>{T(0)}));
   }
 };
 }  // namespace tenet::detail::ag

@@ -10,6 +10,7 @@
 #include <limits>
 #include <numbers>
 #include <optional>
+#include <string_view>
 #include <type_traits>
 
 #include <tenet/ops.hpp>
@@ -53,29 +54,110 @@ auto atan(const X& x0) {
   using T = value_type_of<decltype(x)>;
   return make_node(prim::atan2_{}, x, detail::cast_to<T>(1));
 }
-/// asin(x) = atan2(x, sqrt((1 - x)(1 + x))); NaN outside [-1, 1] from the sqrt.
-template <Expression X>
-auto asin(const X& x0) {
-  using R = detail::floating_t<value_type_of<X>>;
-  auto x = detail::opmath_operand(x0);
-  using T = value_type_of<decltype(x)>;
-  auto c = sqrt(make_node(prim::mul_{}, make_node(prim::sub_{}, detail::cast_to<T>(1), x),
-                          make_node(prim::add_{}, detail::cast_to<T>(1), x)));
-  return detail::cast_to<R>(make_node(prim::atan2_{}, x, c));
-}
-/// acos(x) = atan2(sqrt((1 - x)(1 + x)), x).
-template <Expression X>
-auto acos(const X& x0) {
-  using R = detail::floating_t<value_type_of<X>>;
-  auto x = detail::opmath_operand(x0);
-  using T = value_type_of<decltype(x)>;
-  auto s = sqrt(make_node(prim::mul_{}, make_node(prim::sub_{}, detail::cast_to<T>(1), x),
-                          make_node(prim::add_{}, detail::cast_to<T>(1), x)));
-  return detail::cast_to<R>(make_node(prim::atan2_{}, s, x));
-}
-
 // ---------------------------------------------------------------------------------------------
-// hyperbolic
+// Composites with PyTorch's derivative (has_derivative: autograd keeps them whole and applies
+// `derivative`, autograd/vjp.hpp): the chain rule through their decompositions is NaN where an
+// intermediate is infinite (0 * inf): asin at +-1, sinh and cosh of large |x|, asinh at 0 and
+// +-inf, acosh below -1 (where torch's derivative is finite while the value is NaN), atanh at
+// +-1. Each decomposition runs on the opmath operand (float for bfloat16 / float16).
+namespace aten {
+/// asin(x) = atan2(x, sqrt((1 - x)(1 + x))); NaN outside [-1, 1] from the sqrt.
+/// d/dx = 1 / sqrt(1 - x^2): inf at +-1, NaN outside.
+struct asin : same_as_input {
+  static constexpr std::string_view name = "asin";
+  static constexpr bool has_derivative = true;
+  template <class X>
+  auto decompose(const X& x) const {
+    using T = value_type_of<X>;
+    auto c = tenet::sqrt(make_node(prim::mul_{}, make_node(prim::sub_{}, detail::cast_to<T>(1), x),
+                                   make_node(prim::add_{}, detail::cast_to<T>(1), x)));
+    return make_node(prim::atan2_{}, x, c);
+  }
+  template <class X, class Y, class G>
+  static auto derivative(const X& x, const Y&, const G& g) {
+    return g * tenet::rsqrt(1.0 - x * x);
+  }
+};
+/// acos(x) = atan2(sqrt((1 - x)(1 + x)), x); d/dx = -1 / sqrt(1 - x^2).
+struct acos : same_as_input {
+  static constexpr std::string_view name = "acos";
+  static constexpr bool has_derivative = true;
+  template <class X>
+  auto decompose(const X& x) const {
+    using T = value_type_of<X>;
+    auto s = tenet::sqrt(make_node(prim::mul_{}, make_node(prim::sub_{}, detail::cast_to<T>(1), x),
+                                   make_node(prim::add_{}, detail::cast_to<T>(1), x)));
+    return make_node(prim::atan2_{}, s, x);
+  }
+  template <class X, class Y, class G>
+  static auto derivative(const X& x, const Y&, const G& g) {
+    return g * -tenet::rsqrt(1.0 - x * x);
+  }
+};
+/// sinh(x): (expm1(x) - expm1(-x)) / 2 for |x| < 1 (no cancellation); else with x's sign
+/// e^|x|/2 - e^-|x|/2, the first term as h * (h/2), h = e^(|x|/2), so it overflows only with the
+/// result. d/dx = cosh(x).
+struct sinh : same_as_input {
+  static constexpr std::string_view name = "sinh";
+  static constexpr bool has_derivative = true;
+  template <class X>
+  auto decompose(const X& x) const;
+  template <class X, class Y, class G>
+  static auto derivative(const X& x, const Y&, const G& g);
+};
+/// cosh(x) = e^|x|/2 + e^-|x|/2 (as in sinh); d/dx = sinh(x).
+struct cosh : same_as_input {
+  static constexpr std::string_view name = "cosh";
+  static constexpr bool has_derivative = true;
+  template <class X>
+  auto decompose(const X& x) const;
+  template <class X, class Y, class G>
+  static auto derivative(const X& x, const Y&, const G& g) {
+    return g * make_node(sinh{}, x);
+  }
+};
+/// asinh(x) = sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2))); log(|x|) + ln 2 once x^2 would lose 1.
+/// d/dx = 1 / sqrt(x^2 + 1).
+struct asinh : same_as_input {
+  static constexpr std::string_view name = "asinh";
+  static constexpr bool has_derivative = true;
+  template <class X>
+  auto decompose(const X& x) const;
+  template <class X, class Y, class G>
+  static auto derivative(const X& x, const Y&, const G& g) {
+    return g * tenet::rsqrt(x * x + 1.0);
+  }
+};
+/// acosh(x) = log1p((x - 1) + sqrt(x - 1) sqrt(x + 1)); log(x) + ln 2 for large x; NaN below 1.
+/// d/dx = 1 / sqrt(x^2 - 1), as torch: finite below -1 (where the value is NaN), inf at +-1.
+struct acosh : same_as_input {
+  static constexpr std::string_view name = "acosh";
+  static constexpr bool has_derivative = true;
+  template <class X>
+  auto decompose(const X& x) const;
+  template <class X, class Y, class G>
+  static auto derivative(const X& x, const Y&, const G& g) {
+    return g * tenet::rsqrt(x * x - 1.0);
+  }
+};
+/// atanh(x) = log1p(2x / (1 - x)) / 2; d/dx = 1 / (1 - x^2): inf at +-1.
+struct atanh : same_as_input {
+  static constexpr std::string_view name = "atanh";
+  static constexpr bool has_derivative = true;
+  template <class X>
+  auto decompose(const X& x) const {
+    using T = value_type_of<X>;
+    auto q = make_node(prim::div_{}, make_node(prim::mul_{}, x, detail::cast_to<T>(2)),
+                       make_node(prim::sub_{}, detail::cast_to<T>(1), x));
+    return make_node(prim::mul_{}, log1p(q), detail::cast_to<T>(0.5));
+  }
+  template <class X, class Y, class G>
+  static auto derivative(const X& x, const Y&, const G& g) {
+    return g / (1.0 - x * x);
+  }
+};
+}  // namespace aten
+
 namespace detail {
 /// h * (h / 2) with h = exp(|x| / 2): e^|x| / 2 without overflowing before the result does.
 template <class X>
@@ -85,67 +167,90 @@ auto half_exp_abs(const X& x) {
   return std::pair{make_node(prim::mul_{}, h, make_node(prim::mul_{}, h, cast_to<T>(0.5))),
                    make_node(prim::div_{}, cast_to<T>(0.5), make_node(prim::mul_{}, h, h))};  // e^-|x| / 2
 }
+/// The composite Op of the opmath operand of x0, rounded back to x0's floating dtype.
+template <class Op, class X>
+auto opmath_composite(const X& x0) {
+  using R = floating_t<value_type_of<X>>;
+  return cast_to<R>(make_node(Op{}, opmath_operand(x0)));
+}
 }  // namespace detail
-/// sinh(x): (expm1(x) - expm1(-x)) / 2 for |x| < 1 (no cancellation); else with x's sign
-/// e^|x|/2 - e^-|x|/2, the first term as h * (h/2), h = e^(|x|/2), so it overflows only with the result.
-template <Expression X>
-auto sinh(const X& x0) {
-  using R = detail::floating_t<value_type_of<X>>;
-  auto x = detail::opmath_operand(x0);
-  using T = value_type_of<decltype(x)>;
+
+template <class X>
+auto aten::sinh::decompose(const X& x) const {
+  using T = value_type_of<X>;
   auto small = make_node(prim::mul_{}, make_node(prim::sub_{}, expm1(x), expm1(neg(x))), detail::cast_to<T>(0.5));
   auto [big, tiny] = detail::half_exp_abs(x);
   auto large = detail::with_sign_of(x, make_node(prim::sub_{}, big, tiny));
-  return detail::cast_to<R>(
-      make_node(prim::where_{}, make_node(prim::lt_{}, make_node(prim::abs_{}, x), detail::cast_to<T>(1)), small, large));
+  return make_node(prim::where_{}, make_node(prim::lt_{}, make_node(prim::abs_{}, x), detail::cast_to<T>(1)), small, large);
 }
-/// cosh(x) = e^|x|/2 + e^-|x|/2 (as in sinh).
-template <Expression X>
-auto cosh(const X& x0) {
-  using R = detail::floating_t<value_type_of<X>>;
-  auto x = detail::opmath_operand(x0);
+template <class X, class Y, class G>
+auto aten::sinh::derivative(const X& x, const Y&, const G& g) {
+  return g * make_node(cosh{}, x);
+}
+template <class X>
+auto aten::cosh::decompose(const X& x) const {
   auto [big, tiny] = detail::half_exp_abs(x);
-  return detail::cast_to<R>(make_node(prim::add_{}, big, tiny));
+  return make_node(prim::add_{}, big, tiny);
 }
-/// asinh(x) = sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2))); log(|x|) + ln 2 once x^2 would lose 1.
-template <Expression X>
-auto asinh(const X& x0) {
-  using R = detail::floating_t<value_type_of<X>>;
-  auto x = detail::opmath_operand(x0);
-  using T = value_type_of<decltype(x)>;
+template <class X>
+auto aten::asinh::decompose(const X& x) const {
+  using T = value_type_of<X>;
   auto a = detail::share(make_node(prim::abs_{}, x));
   auto x2 = detail::share(make_node(prim::mul_{}, a, a));
   auto mid = log1p(make_node(prim::add_{}, a,
                              make_node(prim::div_{}, x2,
                                        make_node(prim::add_{}, detail::cast_to<T>(1),
-                                                 sqrt(make_node(prim::add_{}, detail::cast_to<T>(1), x2))))));
+                                                 tenet::sqrt(make_node(prim::add_{}, detail::cast_to<T>(1), x2))))));
   auto big = make_node(prim::add_{}, log(a), detail::cast_to<T>(std::numbers::ln2));
   auto v = make_node(prim::where_{}, make_node(prim::gt_{}, a, detail::cast_to<T>(268435456.0)), big, mid);
-  return detail::cast_to<R>(detail::with_sign_of(x, v));
+  return detail::with_sign_of(x, v);
 }
-/// acosh(x) = log1p((x - 1) + sqrt(x - 1) sqrt(x + 1)); log(x) + ln 2 for large x; NaN below 1.
-template <Expression X>
-auto acosh(const X& x0) {
-  using R = detail::floating_t<value_type_of<X>>;
-  auto x = detail::opmath_operand(x0);
-  using T = value_type_of<decltype(x)>;
+template <class X>
+auto aten::acosh::decompose(const X& x) const {
+  using T = value_type_of<X>;
   auto xm1 = detail::share(make_node(prim::sub_{}, x, detail::cast_to<T>(1)));
   // sqrt(x - 1) sqrt(x + 1): NaN below 1, and no overflow of the product
   auto mid = log1p(make_node(prim::add_{}, xm1,
-                             make_node(prim::mul_{}, sqrt(xm1), sqrt(make_node(prim::add_{}, x, detail::cast_to<T>(1))))));
+                             make_node(prim::mul_{}, tenet::sqrt(xm1),
+                                       tenet::sqrt(make_node(prim::add_{}, x, detail::cast_to<T>(1))))));
   auto big = make_node(prim::add_{}, log(x), detail::cast_to<T>(std::numbers::ln2));
-  return detail::cast_to<R>(
-      make_node(prim::where_{}, make_node(prim::gt_{}, x, detail::cast_to<T>(268435456.0)), big, mid));
+  return make_node(prim::where_{}, make_node(prim::gt_{}, x, detail::cast_to<T>(268435456.0)), big, mid);
 }
-/// atanh(x) = log1p(2x / (1 - x)) / 2.
+
+/// asin(x), NaN outside [-1, 1] (aten::asin).
 template <Expression X>
-auto atanh(const X& x0) {
-  using R = detail::floating_t<value_type_of<X>>;
-  auto x = detail::opmath_operand(x0);
-  using T = value_type_of<decltype(x)>;
-  auto q = make_node(prim::div_{}, make_node(prim::mul_{}, x, detail::cast_to<T>(2)),
-                     make_node(prim::sub_{}, detail::cast_to<T>(1), x));
-  return detail::cast_to<R>(make_node(prim::mul_{}, log1p(q), detail::cast_to<T>(0.5)));
+auto asin(const X& x) {
+  return detail::opmath_composite<aten::asin>(x);
+}
+/// acos(x), NaN outside [-1, 1] (aten::acos).
+template <Expression X>
+auto acos(const X& x) {
+  return detail::opmath_composite<aten::acos>(x);
+}
+/// sinh(x) (aten::sinh).
+template <Expression X>
+auto sinh(const X& x) {
+  return detail::opmath_composite<aten::sinh>(x);
+}
+/// cosh(x) (aten::cosh).
+template <Expression X>
+auto cosh(const X& x) {
+  return detail::opmath_composite<aten::cosh>(x);
+}
+/// asinh(x) (aten::asinh).
+template <Expression X>
+auto asinh(const X& x) {
+  return detail::opmath_composite<aten::asinh>(x);
+}
+/// acosh(x), NaN below 1 (aten::acosh).
+template <Expression X>
+auto acosh(const X& x) {
+  return detail::opmath_composite<aten::acosh>(x);
+}
+/// atanh(x), NaN outside [-1, 1], +-inf at +-1 (aten::atanh).
+template <Expression X>
+auto atanh(const X& x) {
+  return detail::opmath_composite<aten::atanh>(x);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -194,15 +299,19 @@ auto nan_ignoring(const A& a0, const B& b0) {
                    make_node(prim::where_{}, make_node(prim::isnan_{}, b), a, make_node(P{}, a, b)));
 }
 /// max + log1p(base^-|a - b|) / ln(base), as logaddexp (Base2 false) or logaddexp2; a when
-/// a == b == +-inf (no inf - inf).
+/// a == b == +-inf (no inf - inf). NaN when either is NaN.
 template <bool Base2, class A, class B>
 auto log_add_exp(const A& a0, const B& b0) {
   using R = floating_t<promoted_t<A, B>>;
   using T = opmath_t<R>;
   auto a = share(cast_to<T>(a0));
   auto b = share(cast_to<T>(b0));
-  auto m = make_node(prim::maximum_{}, a, b);
-  auto d = neg(make_node(prim::abs_{}, make_node(prim::sub_{}, a, b)));
+  // m = max(a, b), d = -|a - b|, both with the side a >= b picks: the gradient at a == b is then
+  // 1/2 each (1 from m, -1/2 from d), where maximum's tie rule against a constant and abs'(0) = 0
+  // would give a 0 (torch: 1 / (1 + exp(b - a)))
+  auto a_wins = share(make_node(prim::ge_{}, a, b));
+  auto m = make_node(prim::where_{}, a_wins, a, b);
+  auto d = make_node(prim::where_{}, a_wins, make_node(prim::sub_{}, b, a), make_node(prim::sub_{}, a, b));
   auto v = [&] {
     if constexpr (Base2)
       return make_node(prim::add_{}, m, make_node(prim::mul_{}, log1p(exp2(d)), cast_to<T>(1.0 / std::numbers::ln2)));
@@ -244,9 +353,12 @@ auto xlogy(const A& a0, const B& b0) {
   using T = detail::opmath_t<R>;
   auto x = detail::share(detail::cast_to<T>(a0));
   auto y = detail::share(detail::cast_to<T>(b0));
-  auto zero = make_node(prim::bitwise_and_{}, make_node(prim::eq_{}, x, detail::cast_to<T>(0)),
-                        make_node(prim::bitwise_not_{}, make_node(prim::isnan_{}, y)));
-  return detail::cast_to<R>(make_node(prim::where_{}, zero, detail::cast_to<T>(0), make_node(prim::mul_{}, x, log(y))));
+  auto zero = detail::share(make_node(prim::bitwise_and_{}, make_node(prim::eq_{}, x, detail::cast_to<T>(0)),
+                                      make_node(prim::bitwise_not_{}, make_node(prim::isnan_{}, y))));
+  // the product reads x through a second where: x's gradient there is 0, as torch's xlogy(x != 0, y),
+  // not 0 * log(0) = NaN
+  auto xs = make_node(prim::where_{}, zero, detail::cast_to<T>(0), x);
+  return detail::cast_to<R>(make_node(prim::where_{}, zero, detail::cast_to<T>(0), make_node(prim::mul_{}, xs, log(y))));
 }
 /// heaviside(x, values): values where x == 0, else x > 0 (same dtype, as torch.heaviside).
 template <Expression X, Expression V>
@@ -304,28 +416,66 @@ auto frac(const X& x0) {
   auto x = detail::share(x0);
   return make_node(prim::sub_{}, x, make_node(prim::trunc_{}, x));
 }
-/// sinc(x) = sin(pi x) / (pi x), 1 at 0.
+namespace aten {
+/// sinc(x) = sin(pi x) / (pi x), 1 at 0. d/dx = (pi x cos(pi x) - sin(pi x)) / (pi x^2), taken as 0
+/// where pi x^2 is 0 (torch's formula and mask; the decomposition's chain rule is 0 / 0 there).
+struct sinc : same_as_input {
+  static constexpr std::string_view name = "sinc";
+  static constexpr bool has_derivative = true;
+  template <class X>
+  auto decompose(const X& x) const {
+    using T = value_type_of<X>;
+    auto px = detail::share(make_node(prim::mul_{}, x, detail::cast_to<T>(std::numbers::pi)));
+    return make_node(prim::where_{}, make_node(prim::eq_{}, x, detail::cast_to<T>(0)), detail::cast_to<T>(1),
+                     make_node(prim::div_{}, tenet::sin(px), px));
+  }
+  template <class X, class Y, class G>
+  static auto derivative(const X& x, const Y&, const G& g) {
+    auto px = x * std::numbers::pi;
+    auto sq = x * x * std::numbers::pi;
+    return tenet::where(sq == 0.0, 0.0, g * (px * tenet::cos(px) - tenet::sin(px)) / sq);
+  }
+};
+/// logit(x) = log(x / (1 - x)), the input first clamped to [eps, 1 - eps] when eps >= 0 (eps < 0:
+/// none, as torch's kernel). d/dx = 1 / (x (1 - x)) inside [eps, 1 - eps] (both ends included), 0
+/// outside it; without eps NaN outside [0, 1] (torch's logit_backward; the decomposition's would
+/// be finite there and 0 at the clamp's bounds).
+struct logit : same_as_input {
+  static constexpr std::string_view name = "logit";
+  static constexpr bool has_derivative = true;
+  double eps = -1.0;
+  template <class X>
+  auto decompose(const X& x0) const {
+    using T = value_type_of<X>;
+    const bool none = eps < 0;
+    const T lo = none ? -std::numeric_limits<T>::infinity() : static_cast<T>(eps);
+    const T hi = none ? std::numeric_limits<T>::infinity() : static_cast<T>(1.0 - eps);
+    auto x = detail::share(clamp(x0, scalar<T>{lo}, scalar<T>{hi}));
+    return tenet::log(make_node(prim::div_{}, x, make_node(prim::sub_{}, detail::cast_to<T>(1), x)));
+  }
+  template <class X, class Y, class G>
+  static auto derivative(const X& x, const Y& y, const G& g) {
+    const double e = y.op.eps;
+    const bool none = e < 0;
+    const double lo = none ? 0.0 : e, hi = none ? 1.0 : 1.0 - e;
+    return tenet::where((x < lo) || (x > hi), none ? std::numeric_limits<double>::quiet_NaN() : 0.0,
+                        g / (x * (1.0 - x)));
+  }
+};
+}  // namespace aten
+
+/// sinc(x) = sin(pi x) / (pi x), 1 at 0 (aten::sinc).
 template <Expression X>
-auto sinc(const X& x0) {
-  using R = detail::floating_t<value_type_of<X>>;
-  auto x = detail::opmath_operand(x0);
-  using T = value_type_of<decltype(x)>;
-  auto px = detail::share(make_node(prim::mul_{}, x, detail::cast_to<T>(std::numbers::pi)));
-  return detail::cast_to<R>(make_node(prim::where_{}, make_node(prim::eq_{}, x, detail::cast_to<T>(0)),
-                                      detail::cast_to<T>(1), make_node(prim::div_{}, sin(px), px)));
+auto sinc(const X& x) {
+  return detail::opmath_composite<aten::sinc>(x);
 }
-/// logit(x) = log(x / (1 - x)); with eps the input is first clamped to [eps, 1 - eps].
+/// logit(x) = log(x / (1 - x)); with eps the input is first clamped to [eps, 1 - eps] (aten::logit).
 template <Expression X>
 auto logit(const X& x0, std::optional<double> eps = std::nullopt) {
   using R = detail::floating_t<value_type_of<X>>;
-  auto xf = detail::cast_to<detail::opmath_t<R>>(x0);
-  using T = value_type_of<decltype(xf)>;
-  auto body = [](const auto& x) {
-    return log(make_node(prim::div_{}, x, make_node(prim::sub_{}, detail::cast_to<T>(1), x)));
-  };
-  if (!eps)
-    return detail::cast_to<R>(body(detail::share(clamp(xf, detail::cast_to<T>(-INFINITY), detail::cast_to<T>(INFINITY)))));
-  return detail::cast_to<R>(body(detail::share(clamp(xf, detail::cast_to<T>(*eps), detail::cast_to<T>(1.0 - *eps)))));
+  aten::logit op;
+  if (eps) op.eps = *eps;
+  return detail::cast_to<R>(make_node(op, detail::cast_to<detail::opmath_t<R>>(x0)));
 }
 /// Aliases of torch: positive, negative, absolute, fix, sgn (real), arctan ... spelled as torch.
 template <Expression X>

@@ -814,8 +814,9 @@ auto cosine_similarity(const X1& x1, const X2& x2, double eps = 1e-8) {
   auto a = eval(detail::cast_to<T>(x1)).template expand_as_shape<SB>(bs);
   auto b = eval(detail::cast_to<T>(x2)).template expand_as_shape<SB>(bs);
   auto e = detail::cast_to<T>(eps);
-  auto na = detail::share(maximum(sqrt(sum<Dim>(a * a, keepdim)), e));
-  auto nb = detail::share(maximum(sqrt(sum<Dim>(b * b, keepdim)), e));
+  // the norms' gradient is 0 at a zero vector (as torch's vector_norm), not 0 * inf = NaN
+  auto na = detail::share(maximum(detail::sqrt_masked_at_zero(sum<Dim>(a * a, keepdim)), e));
+  auto nb = detail::share(maximum(detail::sqrt_masked_at_zero(sum<Dim>(b * b, keepdim)), e));
   return sum<Dim>((a / na) * (b / nb));
 }
 

@@ -10,6 +10,7 @@
 #include <numbers>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 #include <tenet/dtype.hpp>
 #include <tenet/tensor.hpp>
@@ -216,8 +217,16 @@ struct pointwise_composite : same_as_input {
   using group = prim::pointwise_composite_group;
 };
 
+/// sigmoid and silu carry torch's derivative (has_derivative, autograd/vjp.hpp): through the
+/// decomposition it is 0 * inf = NaN once exp(-x) overflows (x below -89 in float32).
 struct sigmoid : pointwise_composite {
   static constexpr std::string_view name = "sigmoid";
+  static constexpr bool has_derivative = true;
+  /// d/dx = (1 - y) y
+  template <class X, class Y, class G>
+  static auto derivative(const X&, const Y& y, const G& g) {
+    return g * (1.0 - y) * y;
+  }
   template <class X>
   auto decompose(const X& x) const {
     using T = value_type_of<X>;
@@ -232,6 +241,12 @@ struct sigmoid : pointwise_composite {
 };
 struct silu : pointwise_composite {
   static constexpr std::string_view name = "silu";
+  static constexpr bool has_derivative = true;
+  /// d/dx = s (1 + x (1 - s)), s = sigmoid(x)
+  template <class X, class Y, class G>
+  static auto derivative(const X& x, const Y&, const G& g) {
+    return g * make_node(sigmoid{}, x) * (1.0 + x * (1.0 - make_node(sigmoid{}, x)));
+  }
   template <class X>
   auto decompose(const X& x) const {
     using T = value_type_of<X>;
@@ -273,7 +288,9 @@ auto sigmoid(const X& x) {
 }
 template <Expression X>
 auto silu(const X& x) {
-  return make_node(aten::silu{}, detail::cast_to<detail::floating_t<value_type_of<X>>>(x));
+  static_assert(is_floating_v<value_type_of<X>>,
+                "tenet: silu needs a floating tensor (torch has no integer or bool kernel for it); cast with .to<float>()");
+  return make_node(aten::silu{}, x);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -398,23 +415,54 @@ auto where(const C& cond, const A& a, const B& b) {
   return make_node(prim::where_{}, cond, detail::cast_to<T>(a), detail::cast_to<T>(b));
 }
 
-/// clamp(x, lo, hi): minimum(maximum(x, lo), hi), promoted as torch.clamp.
+namespace detail {
+/// A C++ number as a bound of integer dtype T, as torch compares an integer tensor with a clamp
+/// bound: a fraction truncated toward zero, a value outside T's range saturated to it (clamp of
+/// uint8 at -1 is clamp at 0, not at 255).
+template <class T, class V>
+T saturate_to(V v) {
+  constexpr T lo = std::numeric_limits<T>::lowest(), hi = std::numeric_limits<T>::max();
+  if constexpr (std::is_integral_v<V>) {
+    if (std::cmp_less(v, lo)) return lo;
+    if (std::cmp_greater(v, hi)) return hi;
+    return static_cast<T>(v);
+  } else {
+    const double t = std::trunc(static_cast<double>(v));
+    if (t <= static_cast<double>(lo)) return lo;
+    if (t >= static_cast<double>(hi)) return hi;
+    return static_cast<T>(t);
+  }
+}
+/// A clamp bound b for values of dtype T: saturated to an integer T's range (C++ numbers), else cast.
+template <class T, class B>
+auto clamp_bound(const B& b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && std::is_arithmetic_v<B> && !std::is_same_v<B, bool>)
+    return scalar<T>{saturate_to<T>(b)};
+  else
+    return cast_to<T>(b);
+}
+}  // namespace detail
+
+/// clamp(x, lo, hi): minimum(maximum(x, lo), hi), promoted as torch.clamp (integer tensors stay
+/// integer with integer bounds, which saturate to the dtype's range as torch's do).
 template <Expression X, class L, class H>
   requires ExprOrScalar<L> && ExprOrScalar<H>
 auto clamp(const X& x, const L& lo, const H& hi) {
   using T = detail::promoted_t<X, L, H>;
-  return make_node(prim::minimum_{}, make_node(prim::maximum_{}, detail::cast_to<T>(x), detail::cast_to<T>(lo)),
-                   detail::cast_to<T>(hi));
+  return make_node(prim::minimum_{}, make_node(prim::maximum_{}, detail::cast_to<T>(x), detail::clamp_bound<T>(lo)),
+                   detail::clamp_bound<T>(hi));
 }
 template <Expression X, class L>
   requires ExprOrScalar<L>
 auto clamp_min(const X& x, const L& lo) {
-  return maximum(x, lo);
+  using T = detail::promoted_t<X, L>;
+  return make_node(prim::maximum_{}, detail::cast_to<T>(x), detail::clamp_bound<T>(lo));
 }
 template <Expression X, class H>
   requires ExprOrScalar<H>
 auto clamp_max(const X& x, const H& hi) {
-  return minimum(x, hi);
+  using T = detail::promoted_t<X, H>;
+  return make_node(prim::minimum_{}, detail::cast_to<T>(x), detail::clamp_bound<T>(hi));
 }
 
 /// isinf: |x| == inf for floating types, false for integers.
@@ -435,21 +483,26 @@ auto isfinite(const X& x) {
   else
     return make_node(prim::eq_{}, x, x);  // all true, shaped like x
 }
-/// nan_to_num(x, nan = 0, posinf = max, neginf = lowest of the dtype), as torch.nan_to_num.
+/// nan_to_num(x, nan = 0, posinf = max, neginf = lowest of the dtype), as torch.nan_to_num; an
+/// integer or bool x (no NaN or inf to replace) is returned as it is, with its dtype.
 template <Expression X>
 auto nan_to_num(const X& x, std::optional<double> nan = 0.0, std::optional<double> posinf = std::nullopt,
                 std::optional<double> neginf = std::nullopt) {
   using T = value_type_of<X>;
-  static_assert(is_floating_v<T>, "tenet: nan_to_num is for floating dtypes (integers have no nan or inf)");
-  using C = compute_t<T>;
-  const T n = T(C(nan.value_or(0.0)));
-  const T hi = posinf ? T(C(*posinf)) : std::numeric_limits<T>::max();
-  const T lo = neginf ? T(C(*neginf)) : std::numeric_limits<T>::lowest();
-  const T inf = std::numeric_limits<T>::infinity();
-  return make_node(prim::where_{}, make_node(prim::isnan_{}, x), scalar<T>{n},
-                   make_node(prim::where_{}, make_node(prim::eq_{}, x, scalar<T>{inf}), scalar<T>{hi},
-                             make_node(prim::where_{}, make_node(prim::eq_{}, x, scalar<T>{T(-inf)}), scalar<T>{lo},
-                                       x)));
+  if constexpr (!is_floating_v<T>) {
+    (void)nan, (void)posinf, (void)neginf;
+    return x;
+  } else {
+    using C = compute_t<T>;
+    const T n = T(C(nan.value_or(0.0)));
+    const T hi = posinf ? T(C(*posinf)) : std::numeric_limits<T>::max();
+    const T lo = neginf ? T(C(*neginf)) : std::numeric_limits<T>::lowest();
+    const T inf = std::numeric_limits<T>::infinity();
+    return make_node(prim::where_{}, make_node(prim::isnan_{}, x), scalar<T>{n},
+                     make_node(prim::where_{}, make_node(prim::eq_{}, x, scalar<T>{inf}), scalar<T>{hi},
+                               make_node(prim::where_{}, make_node(prim::eq_{}, x, scalar<T>{T(-inf)}), scalar<T>{lo},
+                                         x)));
+  }
 }
 namespace detail {
 /// Python's float //, as torch: q = (a - fmod(a, b)) / b, one less when the remainder's sign differs
@@ -527,11 +580,15 @@ inline constexpr approximate_tanh_t approximate_tanh{};
 
 template <Expression X>
 auto gelu(const X& x) {
-  return make_node(aten::gelu<false>{}, detail::cast_to<detail::floating_t<value_type_of<X>>>(x));
+  static_assert(is_floating_v<value_type_of<X>>,
+                "tenet: gelu needs a floating tensor (torch has no integer or bool kernel for it); cast with .to<float>()");
+  return make_node(aten::gelu<false>{}, x);
 }
 template <Expression X>
 auto gelu(const X& x, approximate_tanh_t) {
-  return make_node(aten::gelu<true>{}, detail::cast_to<detail::floating_t<value_type_of<X>>>(x));
+  static_assert(is_floating_v<value_type_of<X>>,
+                "tenet: gelu needs a floating tensor (torch has no integer or bool kernel for it); cast with .to<float>()");
+  return make_node(aten::gelu<true>{}, x);
 }
 
 template <bool Tanh>
@@ -735,6 +792,27 @@ struct var_ {
 }  // namespace aten
 
 namespace detail {
+/// sqrt(v) of a non-negative v, with gradient 0 where v is 0 instead of inf (which times the 0 of
+/// v's own gradient there is NaN): std of a constant row, the 2-norm of a zero vector, as torch
+/// masks those zeros (std_backward, norm_backward). The root reads 1 where v is 0, so where()'s
+/// gradient, which does not reach the branch it does not take, stays finite.
+template <class V>
+auto sqrt_masked_at_zero(const V& v0) {
+  using T = value_type_of<V>;
+  auto v = share(v0);
+  auto zero = share(make_node(prim::eq_{}, v, scalar<T>{T(0)}));
+  return make_node(prim::where_{}, zero, scalar<T>{T(0)}, sqrt(make_node(prim::where_{}, zero, scalar<T>{T(1)}, v)));
+}
+/// pow(v, p) of a non-negative v, 0 with gradient 0 where v is 0 (as sqrt_masked_at_zero; for p < 1
+/// the gradient p v^(p-1) is inf there).
+template <class V, class P>
+auto pow_masked_at_zero(const V& v0, const P& p) {
+  using T = value_type_of<V>;
+  auto v = share(v0);
+  auto zero = share(make_node(prim::eq_{}, v, scalar<T>{T(0)}));
+  return make_node(prim::where_{}, zero, scalar<T>{T(0)},
+                   make_node(prim::pow_{}, make_node(prim::where_{}, zero, scalar<T>{T(1)}, v), p));
+}
 template <bool Keep, auto... D, class X>
 auto var_node(const X& x, double correction) {
   static_assert(is_floating_v<value_type_of<X>>, "tenet: var/std need a floating dtype (as torch); cast with .to<float>()");
@@ -761,13 +839,14 @@ template <auto... D, Expression X>
 auto var(const X& x, keepdim_t, double correction = 1.0) {
   return detail::var_node<true, D...>(x, correction);
 }
+/// std = sqrt(var); its gradient is 0 where std is 0 (a constant row), as torch's.
 template <auto... D, Expression X>
 auto std(const X& x, double correction = 1.0) {
-  return sqrt(detail::var_node<false, D...>(x, correction));
+  return detail::sqrt_masked_at_zero(detail::var_node<false, D...>(x, correction));
 }
 template <auto... D, Expression X>
 auto std(const X& x, keepdim_t, double correction = 1.0) {
-  return sqrt(detail::var_node<true, D...>(x, correction));
+  return detail::sqrt_masked_at_zero(detail::var_node<true, D...>(x, correction));
 }
 
 namespace detail {
@@ -801,7 +880,8 @@ auto logsumexp(const X& x, keepdim_t) {
 }
 
 /// Vector p-norm over dims (torch.linalg.vector_norm): p = 2 by default; inf, -inf and 0 as torch.
-/// p is a run-time value, so norm evaluates now and returns a Tensor.
+/// p is a run-time value, so norm evaluates now and returns a Tensor. Its gradient is torch's: 0
+/// for a zero norm, and 0 at zero elements for p < 1 (detail::sqrt_masked_at_zero).
 template <auto... D, Expression X>
 auto norm(const X& x0, double p = 2.0) {
   auto x = detail::share(detail::cast_to<detail::floating_t<value_type_of<X>>>(x0));
@@ -818,8 +898,12 @@ auto norm(const X& x0, double p = 2.0) {
   }
   if (p == 0.0) return R(detail::reduce<prim::sum_kind, false, D...>(detail::cast_to<T>(make_node(prim::ne_{}, x, scalar<T>{T(0)}))));
   if (p == 1.0) return R(detail::reduce<prim::sum_kind, false, D...>(a));
-  if (p == 2.0) return R(sqrt(detail::reduce<prim::sum_kind, false, D...>(make_node(prim::mul_{}, x, x))));
-  return R(pow(detail::reduce<prim::sum_kind, false, D...>(pow(a, scalar<T>{T(C(p))})), scalar<T>{T(C(1.0 / p))}));
+  if (p == 2.0) return R(detail::sqrt_masked_at_zero(detail::reduce<prim::sum_kind, false, D...>(make_node(prim::mul_{}, x, x))));
+  if (p < 0)  // zeros make the sum infinite and the norm 0: nothing to mask
+    return R(pow(detail::reduce<prim::sum_kind, false, D...>(pow(a, scalar<T>{T(C(p))})), scalar<T>{T(C(1.0 / p))}));
+  return R(detail::pow_masked_at_zero(
+      detail::reduce<prim::sum_kind, false, D...>(detail::pow_masked_at_zero(a, scalar<T>{T(C(p))})),
+      scalar<T>{T(C(1.0 / p))}));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -55,10 +55,38 @@ for dt, tag in [(torch.float32, "f32"), (torch.float64, "f64")]:
     for name, fn in OPS.items():
         case(f"{name}_{tag}", x=x, out=fn(x))
 
-# int32 input: computed in float32 (torch's float ops reject ints, so the reference is the float32 op)
-xi = torch.tensor([0, 1, -1, 2, -3, 7, -8, 25, 100, -100], dtype=torch.int32)
-for name in ["elu", "softplus", "mish", "hardswish", "logsigmoid", "relu6"]:
-    case(f"{name}_i32", x=xi, out=OPS[name](xi.float()))
+# integer and bool inputs: the result dtype and values torch gives (relu, relu6, hardtanh and clamp
+# keep the integer dtype, bounds truncated and saturated to its range; softsign, tanhshrink and
+# sigmoid compute in float32; nan_to_num returns its input). The activations torch has no integer
+# kernel for (elu, softplus, ...) are compile errors in tenet (tests/compile_fail/activation_integer.cpp).
+INT_INPUTS = {
+    "i8": torch.tensor([-128, -7, -3, -2, -1, 0, 1, 2, 3, 6, 7, 127], dtype=torch.int8),
+    "i16": torch.tensor([-32768, -300, -3, -2, -1, 0, 1, 2, 3, 6, 7, 300, 32767], dtype=torch.int16),
+    "i32": torch.tensor([-2147483648, -300, -3, -2, -1, 0, 1, 2, 3, 6, 7, 300, 2147483647], dtype=torch.int32),
+    "i64": torch.tensor([-(2 ** 53), -300, -3, -2, -1, 0, 1, 2, 3, 6, 7, 300, 2 ** 53], dtype=torch.int64),
+    "u8": torch.tensor([0, 1, 2, 3, 5, 6, 7, 200, 254, 255], dtype=torch.uint8),
+}
+INT_OPS = {
+    "relu": F.relu,
+    "relu6": F.relu6,
+    "hardtanh": F.hardtanh,
+    "hardtanh_p": lambda x: F.hardtanh(x, -1.5, 2.5),
+    "clamp": lambda x: torch.clamp(x, -1, 1),
+    "clamp_wide": lambda x: torch.clamp(x, -300, 300),
+    "clamp_float": lambda x: torch.clamp(x, -2.5, 4.5),
+    "clamp_min": lambda x: torch.clamp_min(x, -1),
+    "clamp_max": lambda x: torch.clamp_max(x, 2),
+    "nan_to_num": torch.nan_to_num,
+    "softsign": F.softsign,
+    "tanhshrink": F.tanhshrink,
+    "sigmoid": torch.sigmoid,
+}
+for tag, x in INT_INPUTS.items():
+    for name, fn in INT_OPS.items():
+        case(f"{name}_{tag}", x=x, out=fn(x))
+xb = torch.tensor([False, True, True, False])
+for name in ["clamp", "clamp_float", "nan_to_num", "sigmoid"]:
+    case(f"{name}_b", x=xb, out=INT_OPS[name](xb))
 
 # glu on [4, 6] along dim 1 and dim 0
 g = torch.randn(4, 6, dtype=torch.float32)

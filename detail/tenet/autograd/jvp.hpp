@@ -60,6 +60,23 @@ struct kept_whole<aten::log_softmax<D>> {
 template <class E>
 auto tangent(const E& e, jvp_context& ctx);
 
+/// Whether a tangent reaches e: some tracked tensor leaf of e, not counting where()'s condition
+/// (nor anything of a non-floating dtype, which has no tangent).
+template <class E>
+bool carries_tangent(const E& e) {
+  if constexpr (!is_autograd_dtype<value_type_of<E>> || ScalarLeaf<E>) {
+    return false;
+  } else if constexpr (TensorType<E>) {
+    return is_tracked(e);
+  } else if constexpr (SharedNode<E>) {
+    return carries_tangent(e.expr);
+  } else if constexpr (std::is_same_v<typename E::op_type, prim::where_>) {
+    return carries_tangent(std::get<1>(e.children)) || carries_tangent(std::get<2>(e.children));
+  } else {
+    return detail::apply_tuple([](const auto&... c) { return (carries_tangent(c) || ...); }, e.children);
+  }
+}
+
 template <class Op, class... C>
 auto tangent_node_inputs(const tenet::node<Op, C...>& e, jvp_context& ctx) {
   using E = tenet::node<Op, C...>;
@@ -75,6 +92,9 @@ auto tangent_node_inputs(const tenet::node<Op, C...>& e, jvp_context& ctx) {
       return pw::mul(y, pw::sub(tx, value(make_node(prim::reduce_<prim::sum_kind, true, D>{}, pw::mul(tx, y)))));
     else
       return pw::sub(tx, value(make_node(prim::reduce_<prim::sum_kind, true, D>{}, pw::mul(pw::un<prim::exp_>(y), tx))));
+  } else if constexpr (requires { vjp_rule<Op>::has_tangent; }) {
+    // a composite kept whole whose rule gives its tangent too (max_pool2d)
+    return vjp_rule<Op>::tangent(e, value(tangent(x, ctx)));
   } else if constexpr (requires { Op::bilinear; }) {  // conv2d, kept whole by autograd: bilinear
     const auto& b = std::get<1>(e.children);
     return pw::add(value(make_node(e.op, value(tangent(x, ctx)), forward_value(b))),
@@ -83,12 +103,27 @@ auto tangent_node_inputs(const tenet::node<Op, C...>& e, jvp_context& ctx) {
     const auto xv = forward_value(x);
     return chain_rule<Op>::template apply<T>(xv, make_node(e.op, xv), tangent(x, ctx));
   } else if constexpr (requires { sizeof(binary_rule<Op>); }) {
+    // only the operands with a tangent contribute (a constant's zero tangent times the partial
+    // derivative would be 0 * inf = NaN where that is infinite: x * 2 at x = inf), as PyTorch
+    // skips undefined tangents
+    using B = std::remove_cvref_t<decltype(std::get<1>(e.children))>;
     const auto& b = std::get<1>(e.children);
     const auto av = forward_value(x);
     const auto bv = forward_value(b);
     const auto y = make_node(e.op, av, bv);
-    return pw::add(binary_rule<Op>::template da<T>(av, bv, y, tangent(x, ctx)),
-                   binary_rule<Op>::template db<T>(av, bv, y, tangent(b, ctx)));
+    auto from_a = [&] { return binary_rule<Op>::template da<T>(av, bv, y, tangent(x, ctx)); };
+    auto from_b = [&] { return binary_rule<Op>::template db<T>(av, bv, y, tangent(b, ctx)); };
+    if constexpr (ScalarLeaf<B>) {
+      return from_a();
+    } else if constexpr (ScalarLeaf<X>) {
+      return from_b();
+    } else {
+      using R = grad_tensor<T, r>;  // (one operand's term can have its lower rank: expanded to e's)
+      auto full = [&](const auto& t) { return R(value(make_node(prim::expand_<dyn_shape<r>>{e.sizes()}, value(t)))); };
+      if (!carries_tangent(b)) return full(from_a());
+      if (!carries_tangent(x)) return full(from_b());
+      return R(value(pw::add(from_a(), from_b())));
+    }
   } else if constexpr (std::is_same_v<Op, prim::where_>) {
     return pw::where(forward_value(x), tangent(std::get<1>(e.children), ctx), tangent(std::get<2>(e.children), ctx));
   } else if constexpr (requires { typename Op::target; }) {  // convert_element_type
@@ -134,8 +169,12 @@ auto tangent_node_inputs(const tenet::node<Op, C...>& e, jvp_context& ctx) {
     }
   } else if constexpr (std::is_same_v<Op, prim::matmul_>) {
     const auto& b = std::get<1>(e.children);
-    return pw::add(value(make_node(prim::matmul_{}, value(tangent(x, ctx)), forward_value(b))),
-                   value(make_node(prim::matmul_{}, forward_value(x), value(tangent(b, ctx)))));
+    using R = grad_tensor<T, r>;
+    auto from_a = [&] { return R(value(make_node(prim::matmul_{}, value(tangent(x, ctx)), forward_value(b)))); };
+    auto from_b = [&] { return R(value(make_node(prim::matmul_{}, forward_value(x), value(tangent(b, ctx))))); };
+    if (!carries_tangent(b)) return from_a();  // (as the binary rules: no 0 * inf from a constant operand)
+    if (!carries_tangent(x)) return from_b();
+    return R(value(pw::add(from_a(), from_b())));
   } else if constexpr (requires { Op::dim; } && std::is_same_v<typename Op::group, prim::indexing_group> &&
                        sizeof...(C) == 2) {  // gather
     return make_node(e.op, value(tangent(x, ctx)), forward_value(std::get<1>(e.children)));

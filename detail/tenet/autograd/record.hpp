@@ -23,12 +23,16 @@ namespace tenet::detail::ag {
 
 /// The backend whose decomposition autograd differentiates: every composite is decomposed into
 /// prims (the reference decomposition), so one rule per prim covers every op, except the
-/// composites with a VJP rule of their own (softmax, log_softmax: vjp.hpp), kept whole.
+/// composites with a VJP rule of their own (softmax, log_softmax: vjp.hpp; conv2d, max_pool2d:
+/// conv.hpp) or a derivative of their own (`has_derivative`: asin, sinh, softplus, ...), kept whole.
 struct autograd_backend {
   static constexpr const char* name() { return "autograd"; }
 };
 }  // namespace tenet::detail::ag
 namespace tenet::detail {
+template <class Op, class C>
+  requires requires { Op::has_derivative; }
+inline constexpr bool runs_natively<ag::autograd_backend, Op, C> = true;
 template <std::int64_t D, class C>
 inline constexpr bool runs_natively<ag::autograd_backend, aten::softmax<D>, C> = true;
 template <std::int64_t D, class C>

@@ -539,6 +539,22 @@ TENET_CHAIN_RULE(trunc, pw::mul(g, pw::c<T>(0)))
 TENET_CHAIN_RULE(sign, pw::mul(g, pw::c<T>(0)))
 #undef TENET_CHAIN_RULE
 
+// Composites that carry their own derivative (`has_derivative`, `derivative(x, y, t)` = f'(x) t with
+// y the node itself; its op holds the parameters), as PyTorch's derivatives.yaml gives one formula
+// per op: autograd keeps them whole (record.hpp) and applies it in both modes. Differentiating the
+// decomposition instead is NaN wherever one of its intermediates overflows or a branch that where()
+// does not take is not finite there (the chain rule's 0 * inf): acosh below -1, sinh of 1000,
+// softplus of 100, sinc at 0 ...
+template <class Op>
+  requires requires { Op::has_derivative; }
+struct chain_rule<Op> {
+  static constexpr bool is_unary = true;
+  template <class T, class X, class Y, class G>
+  static auto apply(const X& x, const Y& y, const G& g) {
+    return Op::derivative(x, y, g);
+  }
+};
+
 // ---------------------------------------------------------------------------------------------
 // pointwise binary: the partial derivatives applied to g, one per operand (`da`, `db`), shared
 // with forward mode (jvp.hpp: t = da(ta) + db(tb)).
@@ -561,7 +577,8 @@ struct binary_rule;
 TENET_BINARY_RULE(add, g, g)
 TENET_BINARY_RULE(sub, g, pw::neg(g))
 TENET_BINARY_RULE(mul, pw::mul(g, b), pw::mul(g, a))
-TENET_BINARY_RULE(div, pw::div(g, b), pw::mul(pw::neg(g), pw::div(a, pw::mul(b, b))))
+// div's divisor: -g (a / b) / b, as PyTorch (a / (b b) is 0 / 0 where b b underflows)
+TENET_BINARY_RULE(div, pw::div(g, b), pw::mul(pw::neg(g), pw::div(pw::div(a, b), b)))
 TENET_BINARY_RULE(remainder, g, pw::mul(pw::neg(g), pw::un<prim::floor_>(pw::div(a, b))))
 TENET_BINARY_RULE(fmod, g, pw::mul(pw::neg(g), pw::un<prim::trunc_>(pw::div(a, b))))
 // pow: where(b == 0, 0, g * b * a^(b-1)); exponent: where(a == 0 & b >= 0, 0, g * y * log(a))
@@ -586,8 +603,15 @@ TENET_BINARY_RULE(maximum, extreme_grad(a, b, g, pw::gt(a, b), pw::lt(a, b)),
                   extreme_grad(b, a, g, pw::gt(b, a), pw::lt(b, a)))
 TENET_BINARY_RULE(minimum, extreme_grad(a, b, g, pw::lt(a, b), pw::gt(a, b)),
                   extreme_grad(b, a, g, pw::lt(b, a), pw::gt(b, a)))
-TENET_BINARY_RULE(atan2, pw::mul(g, pw::div(b, pw::add(pw::mul(a, a), pw::mul(b, b)))),
-                  pw::mul(g, pw::div(pw::neg(a), pw::add(pw::mul(a, a), pw::mul(b, b)))))
+/// atan2's partial derivatives b / (a^2 + b^2) and -a / (a^2 + b^2), with the reciprocal taken as 0
+/// where a^2 + b^2 is 0 (PyTorch's mask: atan2'(0, 0) is 0, not 0 * inf = NaN).
+template <class T, class A, class B>
+auto atan2_recip(const A& a, const B& b) {
+  const auto d = pw::add(pw::mul(a, a), pw::mul(b, b));
+  return pw::where(pw::eq(d, pw::c<T>(0)), pw::c<T>(0), pw::div(pw::c<T>(1), d));
+}
+TENET_BINARY_RULE(atan2, pw::mul(pw::mul(g, b), atan2_recip<T>(a, b)),
+                  pw::mul(pw::mul(g, pw::neg(a)), atan2_recip<T>(a, b)))
 #undef TENET_BINARY_RULE
 
 /// True for a 2-D operand that is the transpose of a contiguous matrix (linear's weight.t()): its

@@ -106,7 +106,16 @@ constexpr bool in_region() {
     if constexpr (!is_autograd_dtype<value_type_of<E>>) {
       return false;
     } else if constexpr (requires { chain_rule<Op>::is_unary; }) {
-      return true;
+      // a composite with its own derivative (vjp.hpp) joins a region only when the fused loop runs
+      // it (a pointwise composite's `apply`: sigmoid, silu); the others (asin, softplus, ...) are
+      // frontier inputs, differentiated by their eager rule
+      if constexpr (Op::is_prim) {
+        return true;
+      } else if constexpr (requires { typename Op::group; }) {
+        return std::is_same_v<typename Op::group, prim::pointwise_composite_group>;
+      } else {
+        return false;
+      }
     } else if constexpr (requires { sizeof(binary_rule<Op>); }) {
       using B = std::remove_cvref_t<std::tuple_element_t<1, std::remove_cvref_t<decltype(std::declval<E>().children)>>>;
       return !(ScalarLeaf<B> && (std::is_same_v<Op, prim::maximum_> || std::is_same_v<Op, prim::minimum_>)) ||
