@@ -78,3 +78,15 @@ TEST_CASE("int overflow: floor_divide and remainder of INT_MIN by -1", "[int_ove
   CHECK(values(eval(floor_divide(b, n1))) == std::vector<std::int32_t>{i32_min, 7});
   CHECK(values(eval(remainder(b, n1))) == std::vector<std::int32_t>{0, 0});
 }
+
+TEST_CASE("int pow: a negative C++ exponent raises, a tensor of exponents computes as torch", "[int_overflow]") {
+  // torch.pow(tensor([2]), -1): "Integers to negative integer powers are not allowed." (was 0)
+  const auto a = tensor<std::int64_t>({2, 1, -1});
+  CHECK_THROWS_WITH(eval(pow(a, -1)), Catch::Contains("negative integer powers") && Catch::Contains("-1"));
+  CHECK_THROWS_AS(eval(pow(tensor<std::int32_t>({2}), std::int32_t(-2))), value_error);
+  // torch.pow(tensor([2, 1, -1, -1]), tensor([-1, -5, -1, -2])) -> [0, 1, -1, 1]; 3 ** 41 wraps
+  const auto b = tensor<std::int64_t>({2, 1, -1, -1, 3});
+  CHECK(values(eval(pow(b, tensor<std::int64_t>({-1, -5, -1, -2, 41})))) ==
+        std::vector<std::int64_t>{0, 1, -1, 1, -420491770248316829});
+  CHECK(values(eval(pow(tensor<float>({2.f}), -1))) == std::vector<float>{0.5f});  // a float base: no error
+}

@@ -274,7 +274,8 @@ struct fmod_ : elementwise_base {
     }
   }
 };
-/// pow: float pow; for integers exact repeated squaring (negative exponents rejected by the ATen op).
+/// pow: float pow; for integers exact repeated squaring, wrapping as torch; a negative exponent gives
+/// torch's kernel values (1, +-1 for a base of -1, else 0); tenet::pow raises for a negative C++ exponent.
 struct pow_ : elementwise_base {
   using group = binary_group;
   static constexpr std::string_view name = "pow";
