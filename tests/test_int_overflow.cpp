@@ -90,3 +90,17 @@ TEST_CASE("int pow: a negative C++ exponent raises, a tensor of exponents comput
         std::vector<std::int64_t>{0, 1, -1, 1, -420491770248316829});
   CHECK(values(eval(pow(tensor<float>({2.f}), -1))) == std::vector<float>{0.5f});  // a float base: no error
 }
+
+TEST_CASE("int overflow: integer matmul wraps as torch", "[int_overflow]") {
+  // torch: a = tensor([[2**62, 2**62 + 5], [-2**63, 3]]); a @ a.T
+  const auto a = tensor<std::int64_t>({{std::int64_t(1) << 62, (std::int64_t(1) << 62) + 5}, {i64_min, 3}});
+  CHECK(values(eval(matmul(a, a.transpose<0, 1>()))) ==
+        std::vector<std::int64_t>{-9223372036854775783, -4611686018427387889, -4611686018427387889, 9});
+  // int16: tensor([[30000, 30000], [-32768, 300]], int16) @ its transpose; products beyond int's range
+  // in unsigned short promotion
+  const auto b = tensor<std::int16_t>({{30000, 30000}, {-32768, 300}});
+  CHECK(values(eval(matmul(b, b.transpose<0, 1>()))) == std::vector<std::int16_t>{-11776, 21568, 21568, 24464});
+  // int32 without overflow, the general path: tensor([[3, -5, 7], [100, 200, -128]], int32) @ .T
+  const auto c = tensor<std::int32_t>({{3, -5, 7}, {100, 200, -128}});
+  CHECK(values(eval(matmul(c, c.transpose<0, 1>()))) == std::vector<std::int32_t>{83, -1596, -1596, 66384});
+}
