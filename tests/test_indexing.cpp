@@ -242,7 +242,8 @@ TEST_CASE("indexing: index_select, index_add, index_copy, index_fill against tor
   CHECK_THROWS_AS(eval(index_add<1>(x, ia, zeros<float, D2>(4, 2))), shape_error);
   CHECK_THROWS_AS(eval(index_copy<1>(x, ia, zeros<float, D2>(3, 3))), shape_error);
   bad(2) = -6;
-  CHECK_THROWS_AS(eval(index_fill<1>(x, bad, 0.0)), index_error);  // wraps once only
+  // wraps once only; the message names the index given (issue 27 item 8: was "index -1")
+  CHECK_THROWS_WITH(eval(index_fill<1>(x, bad, 0.0)), Contains("index_fill: index -6") && Contains("size 5"));
 }
 
 TEST_CASE("indexing: masked_fill, masked_select, nonzero, count_nonzero against torch") {
@@ -299,6 +300,7 @@ TEST_CASE("indexing: take_along_dim, embedding, one_hot against torch") {
   check_close(eval(one_hot(oh)), o.at("auto"));
   check_close(eval(one_hot(oh, 6)), o.at("six"));
   CHECK_THROWS_AS(eval(one_hot(oh, 3)), index_error);
+  CHECK_THROWS_WITH(eval(one_hot(oh, 3)), Contains("one_hot: class value") && Contains("num_classes 3"));
   auto neg = oh.clone();
   neg(0, 0) = -1;
   CHECK_THROWS_WITH(eval(one_hot(neg)), Contains("non-negative"));
@@ -370,8 +372,11 @@ TEST_CASE("losses: nll_loss and cross_entropy with class-index targets against t
 
   auto bad = tgt.clone();
   bad(0) = 4;
-  CHECK_THROWS_WITH(eval(nll_loss(lp, bad)), Contains("index 4") && Contains("size 4"));
+  // the op, the target and the class count (issue 27 item 8: was "gather: index 4 ...")
+  CHECK_THROWS_WITH(eval(nll_loss(lp, bad)), Contains("nll_loss: target 4") && Contains("4 classes"));
   CHECK_THROWS_AS(cross_entropy(logits, bad), index_error);
+  bad(0) = -2;
+  CHECK_THROWS_WITH(cross_entropy(logits, bad), Contains("cross_entropy: target -2") && Contains("4 classes"));
   CHECK_THROWS_AS(eval(nll_loss(lp, zeros<i64, D1>(4))), shape_error);
   CHECK_THROWS_AS(eval(nll_loss(lp, tgt, zeros<float, D1>(3))), shape_error);
   CHECK_THROWS_AS(cross_entropy(logits, tgt, -100, 1.5), value_error);

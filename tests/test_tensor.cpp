@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -63,6 +64,13 @@ TEST_CASE("arange, linspace, eye give PyTorch's values", "[tensor][factories]") 
   REQUIRE(e.sizes() == sizes_t<2>{3, 4});
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 4; ++j) CHECK(e(i, j) == (i == j ? 1.f : 0.f));
+  // torch.eye(3, -5) and torch.eye(-1) raise (issue 27 item 6: eye(3, -5) gave a 3 x 3 identity)
+  CHECK_THROWS_AS(eye<float>(3, -5), value_error);
+  CHECK_THROWS_AS(eye<float>(-1), value_error);
+  CHECK(eye<float>(2).sizes() == sizes_t<2>{2, 2});
+  // torch.arange(0, nan): "unsupported range: 0 -> nan" (was a negative extent in a shape)
+  CHECK_THROWS_WITH(arange<float>(0, std::nan("")), Contains("unsupported range: 0 -> nan"));
+  CHECK_THROWS_AS(arange<float>(-std::numeric_limits<double>::infinity(), 0), value_error);
   auto es = eye<double, 3>();
   // shape<3L, 3L>: same extents as shape<3, 3> (a different C++ type, as the NTTPs are int64_t)
   STATIC_REQUIRE(std::is_same_v<decltype(es)::value_type, double>);
@@ -138,6 +146,19 @@ TEST_CASE("element access checks indices; item() needs one element", "[tensor]")
   auto one = full<double, shape<1, 1>>(3.5);
   CHECK(one.item() == 3.5);
   CHECK(x.select<0>(1).select<0>(0).item() == 3.f);
+}
+
+TEST_CASE("an expression reading an undefined (default-constructed) tensor raises", "[tensor]") {
+  // issue 27 item 6: it was read as an empty tensor (u + 1 gave [0], matmul(u, zeros(0, 3)) a [3])
+  Tensor<float, shape<dyn>> u;
+  CHECK_FALSE(u.defined());
+  CHECK_THROWS_WITH(eval(u + 1.f), Contains("undefined tensor") && Contains("default-constructed"));
+  CHECK_THROWS_AS(eval(matmul(u, zeros<float, shape<dyn, dyn>>(0, 3))), value_error);
+  u = arange<float>(3) * 2.f;  // assigning to it still works
+  CHECK(u.defined());
+  CHECK(u(2) == 4.f);
+  Tensor<float, shape<dyn>> e = zeros<float, shape<dyn>>(0);  // an empty tensor is defined
+  CHECK(eval(e + 1.f).numel() == 0);
 }
 
 TEST_CASE("run-time extents are checked against static ones", "[tensor][shape]") {

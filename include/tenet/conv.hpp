@@ -941,7 +941,8 @@ struct vjp_rule<aten::conv2d> {
     }
     const std::int64_t groups = geo.groups, Cg = geo.C / groups, Og = geo.O / groups;
     const std::int64_t k[2] = {geo.kh, geo.kw}, st[2] = {geo.stride_h, geo.stride_w}, dil[2] = {geo.dil_h, geo.dil_w};
-    const std::int64_t plo[2] = {geo.pad_top, geo.pad_left}, phi[2] = {geo.pad_bottom, geo.pad_right};
+    // (the far-side padding follows from in, out and the low side: spread.high below)
+    const std::int64_t plo[2] = {geo.pad_top, geo.pad_left};
     const std::int64_t in[2] = {geo.H, geo.W}, out[2] = {geo.oh, geo.ow};
     if (needs_grad(x)) {
       const auto wv = forward_value(w);

@@ -9,6 +9,7 @@
 #include <concepts>
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
 #include <string>
 
@@ -62,6 +63,15 @@ Tensor<T, S> ones(N... n) {
 /// Values start, start+step, ... < end (as torch.arange; the count is ceil((end-start)/step)).
 template <class T = std::int64_t>
 Tensor<T, shape<dyn>> arange(double start, double end, double step = 1.0) {
+  auto num = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return std::string(buf);
+  };
+  if (!std::isfinite(start) || !std::isfinite(end))  // as torch: the count of nan or inf is undefined
+    throw value_error("tenet: arange: unsupported range: " + num(start) + " -> " + num(end) +
+                      " (start and end must be finite)");
+  if (!std::isfinite(step)) throw value_error("tenet: arange: step must be finite but got " + num(step));
   if (step == 0.0) throw value_error("tenet: arange: step must be nonzero");
   if (!std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
     throw value_error("tenet: arange: unsupported range " + std::to_string(start) + " -> " + std::to_string(end) +
@@ -102,15 +112,20 @@ Tensor<T, shape<dyn>> linspace(double start, double end, std::int64_t steps) {
   return t;
 }
 
-/// The n x m identity (m = n by default).
+/// The n x m identity; a negative n or m raises value_error, as torch.eye.
 template <class T = float>
-Tensor<T, shape<dyn, dyn>> eye(std::int64_t n, std::int64_t m = -1) {
-  if (m < 0) m = n;
+Tensor<T, shape<dyn, dyn>> eye(std::int64_t n, std::int64_t m) {
   if (n < 0) throw value_error("tenet: eye: n must be non-negative, got " + std::to_string(n));
+  if (m < 0) throw value_error("tenet: eye: m must be non-negative, got " + std::to_string(m));
   Tensor<T, shape<dyn, dyn>> t({n, m});
   t.fill_(0);
   for (std::int64_t i = 0; i < std::min(n, m); ++i) t(i, i) = T(1);
   return t;
+}
+/// The n x n identity.
+template <class T = float>
+Tensor<T, shape<dyn, dyn>> eye(std::int64_t n) {
+  return eye<T>(n, n);
 }
 template <class T, int N>
 Tensor<T, shape<N, N>> eye() {

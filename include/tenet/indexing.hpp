@@ -10,6 +10,7 @@
 // Ops whose result size depends on the data (nonzero, masked_select, one_hot without num_classes,
 // bincount, histc) read what they need now (a reduction, .item()) and return a dyn extent.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -46,6 +47,41 @@ auto index_vector(const I& idx) {
     return t.template reshape<1>();  // (unsqueeze of a 0-dim tensor does not compile yet)
   else
     return t;
+}
+
+/// Throws index_error(message(v)) for the first value v of the evaluated integer tensor t outside
+/// [lo, hi) (and not equal to `skip`, when given), in t's row-major order. Ops that rewrite their
+/// indices before a gather / scatter (index_fill wraps negative ones; one_hot, nll_loss and
+/// cross_entropy read targets) check them here, so that the error names the op and the value the
+/// caller passed, not the gather / scatter kernel and the rewritten index (issue 27 item 8). CPU
+/// tensors only: on a GPU the kernel reports the bad index at the next wait for the device.
+template <class T, class S, class Msg>
+void check_index_values(const Tensor<T, S>& t, std::int64_t lo, std::int64_t hi, std::optional<std::int64_t> skip,
+                        Msg&& message) {
+  if (t.numel() == 0 || !t.device().is_cpu()) return;
+  constexpr std::size_t R = S::rank;
+  const T* p = t.data();
+  auto check = [&](std::int64_t off) {
+    const auto v = static_cast<std::int64_t>(p[off]);
+    if ((v < lo || v >= hi) && !(skip && v == *skip)) throw index_error(message(v));
+  };
+  if constexpr (R == 0) {
+    check(0);
+  } else {
+    const auto sz = t.sizes();
+    const auto st = t.strides();
+    std::array<std::int64_t, R> c{};
+    std::int64_t off = 0;
+    for (std::int64_t n = t.numel(); n-- > 0;) {
+      check(off);
+      for (std::size_t k = R; k-- > 0;) {  // odometer, last dim fastest
+        off += st[k];
+        if (++c[k] < sz[k]) break;
+        off -= st[k] * sz[k];
+        c[k] = 0;
+      }
+    }
+  }
 }
 
 /// The 1-D index v as a tensor of shape SI and sizes `target` that varies along dim d only
@@ -193,7 +229,13 @@ template <std::int64_t D, Expression X, Expression I, Scalar V>
 auto index_fill(const X& x, const I& idx, V value) {
   constexpr std::size_t d = detail::index_dim<X, D>();
   auto v0 = detail::index_vector(idx);
-  Tensor<value_type_of<decltype(v0)>, shape_of<decltype(v0)>> v = detail::wrap_negative(v0, x.sizes()[d]);
+  const std::int64_t n = x.sizes()[d];
+  detail::check_index_values(v0, -n, n, std::nullopt, [&](std::int64_t bad) {
+    return "tenet: index_fill: index " + std::to_string(bad) + " is out of bounds for dim " + std::to_string(d) +
+           " with size " + std::to_string(n) + " (indices must be in [" + std::to_string(-n) + ", " +
+           std::to_string(n) + "))";
+  });
+  Tensor<value_type_of<decltype(v0)>, shape_of<decltype(v0)>> v = detail::wrap_negative(v0, n);
   using SI = detail::set_extent_t<shape_of<X>, d, shape_of<decltype(v)>::template extent<0>>;
   return scatter<D>(x, detail::along_dim<SI>(v, x.sizes(), d), value);
 }
@@ -373,6 +415,10 @@ auto one_hot(const I& idx, std::int64_t num_classes = -1) {
       throw index_error("tenet: one_hot: class values must be non-negative, got " + std::to_string(lo));
     num_classes = eval(amax(it)).item() + 1;
   }
+  detail::check_index_values(it, 0, num_classes, std::nullopt, [&](std::int64_t bad) {
+    return "tenet: one_hot: class value " + std::to_string(bad) + " is out of range for num_classes " +
+           std::to_string(num_classes) + " (class values must be in [0, " + std::to_string(num_classes) + "))";
+  });
   using S = detail::concat_shapes_t<shape_of<I>, shape<dyn>>;
   sizes_t<S::rank> s{};
   for (std::size_t k = 0; k + 1 < S::rank; ++k) s[k] = it.sizes()[k];

@@ -66,9 +66,15 @@ auto class_weight_view(const X& input, const W& weight) {
 /// [N, 1, d1, ...]: the per-element loss -w[t] x[t] (0 where ignored) and the weight w[t] (0 where
 /// ignored).
 template <class X, class Tg, class W>
-auto nll_parts(const X& input, const Tg& target, const W& weight, std::int64_t ignore_index) {
+auto nll_parts(const char* op, const X& input, const Tg& target, const W& weight, std::int64_t ignore_index) {
   using T = value_type_of<X>;
   const auto t = eval(target).template unsqueeze<1>();
+  const std::int64_t classes = input.sizes()[1];
+  check_index_values(t, 0, classes, ignore_index, [&](std::int64_t bad) {
+    return std::string("tenet: ") + op + ": target " + std::to_string(bad) + " is out of bounds for " +
+           std::to_string(classes) + " classes (targets must be in [0, " + std::to_string(classes) +
+           ") or equal ignore_index " + std::to_string(ignore_index) + ")";
+  });
   auto valid = make_node(prim::ne_{}, t, scalar<std::int64_t>{ignore_index});
   // an ignored target reads class 0, and the result is masked
   auto safe = share(eval(make_node(prim::where_{}, valid, t, scalar<std::int64_t>{0})));
@@ -129,7 +135,7 @@ auto nll_loss_impl(const X& input, const Tg& target, const W& weight, std::int64
     else
       return r;
   } else {
-    auto [loss, wt] = nll_parts(input, target, weight, ignore_index);
+    auto [loss, wt] = nll_parts("nll_loss", input, target, weight, ignore_index);
     return reduce_nll<R>(loss, wt);
   }
 }
@@ -189,7 +195,7 @@ auto cross_entropy_impl(const X& input0, const Tg& target, const W& weight, std:
     const auto lsm = share(log_softmax<1>(input));
     if constexpr (std::is_integral_v<value_type_of<Tg>>) {
       check_class_target(input, target);
-      auto [loss, wt] = nll_parts(lsm, target, weight, ignore_index);
+      auto [loss, wt] = nll_parts("cross_entropy", lsm, target, weight, ignore_index);
       if (label_smoothing == 0.0) return Out(reduce_nll<R>(loss, wt));
       // torch: (1 - eps) nll + eps / C * smooth, smooth = -sum_c w_c lsm_c (0 where ignored)
       const auto t = eval(target);

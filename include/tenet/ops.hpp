@@ -327,9 +327,18 @@ auto div(const A& a, const B& b) {
   using T = detail::floating_t<detail::promoted_t<A, B>>;
   return make_node(prim::div_{}, detail::cast_to<T>(a), detail::cast_to<T>(b));
 }
+/// Integer (or bool) tensors to a negative integer C++ exponent raise value_error, as torch.pow; a
+/// tensor of exponents computes elementwise as torch's kernel does (1 ** -n = 1, (-1) ** -n = +-1,
+/// anything else 0).
 template <class A, class B>
   requires detail::binary_args<A, B>
 auto pow(const A& a, const B& b) {
+  if constexpr (std::is_integral_v<detail::promoted_t<A, B>> && !Expression<B> && std::is_integral_v<B> &&
+                std::is_signed_v<B>) {
+    if (b < 0)
+      throw value_error("tenet: pow: integers to negative integer powers are not allowed (exponent " +
+                        std::to_string(b) + "; PyTorch raises as well); use a floating base or exponent");
+  }
   return detail::promoted_binary<prim::pow_>(a, b);
 }
 /// Python's %: the result takes the divisor's sign. Integer division by zero throws value_error

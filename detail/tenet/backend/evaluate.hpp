@@ -450,14 +450,22 @@ struct device_sources {
   }
 };
 
-/// Adds to s the device of every defined Tensor leaf of e and of every node that carries its own
-/// device (a random draw: prim::uniform_'s `placement`), the sources that decide where e is
-/// evaluated. (s is a plain type, not a callable: a lambda's type would name the root expression,
-/// and every expression would instantiate the walk of each of its subtrees anew.)
+[[noreturn]] inline void throw_undefined_leaf() {
+  throw value_error("tenet: an expression reads an undefined tensor (a default-constructed Tensor, which has no "
+                    "storage and no sizes); assign it a value first (`t = expr;`, tenet::zeros ...)");
+}
+
+/// Adds to s the device of every Tensor leaf of e and of every node that carries its own device (a
+/// random draw: prim::uniform_'s `placement`), the sources that decide where e is evaluated. Every
+/// evaluation walks it first, so an undefined leaf (a default-constructed Tensor) raises value_error
+/// here: torch has no undefined tensors in expressions, and reading one as an empty tensor gave
+/// silent results (issue 27 item 6). (s is a plain type, not a callable: a lambda's type would name
+/// the root expression, and every expression would instantiate the walk of each of its subtrees anew.)
 template <class E>
 void visit_devices(const E& e, device_sources& s) {
   if constexpr (TensorType<E>) {
-    if (e.defined()) s.add(e.device());
+    if (!e.defined()) throw_undefined_leaf();
+    s.add(e.device());
   } else if constexpr (SharedNode<E>) {
     visit_devices(e.expr, s);
   } else if constexpr (Node<E>) {

@@ -19,6 +19,7 @@
 
 #include <tenet/dtype.hpp>
 #include <tenet/expr/concepts.hpp>
+#include <tenet/prims/wrapping.hpp>
 #include <tenet/shape/rules.hpp>
 
 namespace tenet::detail {
@@ -119,8 +120,9 @@ using ct = compute_t<T>;
     }                                                                                    \
   };
 
-TENET_UNARY_PRIM(neg, false, -x)
-TENET_UNARY_PRIM(abs, false, x < C(0) ? C(-x) : (x == C(0) ? C(0) : x))
+// integers wrap as torch's (-INT_MIN and abs(INT_MIN) are INT_MIN), without signed overflow (prims/wrapping.hpp)
+TENET_UNARY_PRIM(neg, false, detail::wrapping_neg<C>(x))
+TENET_UNARY_PRIM(abs, false, x < C(0) ? detail::wrapping_neg<C>(x) : (x == C(0) ? C(0) : x))
 TENET_UNARY_PRIM(exp, true, std::exp(x))
 TENET_UNARY_PRIM(exp2, true, std::exp2(x))
 TENET_UNARY_PRIM(expm1, true, std::expm1(x))
@@ -182,9 +184,10 @@ struct bitwise_not_ : elementwise_base {
     }                                                                     \
   };
 
-TENET_BINARY_PRIM(add, a + b)
-TENET_BINARY_PRIM(sub, a - b)
-TENET_BINARY_PRIM(mul, a* b)
+// integers wrap modulo 2^bits as torch's, computed without signed overflow (prims/wrapping.hpp)
+TENET_BINARY_PRIM(add, detail::wrapping_add<C>(a, b))
+TENET_BINARY_PRIM(sub, detail::wrapping_sub<C>(a, b))
+TENET_BINARY_PRIM(mul, detail::wrapping_mul<C>(a, b))
 // maximum/minimum propagate NaN, as torch.maximum/minimum; a tie (0.0 vs -0.0) gives the first operand
 TENET_BINARY_PRIM(maximum, a != a ? a : (b != b ? b : (a < b ? b : a)))
 TENET_BINARY_PRIM(minimum, a != a ? a : (b != b ? b : (b < a ? b : a)))
@@ -200,7 +203,8 @@ TENET_HOST_DEVICE constexpr C int_floor_div(C a, C b) {
     return 0;
   }
   if constexpr (std::is_signed_v<C>) {
-    if (b == -1) return static_cast<C>(-a);  // no overflow trap for INT_MIN / -1 (wraps like torch)
+    // a / -1 is -a, and INT_MIN / -1 wraps to INT_MIN as torch's (C++'s division would overflow)
+    if (b == -1) return detail::wrapping_neg<C>(a);
     const C q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? static_cast<C>(q - 1) : q;
   } else {
@@ -270,7 +274,8 @@ struct fmod_ : elementwise_base {
     }
   }
 };
-/// pow: float pow; for integers exact repeated squaring (negative exponents rejected by the ATen op).
+/// pow: float pow; for integers exact repeated squaring, wrapping as torch; a negative exponent gives
+/// torch's kernel values (1, +-1 for a base of -1, else 0); tenet::pow raises for a negative C++ exponent.
 struct pow_ : elementwise_base {
   using group = binary_group;
   static constexpr std::string_view name = "pow";

@@ -11,6 +11,7 @@
 
 #include <tenet/dtype.hpp>
 #include <tenet/expr/concepts.hpp>
+#include <tenet/prims/wrapping.hpp>
 #include <tenet/shape/rules.hpp>
 
 namespace tenet::prim {
@@ -32,7 +33,7 @@ struct sum_kind {
   template <class A>
   static constexpr A identity() { return A(0); }
   template <class A>
-  TENET_HOST_DEVICE static A combine(A a, A b) { return a + b; }
+  TENET_HOST_DEVICE static A combine(A a, A b) { return detail::wrapping_add<A>(a, b); }  // ints wrap, as torch
 };
 struct prod_kind {
   static constexpr std::string_view name = "prod";
@@ -44,7 +45,7 @@ struct prod_kind {
   template <class A>
   static constexpr A identity() { return A(1); }
   template <class A>
-  TENET_HOST_DEVICE static A combine(A a, A b) { return a * b; }
+  TENET_HOST_DEVICE static A combine(A a, A b) { return detail::wrapping_mul<A>(a, b); }  // ints wrap, as torch
 };
 /// amax/amin propagate NaN (as torch.amax).
 struct amax_kind {
