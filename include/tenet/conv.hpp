@@ -561,7 +561,7 @@ auto avg_pool2d(const X& x, const ints<2>& kernel, const avg_pool2d_options& o =
     throw value_error("tenet: avg_pool2d: divisor_override must not be zero");
   // the divisor of each output position (torch's rule: windows clipped to the padded input, then
   // to the input unless count_include_pad)
-  Tensor<T, dyn_shape<2>> divisor(sizes_t<2>{pl.out[0], pl.out[1]});
+  Tensor<T, dyn_shape<2>> divisor(sizes_t<2>{pl.out[0], pl.out[1]}, tenet::cpu);  // host-written, then moved
   T* dv = divisor.data();
   for (std::int64_t i = 0; i < pl.out[0]; ++i) {
     for (std::int64_t j = 0; j < pl.out[1]; ++j) {
@@ -590,7 +590,7 @@ namespace detail {
 /// A host vector as a 1-D tensor on device d.
 template <class T>
 Tensor<T, dyn_shape<1>> vector_on(const std::vector<T>& v, device d) {
-  Tensor<T, dyn_shape<1>> t(sizes_t<1>{static_cast<std::int64_t>(v.size())});
+  Tensor<T, dyn_shape<1>> t(sizes_t<1>{static_cast<std::int64_t>(v.size())}, tenet::cpu);  // written here, on the host
   std::copy(v.begin(), v.end(), t.data());
   return t.to(d);
 }
@@ -600,7 +600,7 @@ template <std::size_t D, class T>
 Tensor<T, dyn_shape<4>> weights_along(const std::vector<T>& v, device d) {
   sizes_t<4> s{1, 1, 1, 1};
   s[D] = static_cast<std::int64_t>(v.size());
-  Tensor<T, dyn_shape<4>> t(s);
+  Tensor<T, dyn_shape<4>> t(s, tenet::cpu);  // written here, on the host
   std::copy(v.begin(), v.end(), t.data());
   return t.to(d);
 }
@@ -654,7 +654,7 @@ auto average_windows_along(const X& x, const std::vector<std::int64_t>& start, c
       split[j] = xs[i];
     }
   }
-  Tensor<bool, dyn_shape<5>> mask(mask_sizes);
+  Tensor<bool, dyn_shape<5>> mask(mask_sizes, tenet::cpu);  // written on the host, then moved
   std::copy(inside.begin(), inside.end(), mask.data());
   auto windows = make_node(prim::reshape_<dyn_shape<5>>{split}, pick_along<D>(x, idx));
   auto sums = make_node(prim::reduce_<prim::sum_kind, false, static_cast<std::int64_t>(D + 1)>{},
@@ -1011,7 +1011,7 @@ struct vjp_rule<aten::max_pool2d> {
     const auto last_nan = value(make_node(prim::sub_{}, scalar<std::int64_t>{K - 1},
                                           make_node(prim::reduce_<prim::argmax_kind, true, 4>{}, nan_rev)));
     // an all -inf window: torch's first element inside the input (not a padding position)
-    Tensor<std::int64_t, dyn_shape<5>> first_inside(sizes_t<5>{1, 1, fs[2], fs[3], 1});
+    Tensor<std::int64_t, dyn_shape<5>> first_inside(sizes_t<5>{1, 1, fs[2], fs[3], 1}, tenet::cpu);  // host-written
     for (std::int64_t oy = 0; oy < fs[2]; ++oy) {
       for (std::int64_t ox = 0; ox < fs[3]; ++ox) {
         std::int64_t i = 0, j = 0;
@@ -1025,7 +1025,7 @@ struct vjp_rule<aten::max_pool2d> {
         prim::where_{}, make_node(prim::isnan_{}, y5), last_nan,
         make_node(prim::where_{}, make_node(prim::eq_{}, y5, scalar<T>{-std::numeric_limits<T>::infinity()}),
                   first_inside.to(dev), first_max)));
-    Tensor<std::int64_t, dyn_shape<5>> positions(sizes_t<5>{1, 1, 1, 1, K});
+    Tensor<std::int64_t, dyn_shape<5>> positions(sizes_t<5>{1, 1, 1, 1, K}, tenet::cpu);
     for (std::int64_t k = 0; k < K; ++k) positions.data()[k] = k;
     return value(make_node(prim::eq_{}, at, positions.to(dev)));
   }

@@ -97,9 +97,10 @@ Tensor<T, SI> along_dim(const Tensor<T, S1>& v, sizes_t<SI::rank> target, std::s
 /// A tensor of shape S and sizes s whose every element is v (one element, stride 0).
 template <class T, class S>
 Tensor<T, S> filled(T v, const sizes_t<S::rank>& s) {
-  Tensor<T, shape<>> one(sizes_t<0>{});
-  *one.data() = v;
-  return one.template with_layout<S>(s, sizes_t<S::rank>{}, one.offset());
+  Tensor<T, shape<>> one(sizes_t<0>{}, tenet::cpu);  // written here, then moved (a device guard may
+  *one.data() = v;                                   // make the default device a GPU)
+  const Tensor<T, shape<>> on = one.to(default_device());
+  return on.template with_layout<S>(s, sizes_t<S::rank>{}, on.offset());
 }
 
 /// i + n where i < 0 (the wrap-around of index_fill and take_along_dim), as an expression.
@@ -306,15 +307,15 @@ Tensor<std::int64_t, shape<dyn, static_cast<int>(rank_of<X>)>> nonzero(const X& 
     return Out(sizes_t<2>{n, 0});
   } else {
     // coordinate k of flat position p: (p / stride_k) % size_k, for contiguous strides
-    Tensor<std::int64_t, shape<1, static_cast<int>(R)>> strides(sizes_t<2>{1, static_cast<std::int64_t>(R)});
-    Tensor<std::int64_t, shape<1, static_cast<int>(R)>> sizes(sizes_t<2>{1, static_cast<std::int64_t>(R)});
+    Tensor<std::int64_t, shape<1, static_cast<int>(R)>> strides(sizes_t<2>{1, static_cast<std::int64_t>(R)}, tenet::cpu);
+    Tensor<std::int64_t, shape<1, static_cast<int>(R)>> sizes(sizes_t<2>{1, static_cast<std::int64_t>(R)}, tenet::cpu);
     const auto cs = detail::contiguous_strides(xt.sizes());
     for (std::size_t k = 0; k < R; ++k) {
       strides(0, k) = cs[k] > 0 ? cs[k] : 1;
       sizes(0, k) = xt.sizes()[k] > 0 ? xt.sizes()[k] : 1;
     }
     const auto p = flat.template unsqueeze<1>();
-    return Out(make_node(prim::remainder_{}, make_node(prim::div_{}, p, strides), sizes));
+    return Out(make_node(prim::remainder_{}, make_node(prim::div_{}, p, strides.to(p.device())), sizes.to(p.device())));
   }
 }
 

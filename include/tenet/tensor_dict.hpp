@@ -157,7 +157,7 @@ class any_tensor {
   /// support of bool.)
   template <class S>
   static Tensor<bool, S> bool_copy(const bool* p, const sizes_t<S::rank>& sizes) {
-    Tensor<bool, S> r(sizes);
+    Tensor<bool, S> r(sizes, tenet::cpu);  // filled on the host, as every tensor the reader makes
     if (r.numel()) std::memcpy(static_cast<void*>(r.data()), p, static_cast<std::size_t>(r.numel()));
     return r;
   }
