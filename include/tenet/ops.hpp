@@ -801,16 +801,34 @@ struct var_ {
 }  // namespace aten
 
 namespace detail {
-/// sqrt(v) of a non-negative v, with gradient 0 where v is 0 instead of inf (which times the 0 of
-/// v's own gradient there is NaN): std of a constant row, the 2-norm of a zero vector, as torch
-/// masks those zeros (std_backward, norm_backward). The root reads 1 where v is 0, so where()'s
-/// gradient, which does not reach the branch it does not take, stays finite.
+}  // namespace detail
+namespace aten {
+/// sqrt of a non-negative value (std's and the 2-norm's root) whose gradient is 0 where the value
+/// is 0, as torch's std_backward / norm_backward mask it, instead of inf (which times the 0 of the
+/// value's own gradient there is NaN: std of a constant row, the norm of a zero vector). The
+/// forward is the sqrt prim, so it stays the epilogue of the reduction below it (one kernel).
+struct masked_sqrt : pointwise_composite {
+  static constexpr std::string_view name = "sqrt";
+  static constexpr bool has_derivative = true;
+  template <class X>
+  auto decompose(const X& x) const {
+    return make_node(prim::sqrt_{}, x);
+  }
+  template <class T>
+  TENET_HOST_DEVICE static T apply(T xin) {
+    using C = compute_t<T>;
+    return static_cast<T>(std::sqrt(static_cast<C>(xin)));
+  }
+  template <class X, class Y, class G>
+  static auto derivative(const X&, const Y& y, const G& g) {
+    return tenet::where(y == 0.0, 0.0, g / (y * 2.0));
+  }
+};
+}  // namespace aten
+namespace detail {
 template <class V>
-auto sqrt_masked_at_zero(const V& v0) {
-  using T = value_type_of<V>;
-  auto v = share(v0);
-  auto zero = share(make_node(prim::eq_{}, v, scalar<T>{T(0)}));
-  return make_node(prim::where_{}, zero, scalar<T>{T(0)}, sqrt(make_node(prim::where_{}, zero, scalar<T>{T(1)}, v)));
+auto sqrt_masked_at_zero(const V& v) {
+  return make_node(aten::masked_sqrt{}, v);
 }
 /// pow(v, p) of a non-negative v, 0 with gradient 0 where v is 0 (as sqrt_masked_at_zero; for p < 1
 /// the gradient p v^(p-1) is inf there).
