@@ -48,11 +48,10 @@ class V:
     `smooth` is False once a value went through an op whose result jumps (comparisons, rounding):
     such values are only built from leaves, so a last-bit difference cannot flip them."""
 
-    def __init__(self, t, cpp, leaf=False, materialized=False):
+    def __init__(self, t, cpp, leaf=False):
         self.t = t
         self.cpp = cpp
         self.leaf = leaf
-        self.materialized = materialized  # a C++ Tensor (views and in-place apply), not an expression
 
 
 class Program:
@@ -117,6 +116,13 @@ class Program:
             base_sizes[d] = 2 * sizes[d] + 1
             code = f".template slice<{d}>(1, {2 * sizes[d] + 1}, 2)"
         base = self.values(base_sizes, dtype)
+        # which extents of the base are static in the C++ type
+        exts = [str(s) if r.random() < 0.5 else "tenet::dyn" for s in base_sizes]
+        ctype = f"{CPP[dtype]}, tenet::shape<{', '.join(exts)}>"
+        name = f"x{len(self.inputs)}"
+        if self.grad:
+            base = base.clone().requires_grad_()
+        # the same view in PyTorch, of the base the gradient is taken for
         if view == "t":
             t = base.transpose(0, 1)
         elif view == "narrow":
@@ -125,17 +131,8 @@ class Program:
             t = base[(slice(None),) * d + (slice(1, 2 * sizes[d] + 1, 2),)]
         else:
             t = base
-        # which extents of the base are static in the C++ type
-        exts = [str(s) if r.random() < 0.5 else "tenet::dyn" for s in base_sizes]
-        ctype = f"{CPP[dtype]}, tenet::shape<{', '.join(exts)}>"
-        name = f"x{len(self.inputs)}"
-        if self.grad:
-            base = base.clone().requires_grad_()
-            t = {"plain": lambda b: b, "t": lambda b: b.transpose(0, 1),
-                 "narrow": lambda b: b.narrow(d, 1, sizes[d]),
-                 "step": lambda b: b[(slice(None),) * d + (slice(1, 2 * sizes[d] + 1, 2),)]}[view](base)
         self.inputs.append((name, base, ctype, code))
-        return V(t, f"{name}{code}", leaf=True, materialized=True)
+        return V(t, f"{name}{code}", leaf=True)
 
     # ---- ops ------------------------------------------------------------------------------------
     def scalar_literal(self, dtype):
@@ -331,23 +328,22 @@ class Program:
         rank = t.dim()
         choice = r.choice(["none", "t", "narrow", "select", "unsqueeze", "inplace"])
         if choice == "t" and rank >= 2:
-            return V(t.transpose(0, 1), f"{name}.template transpose<0, 1>()", materialized=True), "view.t"
+            return V(t.transpose(0, 1), f"{name}.template transpose<0, 1>()"), "view.t"
         if choice == "narrow" and rank >= 1 and t.shape[0] >= 2:
-            return V(t.narrow(0, 1, t.shape[0] - 1), f"{name}.template narrow<0>(1, {t.shape[0] - 1})",
-                     materialized=True), "view.narrow"
+            return V(t.narrow(0, 1, t.shape[0] - 1), f"{name}.template narrow<0>(1, {t.shape[0] - 1})"), "view.narrow"
         if choice == "select" and rank >= 1 and t.shape[rank - 1] >= 1:
-            return V(t.select(rank - 1, 0), f"{name}.template select<{rank - 1}>(0)", materialized=True), "view.select"
+            return V(t.select(rank - 1, 0), f"{name}.template select<{rank - 1}>(0)"), "view.select"
         if choice == "unsqueeze":
             d = r.randrange(rank + 1)
-            return V(t.unsqueeze(d), f"{name}.template unsqueeze<{d}>()", materialized=True), "view.unsqueeze"
+            return V(t.unsqueeze(d), f"{name}.template unsqueeze<{d}>()"), "view.unsqueeze"
         if choice == "inplace" and not self.grad and t.dtype != torch.bool:
             other = self.leaf(list(t.shape[r.randrange(rank + 1):]) if rank else [], t.dtype)
             op = r.choice(["add_", "mul_"])
             t2 = t.clone()
             getattr(t2, op)(other.t)
             self.lines.append(f"{name}.{op}({other.cpp});")
-            return V(t2, name, materialized=True), "inplace." + op
-        return V(t, name, materialized=True), "eval"
+            return V(t2, name), "inplace." + op
+        return V(t, name), "eval"
 
     def expr(self, depth):
         r = self.rng
@@ -494,7 +490,6 @@ def cpp_case(cname, p, v, grads, file_key):
         out.append(f'  fuzz::check(r, c.at("out"), "out", {p.tolerance()!r});')
     else:
         rank = v.t.dim()
-        wt = f"tenet::Tensor<{CPP[v.t.dtype]}, tenet::dyn_shape<{rank}>>"
         out.append(f'  const auto w = tenet_test::make<{CPP[v.t.dtype]}, tenet::dyn_shape<{rank}>>(c.at("w"));')
         out.append(f'  fuzz::check(r, c.at("out"), "out", {p.tolerance()!r});')
         out.append("  tenet::Tensor<" + CPP[v.t.dtype] + ", tenet::shape<>> loss = tenet::sum(r * w);")
@@ -502,7 +497,6 @@ def cpp_case(cname, p, v, grads, file_key):
         for n, has in grads:
             if has:
                 out.append(f'  fuzz::check({n}.grad(), c.at("grad_{n}"), "grad of {n}", {p.tolerance()!r});')
-        del wt
     out.append("}")
     return "\n".join(out)
 
