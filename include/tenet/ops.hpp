@@ -672,7 +672,6 @@ void require_nonempty_reduced(const X& x, std::string_view op) {
     if (mask[i] && s[i] == 0)
       throw value_error("tenet: " + std::string(op) + "(): cannot reduce over dim " + std::to_string(i) +
                         " of size 0 (there is no identity); sizes " + sizes_text(s));
-  if constexpr (shape_of<X>::rank == 0) (void)op;
 }
 }  // namespace detail
 #define TENET_REDUCTION_NO_IDENTITY(NAME, KIND)                      \
@@ -830,7 +829,7 @@ template <class V>
 auto sqrt_masked_at_zero(const V& v) {
   return make_node(aten::masked_sqrt{}, v);
 }
-/// pow(v, p) of a non-negative v, 0 with gradient 0 where v is 0 (as sqrt_masked_at_zero; for p < 1
+/// pow(v, p) of a non-negative v, 0 with gradient 0 where v is 0 (as aten::masked_sqrt; for p < 1
 /// the gradient p v^(p-1) is inf there).
 template <class V, class P>
 auto pow_masked_at_zero(const V& v0, const P& p) {
@@ -916,10 +915,10 @@ auto norm(const X& x0, double p = 2.0) {
   using C = compute_t<T>;
   using R = Tensor<T, typename detail::reduce_shape<shape_of<X>, false, D...>::type>;
   auto a = abs(x);
-  if (std::isinf(p) && detail::reduced_count<X, D...>(x0) == 0)
-    throw value_error("tenet: norm cannot compute the " + std::string(p > 0 ? "inf" : "-inf") +
-                      " norm of an empty tensor: the operation has no identity (as torch.linalg.vector_norm)");
   if (std::isinf(p)) {
+    if (detail::reduced_count<X, D...>(x0) == 0)
+      throw value_error("tenet: norm cannot compute the " + std::string(p > 0 ? "inf" : "-inf") +
+                        " norm of an empty tensor: the operation has no identity (as torch.linalg.vector_norm)");
     if (p > 0) return R(detail::reduce<prim::amax_kind, false, D...>(a));
     return R(detail::reduce<prim::amin_kind, false, D...>(a));
   }
