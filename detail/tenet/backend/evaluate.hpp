@@ -309,7 +309,7 @@ auto evaluate_untracked(const E& e) {
     if constexpr (!B::template decomposes<E>()) {
       B::cannot_run("an expression");
     } else {
-      const auto d = decompose_checked<B>(e);
+      auto d = decompose_checked<B>(e);  // (not const: nvcc 13's cicc hangs lowering a const bf16 tree, issue 28 notes)
       using D = std::remove_cvref_t<decltype(d)>;
       const shared_scope scope(d);
       const cse_scope cse;
@@ -396,7 +396,7 @@ void assign(const Tensor<T, S>& dst, const E& e) {
     if constexpr (!B::template decomposes<CE>()) {
       B::cannot_run("an expression");
     } else {
-      const auto d = decompose_checked<B>(ce);
+      auto d = decompose_checked<B>(ce);  // (not const: see evaluate_untracked)
       using D = std::remove_cvref_t<decltype(d)>;
       const shared_scope scope(d);
       const cse_scope cse;
