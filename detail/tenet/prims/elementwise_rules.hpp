@@ -128,9 +128,12 @@ struct binary_pointwise_rule {
   }
 };
 
-/// add and sub: linear, so their partials read neither operand nor the output (the walks pass the
-/// operands unevaluated, and no forward value is computed: that would recompute a GEMM under a
-/// bias add).
+/// What the walks pass for the operands and output of a prim whose partials read none (add, sub):
+/// no forward value is computed (that would recompute a GEMM under a bias add), and one partial's
+/// instantiation serves every node with the same gradient type.
+struct unread_operand {};
+
+/// add and sub: linear, so their partials read neither operand nor the output.
 template <class Op>
 struct linear_binary_rule : binary_pointwise_rule<Op> {
   static constexpr bool reads_operands = false;
@@ -139,8 +142,9 @@ struct linear_binary_rule : binary_pointwise_rule<Op> {
     using T = value_type_of<E>;
     const auto& a = std::get<0>(e.children);
     const auto& b = std::get<1>(e.children);
-    if (needs_grad(a)) backprop(a, rules<Op>::template da<T>(a, b, e, g));
-    if (needs_grad(b)) backprop(b, rules<Op>::template db<T>(a, b, e, g));
+    constexpr unread_operand u{};
+    if (needs_grad(a)) backprop(a, rules<Op>::template da<T>(u, u, u, g));
+    if (needs_grad(b)) backprop(b, rules<Op>::template db<T>(u, u, u, g));
   }
 };
 
@@ -175,9 +179,11 @@ struct rules<prim::add_> : linear_binary_rule<prim::add_> {
         if (needs_grad(a) && linear_backward_fused(a, b, exact(g, e.sizes()))) return;
     }
     // (linear_binary_rule's, written out: one function instantiation fewer per add node type)
+    using T = value_type_of<E>;
     const auto& b = std::get<1>(e.children);
-    if (needs_grad(a)) backprop(a, g);
-    if (needs_grad(b)) backprop(b, g);
+    constexpr unread_operand u{};
+    if (needs_grad(a)) backprop(a, da<T>(u, u, u, g));
+    if (needs_grad(b)) backprop(b, db<T>(u, u, u, g));
   }
 };
 template <>

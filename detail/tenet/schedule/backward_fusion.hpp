@@ -224,8 +224,9 @@ auto region_grads(const E& e, const G& g) {
       const auto& b = std::get<1>(e.children);
       using B = std::remove_cvref_t<decltype(b)>;
       if constexpr (!rules<Op>::reads_operands) {  // add, sub: no operand value is read
-        return std::tuple_cat(region_grads(x, rules<Op>::template da<T>(x, b, e, g)),
-                              region_grads(b, rules<Op>::template db<T>(x, b, e, g)));
+        constexpr unread_operand u{};
+        return std::tuple_cat(region_grads(x, rules<Op>::template da<T>(u, u, u, g)),
+                              region_grads(b, rules<Op>::template db<T>(u, u, u, g)));
       } else if constexpr (ScalarLeaf<B> && requires { rules<Op>::from_output_against_constant; }) {
         // against a constant (relu, hardtanh: maximum/minimum; fuse_relu_masks): the mask reads
         // the forward's output (saved by a GEMM epilogue whose input was never stored) instead of
