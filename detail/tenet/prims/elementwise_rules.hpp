@@ -78,20 +78,22 @@ template <class Op>
 struct binary_pointwise_rule {
   static constexpr bool binary_pointwise = true;
   static constexpr bool reads_operands = true;
+  /// Whether an operand's own partial reads it (false: only the other operand's gradient does, so
+  /// where that one needs none the operand is not read, nor checked for in-place writes, nor saved
+  /// by PyTorch): an entry says so where false (mul: both; div: the numerator).
+  static constexpr bool da_reads_a = true, db_reads_b = true;
   template <class E, class G>
   static void vjp(const E& e, const G& g) {
     using T = value_type_of<E>;
     const auto& a = std::get<0>(e.children);
     const auto& b = std::get<1>(e.children);
-    // mul's gradients read only the other operand, div's numerator is read only for the
-    // denominator's gradient: an operand no gradient reads is not checked (nor saved by PyTorch)
-    constexpr bool is_mul = std::is_same_v<Op, prim::mul_>, is_div = std::is_same_v<Op, prim::div_>;
+    // an operand no gradient reads is not checked (nor saved by PyTorch)
     const auto av = [&] {
-      const unread_scope unread((is_mul || is_div) && !needs_grad(b));
+      const unread_scope unread(!rules<Op>::da_reads_a && !needs_grad(b));
       return forward_value(a);
     }();
     const auto bv = [&] {
-      const unread_scope unread(is_mul && !needs_grad(a));
+      const unread_scope unread(!rules<Op>::db_reads_b && !needs_grad(a));
       return forward_value(b);
     }();
     const auto y = make_node(e.op, av, bv);
@@ -193,11 +195,13 @@ struct rules<prim::sub_> : linear_binary_rule<prim::sub_> {
 template <>
 struct rules<prim::mul_> : binary_pointwise_rule<prim::mul_> {
   TENET_PARTIALS(pw::mul(g, b), pw::mul(g, a))
+  static constexpr bool da_reads_a = false, db_reads_b = false;  // each reads only the other operand
 };
 template <>
 struct rules<prim::div_> : binary_pointwise_rule<prim::div_> {
   // the divisor's: -g (a / b) / b, as PyTorch (a / (b b) is 0 / 0 where b b underflows)
   TENET_PARTIALS(pw::div(g, b), pw::mul(pw::neg(g), pw::div(pw::div(a, b), b)))
+  static constexpr bool da_reads_a = false;  // the numerator is read only for the divisor's gradient
 };
 template <>
 struct rules<prim::remainder_> : binary_pointwise_rule<prim::remainder_> {

@@ -31,7 +31,8 @@
 //                                apply it in both modes (such an entry has no vjp/jvp)
 //     da<T>(a, b, y, g), db<T>   binary_pointwise: each operand's partial applied to g;
 //                                reads_operands == false (add, sub): the partials do not read a,
-//                                b, y (the walks pass unread_operand{} for them)
+//                                b, y (the walks pass unread_operand{} for them); da_reads_a,
+//                                db_reads_b == false: only the other operand's partial reads it
 //     from_output<T>(y, c, g)    maximum/minimum against a constant c: x's gradient from the output
 //                                y (from_output_against_constant)
 //     if_true<T>(c, g), if_false where: each branch's gradient; `selects`
