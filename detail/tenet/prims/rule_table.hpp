@@ -16,8 +16,9 @@
 //   include/tenet/conv.hpp        conv2d, max_pool2d (beside the composites themselves)
 //   schedule/backward_fusion.hpp  fused_region (the compiled backward's own marker node)
 // prims/rules.hpp includes them all; the prims without inputs (iota, uniform) need none (their
-// gradient is nothing, their tangent zeros) and the prims of bool or integer results (comparisons,
-// isnan, bitwise, argmax) none either: no gradient flows through a non-floating dtype.
+// gradient is nothing, their tangent zeros) and the prims of bool results (comparisons, isnan,
+// bitwise) none either: no gradient flows through a non-floating dtype (argmax and argmin fall
+// under the reductions' entry, which the walks never reach for their integer results).
 //
 // A specialization's members, all static:
 //   vjp(e, g)          reverse mode: sends g (an expression broadcasting onto node e's sizes) to
