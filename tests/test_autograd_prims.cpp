@@ -195,3 +195,32 @@ TEST_CASE("autograd prims: gather, scatter, scans, sort (finite differences)", "
   gradcheck([](const auto& a) { return make_node(P::sort_<1, P::sort_output::values>{}, a); }, x);
   gradcheck([&](const auto& a) { return make_node(desc, a); }, x);
 }
+
+// The rule table (detail/tenet/prims/rule_table.hpp): every listed prim whose result can carry a
+// gradient has its entry (its VJP, JVP and, if pointwise, its derivative, in one place), the prims
+// of bool results and those without inputs have none, and no prim has a batching rule yet (vmap's
+// slot, `batch`, is empty).
+namespace {
+template <class Op>
+constexpr bool has_rule_entry = requires { sizeof(tenet::detail::ag::rules<Op>); };
+template <class Op>
+constexpr bool without_rules =
+    boost::hana::unpack(boost::hana::tuple_t<P::isnan_, P::bitwise_not_, P::eq_, P::ne_, P::lt_, P::le_, P::gt_, P::ge_,
+                                             P::bitwise_and_, P::bitwise_or_, P::bitwise_xor_, P::iota_<std::int64_t>,
+                                             P::uniform_<float, shape<>>>,
+                        [](auto... t) { return (std::is_same_v<Op, typename decltype(t)::type> || ...); });
+}  // namespace
+
+TEST_CASE("autograd prims: the rule table has one entry per differentiable prim, no batching rule yet", "[autograd]") {
+  constexpr bool entries = boost::hana::unpack(P::all_prims, [](auto... t) {
+    return ((has_rule_entry<typename decltype(t)::type> != without_rules<typename decltype(t)::type>) && ...);
+  });
+  STATIC_REQUIRE(entries);
+  constexpr bool no_batch = boost::hana::unpack(P::all_prims, [](auto... t) {
+    return (!tenet::detail::ag::has_batch_rule<typename decltype(t)::type> && ...);
+  });
+  STATIC_REQUIRE(no_batch);
+  STATIC_REQUIRE(has_rule_entry<aten::softmax<1>>);
+  STATIC_REQUIRE(has_rule_entry<aten::conv2d>);
+  STATIC_REQUIRE(!tenet::detail::ag::has_batch_rule<aten::conv2d>);
+}

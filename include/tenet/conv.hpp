@@ -143,7 +143,6 @@ inline void check_positive(const char* what, const char* name, std::int64_t v) {
 namespace aten {
 struct conv2d {
   static constexpr bool is_prim = false;
-  static constexpr bool bilinear = true;  // autograd: its own VJP (below) and JVP (jvp.hpp)
   static constexpr std::string_view name = "conv2d";
   std::array<std::int64_t, 2> stride{1, 1}, dilation{1, 1}, pad_low{0, 0}, pad_high{0, 0};
   std::int64_t groups = 1;
@@ -852,7 +851,8 @@ auto pad(const X& x, const std::int64_t (&pads)[N], double value = 0.0) {
 }  // namespace tenet
 
 // ---------------------------------------------------------------------------------------------
-// conv2d's own VJP (autograd keeps conv2d whole): both gradients are convolutions, so they run
+// conv2d's own rules, its entry of the rule table (prims/rule_table.hpp; autograd keeps conv2d
+// whole). Its JVP is bilinear; its VJP's two gradients are convolutions, so they run
 // on each backend's native conv2d (im2col + GEMM) instead of the decomposition's window views
 // and scatter-adds. With x (N, C, H, W), w (O, C/G, kh, kw), g (N, O, oh, ow):
 //   dx = conv2d(g spread by stride - 1 zeros and padded by dil*(k-1) - pad_low (a crop where
@@ -866,10 +866,9 @@ inline constexpr bool runs_natively<ag::autograd_backend, aten::conv2d, X, W> = 
 
 namespace tenet::detail::ag {
 template <>
-struct vjp_rule<aten::conv2d> {
-  static constexpr bool has_rule = true;
+struct rules<aten::conv2d> {
   template <class E, class G>
-  static void apply(const E& e, const G& g) {
+  static void vjp(const E& e, const G& g) {
     const auto& x = std::get<0>(e.children);
     const auto& w = std::get<1>(e.children);
     const auto xs = x.sizes(), ws = w.sizes();
@@ -904,6 +903,14 @@ struct vjp_rule<aten::conv2d> {
     }
     if (needs_grad(w)) backprop(w, make_node(aten::conv2d_weight{e.op, ws}, forward_value(x), gv));
   }
+  /// The tangent: conv2d is bilinear, conv(tx, w) + conv(x, tw).
+  template <class E>
+  static auto jvp(const E& e, jvp_context& ctx) {
+    const auto& x = std::get<0>(e.children);
+    const auto& w = std::get<1>(e.children);
+    return pw::add(value(make_node(e.op, value(tangent(x, ctx)), forward_value(w))),
+                   value(make_node(e.op, forward_value(x), value(tangent(w, ctx)))));
+  }
 };
 }  // namespace tenet::detail::ag
 
@@ -922,9 +929,7 @@ inline constexpr bool runs_natively<ag::autograd_backend, aten::max_pool2d, X> =
 
 namespace tenet::detail::ag {
 template <>
-struct vjp_rule<aten::max_pool2d> {
-  static constexpr bool has_rule = true;
-  static constexpr bool has_tangent = true;
+struct rules<aten::max_pool2d> {
   /// (N, C, oh, ow, kh kw) sizes of the flattened windows.
   template <class E>
   static sizes_t<5> flat_sizes(const E& e) {
@@ -971,7 +976,7 @@ struct vjp_rule<aten::max_pool2d> {
     return value(make_node(prim::eq_{}, at, positions.to(dev)));
   }
   template <class E, class G>
-  static void apply(const E& e, const G& g) {
+  static void vjp(const E& e, const G& g) {
     using T = value_type_of<E>;
     const auto& x = std::get<0>(e.children);
     const auto& pl = e.op.plan;
@@ -982,9 +987,10 @@ struct vjp_rule<aten::max_pool2d> {
     backprop(pool_windows(x, pl, aten::max_pool2d::lowest<T>()), as_sizes<6>(gw, ws));
   }
   /// The tangent: each output's tangent is its chosen element's.
-  template <class E, class TX>
-  static auto tangent(const E& e, const TX& tx) {
+  template <class E>
+  static auto jvp(const E& e, jvp_context& ctx) {
     using T = value_type_of<E>;
+    const auto tx = value(tangent(std::get<0>(e.children), ctx));
     const auto fs = flat_sizes(e);
     return make_node(prim::reduce_<prim::sum_kind, false, 4>{},
                      make_node(prim::where_{}, chosen(e), flat_windows(tx, e.op.plan, fs, 0.0), scalar<T>{T(0)}));

@@ -4,7 +4,7 @@
 // Recording: an evaluated expression (`Tensor t = expr;`, eval(expr)) with a tracked tensor leaf,
 // evaluated while grad mode is on, becomes one node of the graph. The node keeps the expression
 // (its leaves are tensor handles: the saved inputs) decomposed into prims; its backward is
-// backprop() over that tree (vjp.hpp), whose gradient expressions are evaluated by the same CPU
+// backprop() over that tree (vjp.hpp, reading the rule table: prims/rule_table.hpp), whose gradient expressions are evaluated by the same CPU
 // path as any expression. Nothing is recorded, allocated or visited at run time when no leaf type
 // can take a gradient; otherwise the cost without a tracked leaf is one pass over the leaves.
 #include <any>
@@ -18,13 +18,15 @@
 #include <tenet/autograd/jvp.hpp>
 #include <tenet/autograd/vjp.hpp>
 #include <tenet/decomp/decompose.hpp>
+#include <tenet/prims/rules.hpp>  // the rule table's entries, before any rule is looked up
 
 namespace tenet::detail::ag {
 
 /// The backend whose decomposition autograd differentiates: every composite is decomposed into
 /// prims (the reference decomposition), so one rule per prim covers every op, except the
-/// composites with a VJP rule of their own (softmax, log_softmax: vjp.hpp; conv2d, max_pool2d:
-/// conv.hpp) or a derivative of their own (`has_derivative`: asin, sinh, softplus, ...), kept whole.
+/// composites with rules of their own (softmax, log_softmax: prims/composite_rules.hpp; conv2d,
+/// max_pool2d: conv.hpp) or a derivative of their own (`has_derivative`: asin, sinh, softplus, ...),
+/// kept whole.
 struct autograd_backend {
   static constexpr const char* name() { return "autograd"; }
 };

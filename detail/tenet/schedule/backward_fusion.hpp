@@ -6,8 +6,9 @@
 // Eager autograd (vjp.hpp) evaluates the gradient at every prim node: the backward of
 // gelu(x W^T + b) is one kernel per prim of gelu's decomposition plus the bias sum, each writing
 // its intermediate. In a compiled step the loss tree is rewritten (wrap_regions) so that every
-// maximal pointwise region (a tree of prims with a pointwise VJP: the unary chain rules, add, sub,
-// mul, div, pow, where, casts, ...) sits under one `fused_region` node. Its VJP (region_backprop):
+// maximal pointwise region (a tree of prims whose rules have a pointwise form in the rule table,
+// prims/rule_table.hpp: the unary `derivative`s, the binary `da`/`db` of add, sub, mul, div, pow,
+// ..., where, casts) sits under one `fused_region` node. Its VJP (region_backprop):
 //
 //   1. the region's frontier (its inputs that are not pointwise: tensors, GEMMs, reductions,
 //      softmax, views) is read as forward values: the forward's saved value or one recomputation
@@ -42,6 +43,7 @@
 #include <tenet/backend/cpu/elementwise.hpp>
 #include <tenet/expr/node.hpp>
 #include <tenet/expr/shared.hpp>
+#include <tenet/prims/rules.hpp>
 
 namespace tenet::detail::ag {
 
@@ -87,8 +89,8 @@ inline constexpr bool runs_natively<ag::autograd_backend, ag::fused_region, C> =
 
 namespace tenet::detail::ag {
 
-/// A prim node the region walks through: a pointwise op with a VJP rule, of a differentiable
-/// dtype.
+/// A prim node the region walks through: an op whose rules have a pointwise form (the rule table,
+/// prims/rule_table.hpp), of a differentiable dtype.
 #ifndef TENET_FUSE_RELU_MASKS
 #define TENET_FUSE_RELU_MASKS 0
 #endif
@@ -105,8 +107,8 @@ constexpr bool in_region() {
     using Op = typename E::op_type;
     if constexpr (!is_autograd_dtype<value_type_of<E>>) {
       return false;
-    } else if constexpr (requires { chain_rule<Op>::is_unary; }) {
-      // a composite with its own derivative (vjp.hpp) joins a region only when the fused loop runs
+    } else if constexpr (requires { rules<Op>::unary_pointwise; }) {
+      // a composite with its own derivative (composite_rules.hpp) joins a region only when the fused loop runs
       // it (a pointwise composite's `apply`: sigmoid, silu); the others (asin, softplus, ...) are
       // frontier inputs, differentiated by their eager rule
       if constexpr (Op::is_prim) {
@@ -116,13 +118,13 @@ constexpr bool in_region() {
       } else {
         return false;
       }
-    } else if constexpr (requires { sizeof(binary_rule<Op>); }) {
+    } else if constexpr (requires { rules<Op>::binary_pointwise; }) {
       using B = std::remove_cvref_t<std::tuple_element_t<1, std::remove_cvref_t<decltype(std::declval<E>().children)>>>;
-      return !(ScalarLeaf<B> && (std::is_same_v<Op, prim::maximum_> || std::is_same_v<Op, prim::minimum_>)) ||
+      return !(ScalarLeaf<B> && requires { rules<Op>::from_output_against_constant; }) ||
              fuse_relu_masks;
-    } else if constexpr (std::is_same_v<Op, prim::where_>) {
+    } else if constexpr (requires { rules<Op>::selects; }) {  // where
       return true;
-    } else if constexpr (requires { typename Op::target; }) {  // convert_element_type
+    } else if constexpr (requires { rules<Op>::casts; }) {  // convert_element_type
       using X = std::remove_cvref_t<std::tuple_element_t<0, std::remove_cvref_t<decltype(std::declval<E>().children)>>>;
       return is_autograd_dtype<value_type_of<X>>;
     } else {
@@ -214,38 +216,36 @@ auto region_grads(const E& e, const G& g) {
   } else {
     using Op = typename E::op_type;
     const auto& x = std::get<0>(e.children);
-    if constexpr (requires { chain_rule<Op>::is_unary; }) {
+    // each prim's gradient is its rules' pointwise form (prims/*_rules.hpp), left unevaluated
+    if constexpr (requires { rules<Op>::unary_pointwise; }) {
       const auto xv = region_value(x);
-      return region_grads(x, chain_rule<Op>::template apply<T>(xv, make_node(e.op, xv), g));
-    } else if constexpr (std::is_same_v<Op, prim::add_>) {
-      return std::tuple_cat(region_grads(x, g), region_grads(std::get<1>(e.children), g));
-    } else if constexpr ((std::is_same_v<Op, prim::maximum_> || std::is_same_v<Op, prim::minimum_>) &&
-                         ScalarLeaf<std::remove_cvref_t<decltype(std::get<1>(e.children))>>) {
-      // against a constant (relu, hardtanh): x wins exactly where the output is on its side of the
-      // constant, so the mask reads the forward's output (saved by a GEMM epilogue whose input was
-      // never stored) instead of recomputing the input; relu'(0) = 0 as in eager autograd
-      const auto y = forward_value(e);
+      return region_grads(x, rules<Op>::template derivative<T>(xv, make_node(e.op, xv), g));
+    } else if constexpr (requires { rules<Op>::binary_pointwise; }) {
       const auto& b = std::get<1>(e.children);
-      if constexpr (std::is_same_v<Op, prim::maximum_>)
-        return region_grads(x, pw::where(pw::gt(y, b), g, pw::c<T>(0)));
-      else
-        return region_grads(x, pw::where(pw::lt(y, b), g, pw::c<T>(0)));
-    } else if constexpr (std::is_same_v<Op, prim::sub_>) {
-      return std::tuple_cat(region_grads(x, g), region_grads(std::get<1>(e.children), pw::neg(g)));
-    } else if constexpr (requires { sizeof(binary_rule<Op>); }) {
-      const auto& b = std::get<1>(e.children);
-      const auto av = region_value(x);
-      const auto bv = region_value(b);
-      const auto y = make_node(e.op, av, bv);
-      return std::tuple_cat(region_grads(x, binary_rule<Op>::template da<T>(av, bv, y, g)),
-                            region_grads(b, binary_rule<Op>::template db<T>(av, bv, y, g)));
-    } else if constexpr (std::is_same_v<Op, prim::where_>) {
+      using B = std::remove_cvref_t<decltype(b)>;
+      if constexpr (!rules<Op>::reads_operands) {  // add, sub: no operand value is read
+        constexpr unread_operand u{};
+        return std::tuple_cat(region_grads(x, rules<Op>::template da<T>(u, u, u, g)),
+                              region_grads(b, rules<Op>::template db<T>(u, u, u, g)));
+      } else if constexpr (ScalarLeaf<B> && requires { rules<Op>::from_output_against_constant; }) {
+        // against a constant (relu, hardtanh: maximum/minimum; fuse_relu_masks): the mask reads
+        // the forward's output (saved by a GEMM epilogue whose input was never stored) instead of
+        // recomputing the input; relu'(0) = 0 as in eager autograd
+        return region_grads(x, rules<Op>::template from_output<T>(forward_value(e), b, g));
+      } else {
+        const auto av = region_value(x);
+        const auto bv = region_value(b);
+        const auto y = make_node(e.op, av, bv);
+        return std::tuple_cat(region_grads(x, rules<Op>::template da<T>(av, bv, y, g)),
+                              region_grads(b, rules<Op>::template db<T>(av, bv, y, g)));
+      }
+    } else if constexpr (requires { rules<Op>::selects; }) {  // where
       const auto c = region_value(x);
-      return std::tuple_cat(region_grads(std::get<1>(e.children), pw::where(c, g, pw::c<T>(0))),
-                            region_grads(std::get<2>(e.children), pw::where(c, pw::c<T>(0), g)));
+      return std::tuple_cat(region_grads(std::get<1>(e.children), rules<Op>::template if_true<T>(c, g)),
+                            region_grads(std::get<2>(e.children), rules<Op>::template if_false<T>(c, g)));
     } else {  // convert_element_type between float dtypes
       using From = value_type_of<std::remove_cvref_t<decltype(x)>>;
-      return region_grads(x, pw::cast<From>(g));
+      return region_grads(x, rules<Op>::template back<From>(g));
     }
   }
 }
@@ -470,20 +470,18 @@ void region_backprop(const E& e, const G& g) {
   }
 }
 
+/// The region marker's entry of the rule table: its VJP is the fused one; its JVP is its child's
+/// tangent (compiled steps never ask, but the node's virtual tangent is compiled).
 template <>
-struct vjp_rule<fused_region> {
-  static constexpr bool has_rule = true;
+struct rules<fused_region> {
   template <class E, class G>
-  static void apply(const E& e, const G& g) {
+  static void vjp(const E& e, const G& g) {
     region_backprop(std::get<0>(e.children), exact(g, e.sizes()));
   }
+  template <class E>
+  static auto jvp(const E& e, jvp_context& ctx) {
+    return tangent(std::get<0>(e.children), ctx);
+  }
 };
-
-/// Forward mode through a region: its child's tangent (compiled steps never ask, but the node's
-/// virtual tangent is compiled).
-template <class C>
-auto tangent_node(const tenet::node<fused_region, C>& e, jvp_context& ctx) {
-  return tangent(std::get<0>(e.children), ctx);
-}
 
 }  // namespace tenet::detail::ag
