@@ -267,9 +267,9 @@ TEST_CASE("conv: movement prims are views on the CPU, with static shapes where t
   STATIC_REQUIRE(std::is_same_v<shape_of<decltype(p)>, shape<5, 2, 3>>);
   auto u = make_node(prim::unfold_<2, 2, 3>{}, x);
   STATIC_REQUIRE(std::is_same_v<shape_of<decltype(u)>, shape<2, 3, 2, 2>>);
-  // materialize() gives views of x, evaluation gives fresh storage
-  CHECK(detail::materialize(p).shares_storage(x));
-  CHECK(detail::materialize(u).shares_storage(x));
+  // to_tensor() gives views of x (no kernel), evaluation gives fresh storage
+  CHECK(detail::to_tensor(p).shares_storage(x));
+  CHECK(detail::to_tensor(u).shares_storage(x));
   Tensor<float, shape<5, 2, 3>> pe = p;
   CHECK(!pe.shares_storage(x));
   CHECK(pe(4, 1, 2) == x(1, 2, 4));
@@ -284,13 +284,13 @@ TEST_CASE("conv: movement prims are views on the CPU, with static shapes where t
   CHECK(se(0, 0, 0) == x(1, 2, 4));
   CHECK(se(1, 0, 1) == x(0, 2, 1));
   auto ex = make_node(prim::expand_<shape<4, 2, 3, 5>>{{4, 2, 3, 5}}, x);
-  CHECK(detail::materialize(ex).strides()[0] == 0);
+  CHECK(detail::to_tensor(ex).strides()[0] == 0);
   const Tensor<float, shape<4, 2, 3, 5>> exe = ex;
   CHECK(exe(3, 1, 2, 4) == 29);
   auto r = make_node(prim::reshape_<shape<6, 5>>{{6, 5}}, x);
-  CHECK(detail::materialize(r).shares_storage(x));
+  CHECK(detail::to_tensor(r).shares_storage(x));
   auto rt = make_node(prim::reshape_<shape<15, 2>>{{15, 2}}, x.transpose<0, 2>());
-  CHECK(!detail::materialize(rt).shares_storage(x));
+  CHECK(!detail::to_tensor(rt).shares_storage(x));
   const Tensor<float, shape<15, 2>> rte = rt;
   CHECK(rte(0, 1) == x(1, 0, 0));  // the transposed order (5, 3, 2) flattened
   CHECK_THROWS_AS(make_node(prim::reshape_<dyn_shape<2>>{{7, 5}}, x).sizes(), shape_error);

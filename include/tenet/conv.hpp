@@ -35,7 +35,6 @@
 #include <tenet/tensor.hpp>
 
 #include <tenet/backend/cpu/conv.hpp>
-#include <tenet/backend/cpu/movement.hpp>
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/prims/movement.hpp>
 
@@ -201,15 +200,6 @@ struct conv2d {
     auto y = make_node(prim::permute_<0, 1, 3, 2>{}, make_node(prim::matmul_{}, cols, wt));  // N, g, Og, L
     return make_node(prim::reshape_<result_shape<X, W>>{{g.N, g.O, g.oh, g.ow}}, y);
   }
-
-  /// Writes the value of node e into out (contiguous, e's sizes): im2col + GEMM.
-  template <class E, class Out>
-  static void run_on_cpu_into(const E& e, const Out& out) {
-    auto x = detail::to_tensor(std::get<0>(e.children)).contiguous();
-    auto w = detail::to_tensor(std::get<1>(e.children)).contiguous();
-    const auto g = e.op.geometry(x.sizes(), w.sizes());
-    detail::cpu::run_conv2d(x.data(), w.data(), out.data(), g);
-  }
 };
 
 /// conv2d's weight gradient (autograd's VJP of conv2d, below): children x (N, C, H, W) and the
@@ -257,11 +247,6 @@ struct conv2d_weight {
 }  // namespace aten
 
 namespace detail {
-// The CPU runs conv2d natively for float and double.
-template <class X, class W>
-inline constexpr bool runs_natively<cpu_simd, aten::conv2d, X, W> =
-    std::is_same_v<value_type_of<X>, float> || std::is_same_v<value_type_of<X>, double>;
-
 template <class X, class W>
 void check_conv_args(const char* what) {
   static_assert(std::is_same_v<value_type_of<X>, value_type_of<W>>,
@@ -489,53 +474,9 @@ struct max_pool2d {
     return make_node(prim::reduce_<prim::amax_kind, false, 4, 5>{},
                      detail::pool_windows(x, plan, lowest<value_type_of<X>>()));
   }
-  /// Writes the value of node e into out (contiguous, e's sizes): one pass over each window, NaN
-  /// propagating as amax does.
-  template <class E, class Out>
-  static void run_on_cpu_into(const E& e, const Out& out) {
-    using T = value_type_of<E>;
-    const auto x = detail::to_tensor(std::get<0>(e.children));
-    const auto& pl = e.op.plan;
-    const auto xs = x.sizes(), st = x.strides();
-    const std::int64_t planes = xs[0] * xs[1], oh = pl.out[0], ow = pl.out[1];
-    if (planes == 0 || oh * ow == 0) return;
-    const T* xd = x.data();
-    T* od = out.data();
-    const T low = static_cast<T>(lowest<T>());
-#pragma omp parallel for schedule(static) if (planes * oh * ow > 32768)
-    for (std::int64_t plane = 0; plane < planes; ++plane) {
-      const T* base = xd + (plane / xs[1]) * st[0] + (plane % xs[1]) * st[1];
-      T* o = od + plane * oh * ow;
-      for (std::int64_t oy = 0; oy < oh; ++oy) {
-        const std::int64_t y0 = oy * pl.s[0] - pl.p[0];
-        for (std::int64_t ox = 0; ox < ow; ++ox) {
-          const std::int64_t x0 = ox * pl.s[1] - pl.p[1];
-          T m = low;
-          for (std::int64_t i = 0; i < pl.k[0]; ++i) {
-            const std::int64_t iy = y0 + i * pl.d[0];
-            if (iy < 0 || iy >= xs[2]) continue;
-            const T* row = base + iy * st[2];
-            for (std::int64_t j = 0; j < pl.k[1]; ++j) {
-              const std::int64_t ix = x0 + j * pl.d[1];
-              if (ix < 0 || ix >= xs[3]) continue;
-              const T v = row[ix * st[3]];
-              if (v != v || v > m) m = v;
-              if (m != m) break;
-            }
-            if (m != m) break;
-          }
-          o[oy * ow + ox] = m;
-        }
-      }
-    }
-  }
 };
 }  // namespace aten
 
-namespace detail {
-template <class X>
-inline constexpr bool runs_natively<cpu_simd, aten::max_pool2d, X> = true;
-}  // namespace detail
 
 /// max_pool2d(x, kernel, {.stride = kernel, .padding, .dilation, .ceil_mode}) for x (N, C, H, W);
 /// NaN propagates. The CPU runs it natively (one pass per window).

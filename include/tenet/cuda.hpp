@@ -23,7 +23,7 @@
 #include <tenet/tenet.hpp>
 
 #include <tenet/backend/cuda/autograd.hpp>  // backward and optimizer kernels (autograd/device.hpp)
-#include <tenet/backend/cuda/evaluate.hpp>
+#include <tenet/backend/evaluate.hpp>
 #include <tenet/backend/cuda/gemm.hpp>
 #include <tenet/backend/cuda/runtime.hpp>
 

@@ -10,7 +10,6 @@
 #include <utility>
 #include <type_traits>
 
-#include <tenet/backend/cpu/norm.hpp>
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/ops.hpp>
 
@@ -118,38 +117,12 @@ struct norm_last {
       }
     });
   }
-  /// Writes the value of node e into out (contiguous, e's sizes): one row kernel; a pointwise
-  /// producer of x (a residual add) is fused into it.
+  /// The CPU and CUDA backends run it as one row kernel; a pointwise producer of x (a residual
+  /// add) is fused into it.
   static constexpr bool fuses_prologue = true;
-  template <class E, class Out>
-  static void run_on_cpu_into(const E& e, const Out& out) {
-    using T = value_type_of<E>;
-    const auto w = detail::to_tensor(std::get<1>(e.children)).contiguous();
-    const std::int64_t L = w.numel();
-    const T* wp = w.data();
-    const double eps = e.op.eps;
-    if constexpr (Rms) {
-      detail::cpu::run_rows(out, detail::materialize(std::get<0>(e.children)), L, [&](const T* a, T* y) {
-        detail::cpu::norm_row<true>(a, y, wp, static_cast<const T*>(nullptr), L, eps);
-      });
-    } else {
-      const auto b = detail::to_tensor(std::get<2>(e.children)).contiguous();
-      const T* bp = b.data();
-      detail::cpu::run_rows(out, detail::materialize(std::get<0>(e.children)), L,
-                            [&](const T* a, T* y) { detail::cpu::norm_row<false>(a, y, wp, bp, L, eps); });
-    }
-  }
 };
 }  // namespace aten
 
-namespace detail {
-// The CPU runs the norms natively for float and double inputs whose weight (and bias) are of the
-// input's dtype.
-template <std::size_t K, bool Rms, class X, class... P>
-inline constexpr bool runs_natively<cpu_simd, aten::norm_last<K, Rms>, X, P...> =
-    (std::is_same_v<value_type_of<X>, float> || std::is_same_v<value_type_of<X>, double>) &&
-    (std::is_same_v<value_type_of<P>, value_type_of<X>> && ...);
-}  // namespace detail
 
 /// layer_norm(x, weight, bias, eps = 1e-5): normalizes over the last rank(weight) dims with the
 /// biased variance, then scales and shifts (torch.nn.functional.layer_norm with an affine).

@@ -22,7 +22,6 @@
 #include <tenet/ops.hpp>
 #include <tenet/shape.hpp>
 
-#include <tenet/backend/cpu/random.hpp>  // uniform_::run_on_cpu_into
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/prims/random.hpp>
 #include <tenet/runtime/views.hpp>

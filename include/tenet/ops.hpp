@@ -793,9 +793,6 @@ struct var_ {
   auto decompose(const X& x) const {
     return detail::var_impl<Keep, Dims...>(x, correction);
   }
-  /// Writes the value of node e into out (contiguous, e's sizes). Defined in backend/evaluate.hpp.
-  template <class E, class Out>
-  static void run_on_cpu_into(const E& e, const Out& out);
 };
 }  // namespace aten
 
@@ -940,9 +937,6 @@ struct softmax : same_as_input {
   static constexpr std::string_view name = "softmax";
   static constexpr std::int64_t dim = D;
   static constexpr bool fuses_prologue = true;  // the CPU row kernel evaluates a pointwise producer per row
-  /// Writes the value of node e into out (contiguous, e's sizes). Defined in backend/evaluate.hpp.
-  template <class E, class Out>
-  static void run_on_cpu_into(const E& e, const Out& out);
   template <class X>
   auto decompose(const X& x) const {
     auto m = detail::share(detail::reduce<prim::amax_kind, true, D>(x));  // read twice below
@@ -955,9 +949,6 @@ struct log_softmax : same_as_input {
   static constexpr std::string_view name = "log_softmax";
   static constexpr std::int64_t dim = D;
   static constexpr bool fuses_prologue = true;  // the CPU row kernel evaluates a pointwise producer per row
-  /// Writes the value of node e into out (contiguous, e's sizes). Defined in backend/evaluate.hpp.
-  template <class E, class Out>
-  static void run_on_cpu_into(const E& e, const Out& out);
   template <class X>
   auto decompose(const X& x) const {
     auto shifted = make_node(prim::sub_{}, x, detail::share(detail::reduce<prim::amax_kind, true, D>(x)));

@@ -20,7 +20,6 @@
 #include <tenet/tensor.hpp>
 
 #include <tenet/backend/evaluate.hpp>
-#include <tenet/backend/scan_sort.hpp>
 #include <tenet/prims/iota.hpp>
 #include <tenet/prims/scan.hpp>
 #include <tenet/prims/sort.hpp>
@@ -69,7 +68,7 @@ auto sort_both(const X& x, bool descending) {
   using S = shape_of<X>;
   Tensor<T, S> values(t.sizes(), t.device());
   Tensor<std::int64_t, S> indices(t.sizes(), t.device());
-  prim::sort_<D, prim::sort_output::values>::run_on_cpu_both(t, values, indices, descending);
+  detail::sort_both_into<D>(t, values, indices, descending);
   // autograd: the values are the sort prim's (its VJP scatters the gradient back by the indices)
   if constexpr (ag::is_autograd_dtype<T>)
     if (ag::grad_mode() && ag::needs_grad(t)) ag::attach(make_node(prim::sort_<D, prim::sort_output::values>{descending}, t), values);

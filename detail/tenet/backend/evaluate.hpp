@@ -1,39 +1,32 @@
 #pragma once
 #include <tenet/detail_check.hpp>
 #include <tenet/config.hpp>
-// Eager evaluation: decompose for the tensor's backend, then run the plan.
+// Eager evaluation, the executor of the kernel plan:
 //
-//   decompose<cpu_simd>(e)   ATen ops -> prims (+ composites the CPU runs natively); closure checked
-//   materialize(p)           every non-pointwise node (reduction, matmul, native composite) becomes a
-//                            Tensor, children first; reductions take their pointwise child as a
-//                            fused prologue
-//   run_pointwise            the remaining elementwise tree, one fused loop
+//   decompose<B>(e)      ATen ops -> prims (+ the composites backend B runs natively), B being the
+//                        backend of e's device (backend/backends.hpp: on_backend); closure checked
+//   lower_value<B>(d, s) schedule/lower.hpp cuts d into kernels, the same walk the plan records
+//   run_sink s           runs each kernel as it is lowered, on its output's backend: the backend's
+//                        run_pointwise_kernel / run_kernel / run_pattern overloads
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
-#include <optional>
-
 #include <tenet/autograd/record.hpp>  // ag::tracked: the autograd hook of evaluate
-#include <tenet/backend/cpu/elementwise.hpp>
-#include <tenet/backend/cpu/gemm_epilogue.hpp>
-#include <tenet/backend/cpu/matmul.hpp>
-#include <tenet/backend/cpu/moments.hpp>
-#include <tenet/backend/cpu/reduce.hpp>
-#include <tenet/backend/cpu/rows.hpp>
-#include <tenet/backend/cpu/softmax.hpp>
+#include <tenet/backend/registry.hpp>
 #include <tenet/decomp/decompose.hpp>
 #include <tenet/ops.hpp>
+#include <tenet/runtime/movement.hpp>
 #include <tenet/schedule/cse.hpp>
 #include <tenet/schedule/fusion.hpp>
-#if defined(__CUDACC__)
-#include <tenet/backend/cuda/native.hpp>  // the cuda_gpu backend tag and what it runs whole
-#endif
+#include <tenet/schedule/lower.hpp>
 
 namespace tenet::detail {
 
-/// Kernels the CPU evaluator has launched on this thread (pointwise loops, reductions, GEMMs,
-/// row kernels, ...; views are not kernels). Tests hold it against the kernel plan.
+/// Kernels the evaluator has launched on this thread (pointwise loops, reductions, GEMMs, row
+/// kernels, ...; views are not kernels). Tests hold it against the kernel plan.
 inline std::int64_t& kernels_launched() {
   thread_local std::int64_t n = 0;
   return n;
@@ -43,30 +36,6 @@ inline std::int64_t& evaluations() {
   thread_local std::int64_t n = 0;
   return n;
 }
-
-/// The CPU backend: xsimd kernels, OpenMP threads, Eigen GEMM.
-struct cpu_simd {
-  static constexpr const char* name() { return "cpu_simd"; }
-};
-
-// The eligibility predicate of the native softmax: last dim, float or double.
-template <std::int64_t D, class C>
-inline constexpr bool runs_natively<cpu_simd, aten::softmax<D>, C> =
-    (D == -1 || D == static_cast<std::int64_t>(rank_of<C>) - 1) &&
-    (std::is_same_v<value_type_of<C>, float> || std::is_same_v<value_type_of<C>, double>);
-template <std::int64_t D, class C>
-inline constexpr bool runs_natively<cpu_simd, aten::log_softmax<D>, C> =
-    runs_natively<cpu_simd, aten::softmax<D>, C>;
-
-// var (and std's variance) of float and double: one kernel (backend/cpu/moments.hpp).
-template <bool Keep, auto... D, class C>
-inline constexpr bool runs_natively<cpu_simd, aten::var_<Keep, D...>, C> =
-    std::is_same_v<value_type_of<C>, float> || std::is_same_v<value_type_of<C>, double>;
-
-// Pointwise composites run inside the fused loop (their `apply`), every dtype.
-template <class Op, class C>
-  requires std::is_same_v<typename Op::group, prim::pointwise_composite_group>
-inline constexpr bool runs_natively<cpu_simd, Op, C> = true;
 
 template <class E>
 using result_tensor_t = Tensor<value_type_of<E>, shape_of<E>>;
@@ -79,327 +48,165 @@ auto decompose_checked(const E& e) {
                                                    "a prim nor a composite the backend runs");
   return d;
 }
-/// A copy: casts over tensor and scalar leaves (what TENET_CPU_KERNELS=0 still runs on the CPU).
-template <class E>
-constexpr bool is_copy_tree() {
-  if constexpr (SharedNode<E>) {
-    return is_copy_tree<std::remove_cvref_t<decltype(std::declval<const E&>().expr)>>();
-  } else if constexpr (Node<E>) {
-    return []<class Op, class... C>(std::type_identity<node<Op, C...>>) {
-      return prim::is_convert_element_type<Op> && (is_copy_tree<C>() && ...);
-    }(std::type_identity<E>{});
-  } else {
-    return TensorType<E> || std::is_same_v<E, scalar<value_type_of<E>>>;
-  }
-}
-/// Whether this unit has CPU kernels for E: always, except that TENET_CPU_KERNELS=0 keeps copies only.
-template <class E>
-constexpr bool cpu_kernels_for() {
-  return TENET_CPU_KERNELS || is_copy_tree<E>();
-}
-inline constexpr const char* cpu_kernels_off =
-    "tenet: this translation unit was compiled with TENET_CPU_KERNELS=0: it has no CPU kernels except "
-    "copies, and this expression is on the CPU; evaluate it on a CUDA device, or compile without "
-    "TENET_CPU_KERNELS=0";
-
-/// f(decomposition of e for the backend of device dev): cpu_simd, or in CUDA translation units
-/// cuda_gpu for a CUDA device (backend/cuda/native.hpp says what it runs whole).
-template <class E, class F>
-decltype(auto) with_decomposition(const E& e, device dev, F&& f) {
-#if defined(__CUDACC__)
-  if (dev.type == device_type::cuda) return f(decompose_checked<cuda_gpu>(e));
-#endif
-  (void)dev;
-  if constexpr (cpu_kernels_for<E>())
-    return f(decompose_checked<cpu_simd>(e));
-  else
-    throw device_error(cpu_kernels_off);
-}
-
-/// An op whose CPU value is a Tensor it makes itself, typically a strided view of its materialized
-/// child (the view-like movement prims): `static Tensor<...> materialize_on_cpu(const E& e)`.
-/// materialize() returns that Tensor instead of allocating a result and calling run_on_cpu_into.
-template <class Op, class E>
-concept materializes_on_cpu = requires(const E& e) {
-  { Op::materialize_on_cpu(e) } -> TensorType;
-};
 
 template <class E>
 auto to_tensor(const E& e);
 template <class E>
 device expr_device(const E& e);
 
-// --- device dispatch: the CPU kernels here, the CUDA ones in translation units nvcc compiles ---
-#if defined(__CUDACC__)
-namespace cuda {
-template <class E, class Out>
-void run_into(const E& e, const Out& out);  // backend/cuda/evaluate.hpp
-template <class T, class S, class E>
-void run_pointwise(const Tensor<T, S>& out, const E& e);
-}  // namespace cuda
-#endif
+inline constexpr const char* evaluating = "evaluating an expression";
 
-/// False for a tree holding a leaf that only another backend evaluates (a generator leaf of
-/// decompose.hpp's prim_leaf, marked `cpu_evaluates = false`): its CPU kernels are never
-/// instantiated (such a tree comes from another backend's decomposition and runs there). False
-/// too, except for copies, where TENET_CPU_KERNELS=0.
-template <class E>
-constexpr bool cpu_can_evaluate() {
-  if constexpr (!cpu_kernels_for<E>()) {
-    return false;
-  } else if constexpr (SharedNode<E>) {
-    return cpu_can_evaluate<std::remove_cvref_t<decltype(std::declval<const E&>().expr)>>();
-  } else if constexpr (Node<E>) {
-    return []<class Op, class... C>(std::type_identity<node<Op, C...>>) {
-      return (cpu_can_evaluate<C>() && ...);
-    }(std::type_identity<E>{});
-  } else if constexpr (requires { E::cpu_evaluates; }) {
-    return E::cpu_evaluates;
-  } else {
-    return true;
-  }
-}
-
-/// out = e elementwise, on out's device (e's leaves are on it too).
-template <class Out, class E>
-void run_pointwise_on(const Out& out, const E& e) {
-  const device d = out.device();
-  if (d.is_cpu()) {
-    if constexpr (cpu_can_evaluate<E>()) {
-      cpu::run_pointwise(out, e);
-      return;
-    } else {
-      throw device_error(TENET_CPU_KERNELS ? "tenet: internal: an expression decomposed for another backend reached the CPU"
-                                           : cpu_kernels_off);
-    }
-  }
-#if defined(__CUDACC__)
-  if (d.type == device_type::cuda) {
-    cuda::run_pointwise(out, e);
-    return;
-  }
-#endif
-  require_backend(d, "evaluating an expression");  // throws: this translation unit has no such backend
-}
-/// The non-elementwise node e written into out (fresh, contiguous), on out's device.
-template <class E>
-inline constexpr bool cpu_runs_node = false;
-template <class Op, class... C>
-inline constexpr bool cpu_runs_node<node<Op, C...>> =
-    (Op::is_prim || runs_natively<cpu_simd, Op, C...>) && cpu_can_evaluate<node<Op, C...>>();
-template <class E, class Out>
-void run_into_on(const E& e, const Out& out) {
-  const device d = out.device();
-  if (d.is_cpu()) {
-    if constexpr (cpu_runs_node<E>) {  // (a node decomposed for another backend never comes here)
-      E::op_type::run_on_cpu_into(e, out);
-      return;
-    } else {
-      throw device_error(TENET_CPU_KERNELS ? std::string("tenet: internal: '") + std::string(E::op_type::name) +
-                                                 "' was decomposed for another backend than the CPU's"
-                                           : std::string(cpu_kernels_off));
-    }
-  }
-#if defined(__CUDACC__)
-  if (d.type == device_type::cuda) {
-    cuda::run_into(e, out);
-    return;
-  }
-#endif
-  require_backend(d, "evaluating an expression");
-}
-
-template <class E>
-auto materialize(const E& e) {
-  if constexpr (SharedNode<E>) {
-    if (!*e.cache) e.cache->emplace(to_tensor(e.expr));
-    return **e.cache;
-  } else if constexpr (!Node<E>) {
-    return e;
-  } else {
-    using Op = typename E::op_type;
-    if constexpr (prim::is_elementwise_op<Op>) {
-      return detail::apply_tuple([&](const auto&... c) { return make_node(e.op, materialize(c)...); }, e.children);
-    } else if constexpr (materializes_on_cpu<Op, E>) {
-      return Op::materialize_on_cpu(e);
-    } else {
-      return cse_or<result_tensor_t<E>>(e, [&] {
-        result_tensor_t<E> out(e.sizes(), expr_device(e));
-        run_into_on(e, out);
-        ++kernels_launched();
-        return out;
-      });
-    }
-  }
-}
-
-/// e's elementwise tree with its epilogue matmul replaced by `product` (a view of the output the
-/// GEMM writes) and every other non-elementwise child materialized.
-template <class E, class P>
-auto replace_epilogue_matmul(const E& e, const P& product) {
-  if constexpr (Node<E>) {
-    using Op = typename E::op_type;
-    if constexpr (std::is_same_v<Op, prim::matmul_>) {
-      return Tensor<value_type_of<E>, shape_of<E>>(product);
-    } else if constexpr (prim::is_elementwise_op<Op> && epilogue_matmul_count<E>() == 1) {
-      return detail::apply_tuple([&](const auto&... c) { return make_node(e.op, replace_epilogue_matmul(c, product)...); },
-                        e.children);
-    } else {
-      return materialize(e);
-    }
-  } else {
-    return materialize(e);
-  }
-}
-
-/// Whether the elementwise tree e runs as one GEMM with e as its epilogue (see schedule/fusion.hpp):
-/// the matmul's value is not broadcast by the tree, and both dims of the product exceed 1 (a
-/// matrix-vector product takes Eigen's GEMV).
-template <class E>
-bool gemm_epilogue_applies(const E& e) {
-  if constexpr (gemm_epilogue_candidate<E>()) {
-    bool ok = false;
-    visit_epilogue_matmul(e, [&](const auto& mm) {
-      const auto ms = mm.sizes();
-      const auto es = e.sizes();
-      constexpr std::size_t R = rank_of<E>;
-      std::int64_t rows = 1;
-      for (std::size_t i = 0; i + 1 < R; ++i) rows *= ms[i];
-      ok = ms == es && rows > 1 && ms[R - 1] > 1;
-    });
-    return ok && expr_device(e).is_cpu();  // the CPU's GEMM (other backends: their own fusion)
-  } else {
-    (void)e;
-    return false;
-  }
-}
-
-/// The GEMM-with-epilogue path of to_tensor (call only when gemm_epilogue_applies(e)).
-template <class E>
-result_tensor_t<E> run_gemm_with_epilogue(const E& e) {
-  using M = epilogue_matmul_t<E>;
-  using T = value_type_of<E>;
-  constexpr std::size_t R = rank_of<E>;
-  result_tensor_t<E> out(e.sizes());
-  visit_epilogue_matmul(e, [&](const M& mm) {
-    auto a0 = to_tensor(std::get<0>(mm.children));
-    const auto b = to_tensor(std::get<1>(mm.children));
-    constexpr std::size_t ra = decltype(a0)::rank;
-    // x[..., M, K] with a 2-D weight: the leading dims are rows of one GEMM
-    auto a = [&] {
-      if constexpr (ra == 2) return a0;
-      else return a0.is_contiguous() ? a0 : a0.contiguous();
-    }();
-    const std::int64_t K = a.sizes()[ra - 1];
-    const std::int64_t ars = ra == 2 ? a.strides()[0] : K, acs = ra == 2 ? a.strides()[1] : 1;
-    std::int64_t rows = 1;
-    for (std::size_t i = 0; i + 1 < R; ++i) rows *= out.sizes()[i];
-    const auto tree = replace_epilogue_matmul(e, out);
-    cpu::run_gemm_epilogue<T>(out, tree, K ? a.data() : nullptr, ars, acs, K ? b.data() : nullptr, b.strides()[0],
-                              b.strides()[1], rows, out.sizes()[R - 1], K);
+/// out = m elementwise (one pointwise kernel), on out's backend (m's leaves are on out's device).
+template <class Out, class M>
+void run_pointwise_on(const Out& out, const M& m) {
+  on_backend<void>(out.device(), evaluating, [&](auto b) {
+    using B = decltype(b);
+    if constexpr (B::template evaluates<M>())
+      run_pointwise_kernel(b, out, m);
+    else
+      B::cannot_run("an expression");
   });
-  ++kernels_launched();
-  return out;
 }
 
-/// Runs the reduction-like node r into out (contiguous, r's sizes) with epilogue ep on its
-/// finished outputs (backend/cpu/reduce.hpp, moments.hpp).
-template <class Rd, class Out, class Ep>
-void run_reduction_node(const Rd& r, const Out& out, const Ep& ep) {
-  using Op = typename Rd::op_type;
-  const auto& child = std::get<0>(r.children);
-  using C = std::remove_cvref_t<decltype(child)>;
-  if constexpr (requires { typename Op::kind; }) {
-    cpu::run_reduce<typename Op::kind>(out, materialize(child), Op::template mask<C>(), ep);
-  } else {
-    cpu::run_var(out, materialize(child), Op::template mask<C>(), r.op.correction, ep);
+/// Whether backends B and K take the same operand forms for node E (so operands lowered for B fit
+/// K's kernel).
+template <class B, class K, class E, class I = std::make_index_sequence<std::tuple_size_v<
+                                         std::remove_cvref_t<decltype(std::declval<const E&>().children)>>>>
+inline constexpr bool same_operand_forms = false;
+template <class B, class K, class E, std::size_t... I>
+inline constexpr bool same_operand_forms<B, K, E, std::index_sequence<I...>> =
+    ((takes_prologue<B, typename E::op_type, I> == takes_prologue<K, typename E::op_type, I>) && ...);
+
+/// The node kernel e into out (fresh, contiguous, e's sizes) from its operands as lowered for
+/// backend B, on out's backend (B's, except for a subtree without device of its own: the CPU).
+template <class B, class E, class Out, class... O>
+void run_node_into(B, const E& e, const Out& out, const O&... operands) {
+  on_backend<void>(out.device(), evaluating, [&](auto b) {
+    using K = decltype(b);
+    if constexpr (same_operand_forms<B, K, E> && K::template runs_node<E>())
+      run_kernel(b, e.op, e, out, operands...);
+    else
+      K::cannot_run(E::op_type::name);
+  });
+}
+
+/// The executor's sink for schedule/lower.hpp: every kernel runs as it is lowered and its value is
+/// a Tensor; an operand is a Tensor, a scalar or an elementwise node over operands.
+struct run_sink {
+  template <class T, class S>
+  Tensor<T, S> input(const Tensor<T, S>& t) {
+    return t;
   }
-}
-
-/// e with its epilogue reduction replaced by `value` (scalars kept): a tree over value's index space.
-template <class E, class V>
-auto replace_epilogue_reduction(const E& e, const V& value) {
-  if constexpr (Node<E>) {
-    if constexpr (is_reduction_kernel<typename E::op_type>) {
-      return value;
-    } else {
-      return detail::apply_tuple([&](const auto&... c) { return make_node(e.op, replace_epilogue_reduction(c, value)...); },
-                        e.children);
-    }
-  } else {
-    return e;
+  template <class C>
+  C constant(const C& c) {
+    return c;
   }
-}
+  template <class V>
+  V operand(V v) {
+    return v;
+  }
+  template <class E, class... O>
+  auto tree(const E& e, const O&... o) {
+    return make_node(e.op, o...);
+  }
+  template <class E, class X>
+  result_tensor_t<E> view(const E& e, const X& x) {
+    return view_of(e.op, e, x);
+  }
+  template <class E>
+  const typename E::tensor_type* find_shared(const E& e) {
+    return *e.cache ? &**e.cache : nullptr;
+  }
+  template <class E, class V>
+  typename E::tensor_type store_shared(const E& e, const V& v) {
+    e.cache->emplace(v);
+    return **e.cache;
+  }
+  template <class E>
+  std::optional<std::string> cse_key(const E& e) {
+    if (!current_cse_table()) return std::nullopt;
+    return detail::cse_key(e);
+  }
+  template <class E>
+  const result_tensor_t<E>* find_cached(const E&, const std::optional<std::string>& key) {
+    return key ? cse_find<result_tensor_t<E>>(*key) : nullptr;
+  }
+  template <class E, class V>
+  result_tensor_t<E> store_cached(const E&, const std::optional<std::string>& key, const V& v) {
+    if (key) cse_store(*key, result_tensor_t<E>(v));
+    return v;
+  }
+  template <class B, class E, class... O>
+  result_tensor_t<E> node(B b, const E& e, const O&... o) {
+    result_tensor_t<E> out(e.sizes(), expr_device(e));
+    run_node_into(b, e, out, o...);
+    ++kernels_launched();
+    return out;
+  }
+  template <class E, class M>
+  result_tensor_t<E> pointwise(const E& e, const M& m) {
+    result_tensor_t<E> out(e.sizes(), expr_device(m));
+    run_pointwise_on(out, m);
+    ++kernels_launched();
+    return out;
+  }
+  template <class E, class M>
+  auto value(const E& e, const M& m) {
+    if constexpr (TensorType<M>)
+      return m;
+    else
+      return pointwise(e, m);
+  }
+  template <class E>
+  result_tensor_t<E> output(const E& e) {
+    return result_tensor_t<E>(e.sizes(), expr_device(e));
+  }
+  template <class M, class X>
+  result_tensor_t<M> product(const M&, const X& out) {
+    return result_tensor_t<M>(out);
+  }
+  template <class P, class Bp, class E, class Out, class... O>
+  result_tensor_t<E> pattern(Bp b, const E& e, const Out& out, const O&... o) {
+    run_pattern(b, P{}, e, out, o...);
+    ++kernels_launched();
+    return out;
+  }
+};
 
-/// The reduction-with-epilogue path of to_tensor (reduce_epilogue_candidate<E>(), on the CPU): the
-/// reduction writes out, and the tree runs in place on each block of finished outputs (read
-/// through a flat view of out, written at the same index).
 template <class E>
-result_tensor_t<E> run_reduction_with_epilogue(const E& e) {
-  using T = value_type_of<E>;
-  result_tensor_t<E> out(e.sizes());
-  const std::int64_t n = out.numel();
-  const auto flat = Tensor<T, shape<dyn>>::from_storage(out.storage(), sizes_t<1>{n}, sizes_t<1>{1}, out.offset());
-  const auto tree_expr = replace_epilogue_reduction(e, flat);
-  using tree_t = cpu::pw<std::remove_cvref_t<decltype(tree_expr)>, 1>;
-  const tree_t tree(tree_expr, sizes_t<1>{n});
-  auto ep = [&tree](T* o, std::int64_t k0, std::int64_t k1) {
-    tree_t t = tree;
-    const std::int64_t idx[1] = {0};
-    t.set_row(idx, 1);
-    std::int64_t i = k0;
-    if constexpr (tree_t::simd && !tree_t::mask && std::is_same_v<typename tree_t::lane, T>) {
-      using B = xsimd::batch<T>;
-      constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
-      for (; i + W <= k1; i += W) t.template load<B>(i).store_unaligned(o + i);
-    }
-    for (; i < k1; ++i) o[i] = static_cast<T>(t.get(i));
-  };
-  visit_epilogue_reduction(e, [&](const auto& r) { run_reduction_node(r, out, ep); });
-  cpu::check_kernel_flags();
-  ++kernels_launched();
-  return out;
+bool gemm_epilogue_pattern::applies(const E& e) {
+  bool ok = false;
+  visit_epilogue_matmul(e, [&](const auto& mm) {
+    const auto ms = mm.sizes();
+    const auto es = e.sizes();
+    constexpr std::size_t R = rank_of<E>;
+    std::int64_t rows = 1;
+    for (std::size_t i = 0; i + 1 < R; ++i) rows *= ms[i];
+    ok = ms == es && rows > 1 && ms[R - 1] > 1;
+  });
+  return ok && expr_device(e).is_cpu();  // the CPU's GEMM
+}
+template <class E>
+bool reduce_epilogue_pattern::applies(const E& e) {
+  return expr_device(e).is_cpu();
 }
 
+/// The value of e as a Tensor, lowered for the backend of its device (a kernel's operand, a
+/// backend's fallback: already decomposed).
 template <class E>
 auto to_tensor(const E& e) {
   if constexpr (TensorType<E>) {
     return e;
   } else {
-    if constexpr (Node<E>) {
-      if constexpr (prim::is_elementwise_op<typename E::op_type>) {
-        // an elementwise tree becomes one kernel: the GEMM's epilogue or a pointwise loop
-        return cse_or<result_tensor_t<E>>(e, [&] {
-          if constexpr (gemm_epilogue_candidate<E>() && cpu_can_evaluate<E>()) {
-            if (gemm_epilogue_applies(e)) return run_gemm_with_epilogue(e);
-          }
-          if constexpr (reduce_epilogue_candidate<E>() && cpu_can_evaluate<E>()) {
-            if (expr_device(e).is_cpu()) return run_reduction_with_epilogue(e);
-          }
-#if defined(__CUDACC__)
-          if constexpr (cuda::bias_act<E>::kind != cuda::bias_act_kind::none) {
-            result_tensor_t<E> out;  // linear + bias (+ act) as one cuBLASLt call (backend/cuda/native.hpp)
-            if (cuda::try_bias_act_gemm(e, out)) return out;
-          }
-#endif
-          auto m = materialize(e);
-          result_tensor_t<E> out(e.sizes(), expr_device(m));
-          run_pointwise_on(out, m);
-          ++kernels_launched();
-          return out;
-        });
-      }
-    }
-    auto m = materialize(e);
-    using M = decltype(m);
-    if constexpr (TensorType<M>) {
-      return m;
-    } else {
-      result_tensor_t<E> out(e.sizes(), expr_device(m));
-      run_pointwise_on(out, m);
-      ++kernels_launched();
-      return out;
-    }
+    using R = result_tensor_t<E>;
+    return on_backend<R>(expr_device(e), evaluating, [&](auto b) -> R {
+      using B = decltype(b);
+      run_sink s;
+      if constexpr (B::template evaluates<E>())
+        return R(lower_value<B>(e, s));
+      else
+        B::cannot_run("an expression");
+    });
   }
 }
 
@@ -491,28 +298,41 @@ device expr_device(const E& e) {
   return source_device(e).value_or(tenet::cpu);
 }
 
+
 template <Expression E>
 auto evaluate_untracked(const E& e) {
   ++evaluations();
+  using R = result_tensor_t<E>;
   // one device for the whole expression (or a device_error naming both); its backend decomposes
-  return with_decomposition(e, expr_device(e), [&](auto d) -> result_tensor_t<E> {
-  const shared_scope scope(d);
-  const cse_scope cse;
-  using D = decltype(d);
-  if constexpr (Node<D>) {
-    if constexpr (materializes_on_cpu<typename D::op_type, D>) {
-      // a view at the root: the result must be fresh contiguous storage, never a view of an input
-      auto v = to_tensor(d);
-      bool reads_input = false;
-      visit_leaves(d, [&](const auto& leaf) { reads_input = reads_input || leaf.shares_storage(v); });
-      if (reads_input || !v.is_contiguous()) {
-        ++kernels_launched();  // the copy
-        return result_tensor_t<E>(v.clone());
+  return on_backend<R>(expr_device(e), evaluating, [&](auto b) -> R {
+    using B = decltype(b);
+    if constexpr (!B::template decomposes<E>()) {
+      B::cannot_run("an expression");
+    } else {
+      auto d = decompose_checked<B>(e);  // (not const: nvcc 13's cicc hangs lowering a const bf16 tree, issue 28 notes)
+      using D = std::remove_cvref_t<decltype(d)>;
+      const shared_scope scope(d);
+      const cse_scope cse;
+      if constexpr (!B::template evaluates<D>()) {
+        B::cannot_run("an expression");
+      } else {
+        run_sink s;
+        if constexpr (Node<D>) {
+          if constexpr (prim::is_view_prim<typename D::op_type>) {
+            // a view at the root: the result must be fresh contiguous storage, never a view of an input
+            auto v = lower_value<B>(d, s);
+            bool reads_input = false;
+            visit_leaves(d, [&](const auto& leaf) { reads_input = reads_input || leaf.shares_storage(v); });
+            if (reads_input || !v.is_contiguous()) {
+              ++kernels_launched();  // the copy
+              return R(v.clone());
+            }
+            return R(v);
+          }
+        }
+        return R(lower_value<B>(d, s));
       }
-      return result_tensor_t<E>(v);
     }
-  }
-  return result_tensor_t<E>(to_tensor(d));
   });
 }
 
@@ -521,6 +341,17 @@ template <Expression E>
 auto evaluate(const E& e) {
   return ag::tracked(e, [&] { return evaluate_untracked(e); });
 }
+
+/// Runs a node kernel into a given output (assign's root kernel), as lower_node_with's Run.
+template <class Out>
+struct run_into_dst {
+  const Out& out;
+  template <class B, class E, class... O>
+  int operator()(B b, const E& e, const O&... o) {
+    run_node_into(b, e, out, o...);
+    return 0;
+  }
+};
 
 template <class T, class S, Expression E>
 void assign(const Tensor<T, S>& dst, const E& e) {
@@ -558,30 +389,52 @@ void assign(const Tensor<T, S>& dst, const E& e) {
     throw shape_error("tenet: cannot write a value of sizes " + sizes_text(es) + " into a tensor of sizes " +
                       sizes_text(dst.sizes()));
   bump_version(dst.storage().get());  // an in-place write: a backward that saved dst refuses to read it
-  with_decomposition(cast_to<T>(e), dst.device(), [&](auto d) {
-  const shared_scope scope(d);
-  const cse_scope cse;
-  using D = decltype(d);
-  if constexpr (Node<D> && shape_of<D>::rank == S::rank) {
-    // a reduction, matmul or native composite at the root writes straight into a contiguous dst
-    // (a view-like op has no kernel: its view is copied by the pointwise path below)
-    if constexpr (!prim::is_elementwise_op<typename D::op_type> && !materializes_on_cpu<typename D::op_type, D>) {
-      if (!aliased && dst.is_contiguous() && es == dst.sizes()) {
-        run_into_on(d, dst);
+  const auto ce = cast_to<T>(e);
+  using CE = std::remove_cvref_t<decltype(ce)>;
+  on_backend<void>(dst.device(), evaluating, [&](auto b) {
+    using B = decltype(b);
+    if constexpr (!B::template decomposes<CE>()) {
+      B::cannot_run("an expression");
+    } else {
+      auto d = decompose_checked<B>(ce);  // (not const: see evaluate_untracked)
+      using D = std::remove_cvref_t<decltype(d)>;
+      const shared_scope scope(d);
+      const cse_scope cse;
+      if constexpr (!B::template evaluates<D>()) {
+        B::cannot_run("an expression");
+      } else {
+        run_sink s;
+        if constexpr (Node<D> && shape_of<D>::rank == S::rank) {
+          // a reduction, matmul or native composite at the root writes straight into a contiguous dst
+          // (a view prim has no kernel: its view is copied by the pointwise path below)
+          if constexpr (!prim::is_elementwise_op<typename D::op_type> && !prim::is_view_prim<typename D::op_type>) {
+            if (!aliased && dst.is_contiguous() && es == dst.sizes()) {
+              run_into_dst<Tensor<T, S>> run{dst};
+              lower_node_with<B>(d, s, run);
+              ++kernels_launched();
+              return;
+            }
+          }
+        }
+        if (aliased) {
+          auto value = lower_value<B>(d, s);
+          // a bare view of dst evaluates to itself: copy it before writing
+          auto tmp = value.shares_storage(dst) ? value.clone() : value;
+          run_pointwise_on(dst, tmp);
+        } else {
+          run_pointwise_on(dst, lower_operand<B>(d, s));
+        }
         ++kernels_launched();
-        return;
       }
     }
-  }
-  if (aliased) {
-    auto value = to_tensor(d);
-    // a bare view of dst evaluates to itself: copy it before writing
-    auto tmp = value.shares_storage(dst) ? value.clone() : value;
-    run_pointwise_on(dst, tmp);
-  } else {
-    run_pointwise_on(dst, materialize(d));
-  }
-  ++kernels_launched();
+  });
+}
+
+/// sort's values and indices from one sort of x along D, on x's backend.
+template <std::int64_t D, class X, class V, class I>
+void sort_both_into(const X& x, const V& values, const I& indices, bool descending) {
+  on_backend<void>(x.device(), "sort", [&](auto b) {
+    run_sort_both(b, x, prim::sort_<D, prim::sort_output::values>::template dim<X>, descending, values, indices);
   });
 }
 
@@ -599,63 +452,4 @@ auto eval(const E& e) {
 }
 }  // namespace tenet
 
-// ---------------------------------------------------------------------------------------------
-// Non-pointwise prims and native composites: how each runs on the CPU.
-namespace tenet::prim {
-
-template <class Kind, bool KeepDim, auto... Dims>
-template <class E, class Out>
-void reduce_<Kind, KeepDim, Dims...>::run_on_cpu_into(const E& e, const Out& out) {
-  const auto& child = std::get<0>(e.children);
-  using C = std::remove_cvref_t<decltype(child)>;
-  detail::cpu::run_reduce<Kind>(out, detail::materialize(child), mask<C>());
-}
-
-template <class E, class Out>
-void matmul_::run_on_cpu_into(const E& e, const Out& out) {
-  auto a = detail::to_tensor(std::get<0>(e.children));
-  auto b = detail::to_tensor(std::get<1>(e.children));
-  using A = decltype(a);
-  using B = decltype(b);
-  if constexpr (A::rank == 1 && B::rank == 1) {
-    detail::cpu::run_matmul(out.template reshape<1, 1>(), a.template unsqueeze<0>(), b.template unsqueeze<1>());
-  } else if constexpr (A::rank == 1) {
-    detail::cpu::run_matmul(out.template unsqueeze<-2>(), a.template unsqueeze<0>(), b);
-  } else if constexpr (B::rank == 1) {
-    detail::cpu::run_matmul(out.template unsqueeze<-1>(), a, b.template unsqueeze<1>());
-  } else {
-    detail::cpu::run_matmul(out, a, b);
-  }
-}
-
-}  // namespace tenet::prim
-
-namespace tenet::aten {
-template <bool Keep, auto... Dims>
-template <class E, class Out>
-void var_<Keep, Dims...>::run_on_cpu_into(const E& e, const Out& out) {
-  const auto& child = std::get<0>(e.children);
-  using C = std::remove_cvref_t<decltype(child)>;
-  detail::cpu::run_var(out, detail::materialize(child), mask<C>(), e.op.correction);
-}
-template <std::int64_t D>
-template <class E, class Out>
-void softmax<D>::run_on_cpu_into(const E& e, const Out& out) {
-  using T = value_type_of<E>;
-  const std::int64_t L = rank_of<E> == 0 ? 1 : out.sizes()[rank_of<E> == 0 ? 0 : rank_of<E> - 1];
-  detail::cpu::run_rows(out, detail::materialize(std::get<0>(e.children)), L,
-                        [L](const T* a, T* y) { detail::cpu::softmax_row<false>(a, y, L); });
-}
-template <std::int64_t D>
-template <class E, class Out>
-void log_softmax<D>::run_on_cpu_into(const E& e, const Out& out) {
-  using T = value_type_of<E>;
-  const std::int64_t L = rank_of<E> == 0 ? 1 : out.sizes()[rank_of<E> == 0 ? 0 : rank_of<E> - 1];
-  detail::cpu::run_rows(out, detail::materialize(std::get<0>(e.children)), L,
-                        [L](const T* a, T* y) { detail::cpu::softmax_row<true>(a, y, L); });
-}
-}  // namespace tenet::aten
-
-#if defined(__CUDACC__)
-#include <tenet/backend/cuda/evaluate.hpp>
-#endif
+#include <tenet/backend/backends.hpp>

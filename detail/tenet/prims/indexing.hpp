@@ -125,9 +125,6 @@ struct gather_ {
     detail_indexing::check_sizes_fit<rank_of<X>>("gather", x.sizes(), is, axis<X, I>, "input");
     return is;
   }
-  /// Writes the value of node e into out (contiguous, e's sizes). Defined in backend/cpu/indexing.hpp.
-  template <class E, class Out>
-  static void run_on_cpu_into(const E& e, const Out& out);
 };
 
 /// scatter_<D, Op>: torch.scatter(self, D, idx, src) (Op = replace) or torch.scatter_reduce with
@@ -173,9 +170,6 @@ struct scatter_ {
     if constexpr (rank_of<Src> != 0) detail_indexing::check_sizes_fit<R>(name.data(), src.sizes(), is, R, "src");
     return x.sizes();
   }
-  /// Writes the value of node e into out (contiguous, e's sizes). Defined in backend/cpu/indexing.hpp.
-  template <class E, class Out>
-  static void run_on_cpu_into(const E& e, const Out& out);
 };
 
 }  // namespace tenet::prim

@@ -39,9 +39,6 @@ struct iota_ {
     return {length};
   }
   TENET_HOST_DEVICE T at(std::int64_t i) const { return static_cast<T>(start + step * static_cast<step_type>(i)); }
-  /// Writes the value of node e into out (contiguous, e's sizes). Defined in backend/scan_sort.hpp.
-  template <class E, class Out>
-  static void run_on_cpu_into(const E& e, const Out& out);
 };
 
 }  // namespace tenet::prim

@@ -6,9 +6,9 @@
 // of torch.Tensor.unfold). Their parameters are run-time values held by the op (permute's and a
 // static unfold's are template arguments, so their result shapes are computed at compile time).
 //
-// On the CPU every movement prim except pad_ is a view: `materialize_on_cpu(e)` (defined in
-// backend/cpu/movement.hpp) returns a strided view of the child's value, never a copy (reshape
-// copies only when the strides cannot be viewed, as torch.reshape). pad_ runs a kernel.
+// Every movement prim except pad_ is a view (is_view_prim): runtime/movement.hpp's view_of returns
+// a strided view of the child's value, never a copy (reshape copies only when the strides cannot
+// be viewed, as torch.reshape); no backend runs a kernel for it. pad_ is a kernel.
 //
 // @post for every prim p and index i of the result, p(x)(i) == x(f_p(i)) for p's index map f_p
 //       (pad_: the value where f_p(i) falls outside x or between interior elements); tests/test_conv.cpp.
@@ -22,11 +22,6 @@
 #include <tenet/expr/concepts.hpp>
 #include <tenet/shape/rules.hpp>
 
-namespace tenet::detail {
-/// pad_'s kernel for any backend (defined in backend/cpu/movement.hpp).
-template <class E, class Out, class Run>
-void pad_into(const E& e, const Out& out, Run&& run);
-}  // namespace tenet::detail
 
 namespace tenet::prim {
 
@@ -65,9 +60,6 @@ struct reshape_ {
     tenet::detail::check_sizes_match<S>(target, "reshape");
     return target;
   }
-  /// A view of the child's value (backend/cpu/movement.hpp).
-  template <class E>
-  static Tensor<value_type_of<E>, shape_of<E>> materialize_on_cpu(const E& e);
 };
 
 /// permute_<P...>: result dim i is input dim P[i].
@@ -97,9 +89,6 @@ struct permute_ {
     const auto s = c.sizes();
     return {s[static_cast<std::size_t>(P)]...};
   }
-  /// A view of the child's value (backend/cpu/movement.hpp).
-  template <class E>
-  static Tensor<value_type_of<E>, shape_of<E>> materialize_on_cpu(const E& e);
 };
 
 /// expand_<S> (broadcast_in_dim): the input's dims are the trailing dims of the result; each has
@@ -129,9 +118,6 @@ struct expand_ {
     tenet::detail::check_sizes_match<S>(target, "expand");
     return target;
   }
-  /// A view of the child's value (backend/cpu/movement.hpp).
-  template <class E>
-  static Tensor<value_type_of<E>, shape_of<E>> materialize_on_cpu(const E& e);
 };
 
 /// slice_<R>: per dim, the elements start, start+step, ... strictly before stop (step > 0:
@@ -166,9 +152,6 @@ struct slice_ {
     }
     return out;
   }
-  /// A view of the child's value (backend/cpu/movement.hpp).
-  template <class E>
-  static Tensor<value_type_of<E>, shape_of<E>> materialize_on_cpu(const E& e);
 };
 
 /// pad_<R>: XLA's pad. Per dim, `low` values before, `high` after and `interior` between
@@ -204,9 +187,6 @@ struct pad_ {
     }
     return out;
   }
-  /// Writes the value of node e into out (contiguous, e's sizes). Defined in backend/cpu/movement.hpp.
-  template <class E, class Out>
-  static void run_on_cpu_into(const E& e, const Out& out);
 };
 
 namespace detail_movement {
@@ -265,9 +245,20 @@ struct unfold_ {
     out[rank_of<C>] = size;
     return out;
   }
-  /// A view of the child's value (backend/cpu/movement.hpp).
-  template <class E>
-  static Tensor<value_type_of<E>, shape_of<E>> materialize_on_cpu(const E& e);
 };
+
+/// The movement prims that are strided views of their operand (no kernel on any backend).
+template <class Op>
+inline constexpr bool is_view_prim = false;
+template <class S>
+inline constexpr bool is_view_prim<reshape_<S>> = true;
+template <std::int64_t... P>
+inline constexpr bool is_view_prim<permute_<P...>> = true;
+template <class S>
+inline constexpr bool is_view_prim<expand_<S>> = true;
+template <std::size_t R>
+inline constexpr bool is_view_prim<slice_<R>> = true;
+template <std::int64_t D, std::int64_t Size, std::int64_t Step>
+inline constexpr bool is_view_prim<unfold_<D, Size, Step>> = true;
 
 }  // namespace tenet::prim

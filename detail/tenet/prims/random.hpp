@@ -43,9 +43,6 @@ struct uniform_ {
   device placement = tenet::cpu;  // where the draw is evaluated (no leaf says it)
 
   sizes_t<S::rank> sizes() const { return extents; }
-  /// Writes the draw into out (contiguous, extents). Defined in backend/cpu/random.hpp.
-  template <class E, class Out>
-  static void run_on_cpu_into(const E& e, const Out& out);
 };
 
 }  // namespace tenet::prim

@@ -121,9 +121,6 @@ struct reduce_ {
   static constexpr auto mask() {
     return detail::reduce_dims<shape_of<C>, Dims...>::mask;
   }
-  /// Writes the value of node e into out (contiguous, e's sizes). Defined in backend/evaluate.hpp.
-  template <class E, class Out>
-  static void run_on_cpu_into(const E& e, const Out& out);
 };
 
 /// matmul_: torch.matmul on operands of one dtype.
@@ -160,9 +157,6 @@ struct matmul_ {
     if constexpr (rb >= 2) out[j++] = bs[rb - 1];
     return out;
   }
-  /// Writes the value of node e into out (contiguous, e's sizes). Defined in backend/evaluate.hpp.
-  template <class E, class Out>
-  static void run_on_cpu_into(const E& e, const Out& out);
 };
 
 }  // namespace tenet::prim

@@ -137,9 +137,6 @@ struct scan_ {
     (void)dim<C>;
     return c.sizes();
   }
-  /// Writes the value of node e into out (contiguous, e's sizes). Defined in backend/scan_sort.hpp.
-  template <class E, class Out>
-  static void run_on_cpu_into(const E& e, const Out& out);
 };
 
 }  // namespace tenet::prim

@@ -11,7 +11,7 @@
 // names the one it stands for (Output = sort_output::values | sort_output::indices), so that either
 // appears in a lazy expression on its own (argsort, msort); the ATen ops that return both
 // (sort, topk, kthvalue, median, mode) run the prim's kernel once for both through
-// `sort_::run_on_cpu_both` (backend/scan_sort.hpp).
+// detail::sort_both_into (backend/evaluate.hpp: each backend's run_sort_both).
 #include <cstdint>
 #include <string_view>
 
@@ -44,12 +44,6 @@ struct sort_ {
     (void)dim<C>;
     return c.sizes();
   }
-  /// Writes the value of node e into out (contiguous, e's sizes). Defined in backend/scan_sort.hpp.
-  template <class E, class Out>
-  static void run_on_cpu_into(const E& e, const Out& out);
-  /// Sorts the tensor x once into both results (contiguous, x's sizes).
-  template <class X, class V, class I>
-  static void run_on_cpu_both(const X& x, const V& values, const I& indices, bool descending);
 };
 
 }  // namespace tenet::prim

@@ -155,6 +155,20 @@ std::optional<std::string> cse_key(const E& e) {
   return k;
 }
 
+/// The value a kernel with this key computed in this evaluation (null: none).
+template <class R>
+const R* cse_find(const std::string& key) {
+  cse_table* t = current_cse_table();
+  if (!t) return nullptr;
+  auto it = t->find(key);
+  return it == t->end() ? nullptr : static_cast<const R*>(it->second.get());
+}
+/// Records a kernel's value under its key (no-op outside an evaluation).
+template <class R>
+void cse_store(const std::string& key, const R& r) {
+  if (cse_table* t = current_cse_table()) t->emplace(key, std::make_shared<R>(r));
+}
+
 /// compute() unless a kernel with e's key already ran in this evaluation; R is its Tensor type.
 template <class R, class E, class F>
 R cse_or(const E& e, F&& compute) {

@@ -202,4 +202,42 @@ constexpr bool gemm_epilogue_candidate() {
   }
 }
 
+/// The matmul node below E's elementwise nodes (E must have exactly one: epilogue_matmul_count).
+template <class E>
+const epilogue_matmul_t<E>& epilogue_matmul_of(const E& e);
+template <std::size_t I, class E>
+const epilogue_matmul_t<E>& epilogue_matmul_in_children(const E& e) {
+  using C = std::remove_cvref_t<std::tuple_element_t<I, std::remove_cvref_t<decltype(e.children)>>>;
+  if constexpr (epilogue_matmul_count<C>() > 0)
+    return epilogue_matmul_of(std::get<I>(e.children));
+  else
+    return epilogue_matmul_in_children<I + 1>(e);
+}
+template <class E>
+const epilogue_matmul_t<E>& epilogue_matmul_of(const E& e) {
+  if constexpr (std::is_same_v<typename E::op_type, prim::matmul_>)
+    return e;
+  else
+    return epilogue_matmul_in_children<0>(e);
+}
+
+/// The reduction node below E's elementwise nodes (E must have exactly one: epilogue_reduction_count).
+template <class E>
+const typename find_epilogue_reduction<E>::type& epilogue_reduction_of(const E& e);
+template <std::size_t I, class E>
+const typename find_epilogue_reduction<E>::type& epilogue_reduction_in_children(const E& e) {
+  using C = std::remove_cvref_t<std::tuple_element_t<I, std::remove_cvref_t<decltype(e.children)>>>;
+  if constexpr (!std::is_void_v<typename find_epilogue_reduction<C>::type>)
+    return epilogue_reduction_of(std::get<I>(e.children));
+  else
+    return epilogue_reduction_in_children<I + 1>(e);
+}
+template <class E>
+const typename find_epilogue_reduction<E>::type& epilogue_reduction_of(const E& e) {
+  if constexpr (is_reduction_kernel<typename E::op_type>)
+    return e;
+  else
+    return epilogue_reduction_in_children<0>(e);
+}
+
 }  // namespace tenet::detail

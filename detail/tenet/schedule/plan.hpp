@@ -6,10 +6,10 @@
 // intermediates (each buffer lives from the kernel that writes it to the last kernel that reads
 // it; buffers whose lifetimes do not overlap share memory, and the plan reports the peak).
 //
-// The plan walks the decomposed expression with the same rules the evaluator cuts kernels by
-// (schedule/fusion.hpp; backend/evaluate.hpp's materialize / to_tensor), so the plan's kernel
-// count is the number of kernels the evaluator launches (tests hold one against the other with
-// detail::kernels_launched()). It reads only the expression's type and its leaves' sizes.
+// The plan is the lowering of schedule/lower.hpp recorded by plan_sink instead of run: the one
+// walk the evaluator runs (backend/evaluate.hpp's run_sink), so the plan's kernels are the kernels
+// the evaluator launches (tests hold one against the other with detail::kernels_launched()). It
+// reads only the expression's type and its leaves' sizes.
 //
 // FLOPs count 2·M·N·K per GEMM, one per element for every elementwise prim of a kernel, one per
 // input element for a reduction (4 for var), and 4 per element for row kernels (plus their fused producer's
@@ -26,6 +26,7 @@
 #include <tenet/debug/explain.hpp>
 #include <tenet/schedule/cse.hpp>
 #include <tenet/schedule/fusion.hpp>
+#include <tenet/schedule/lower.hpp>
 #include <optional>
 
 namespace tenet::detail {
@@ -81,7 +82,7 @@ struct plan_value {
   const void* input = nullptr;  // the storage an input reads (to count each input once)
 };
 
-/// What materialize() leaves: a value, or an elementwise tree of ops over values.
+/// An operand of a kernel: a value, or an elementwise tree of ops over values (fused into the reader).
 struct plan_mat {
   bool tree = false;
   plan_value value;
@@ -138,29 +139,6 @@ std::int64_t value_bytes(const E& e) {
   return numel_of(e) * static_cast<std::int64_t>(sizeof(value_type_of<E>));
 }
 
-template <class E>
-plan_value plan_to_tensor(const E& e, plan_builder& b);
-template <class E>
-plan_mat plan_materialize(const E& e, plan_builder& b);
-
-/// A reduction-like kernel (a reduction prim, or the CPU's var): the elementwise tree below it is
-/// its prologue; adds the prologue's ops, the reduction and its FLOPs to k, its inputs to reads.
-template <class E>
-void plan_reduction(const E& e, plan_builder& b, planned_kernel& k, std::vector<plan_value>& reads) {
-  using Op = typename E::op_type;
-  plan_mat c = plan_materialize(std::get<0>(e.children), b);
-  if (c.tree) {
-    k.fused.insert(k.fused.end(), c.ops.begin(), c.ops.end());
-    reads.insert(reads.end(), c.leaves.begin(), c.leaves.end());
-  } else {
-    reads.push_back(c.value);
-  }
-  const std::int64_t in = numel_of(std::get<0>(e.children));
-  const double per = (is_reduce_op<Op> ? 1.0 : 4.0) + static_cast<double>(c.tree ? c.ops.size() : 0);  // var: 2 passes
-  k.flops += static_cast<double>(in) * per;
-  k.fused.push_back(op_label<Op>::text(e.op));
-}
-
 /// The ops of a reduction's elementwise epilogue tree (the reduction left out).
 template <class E>
 void plan_reduction_epilogue_ops(const E& e, std::vector<std::string>& ops) {
@@ -173,168 +151,180 @@ void plan_reduction_epilogue_ops(const E& e, std::vector<std::string>& ops) {
   }
 }
 
-template <class E>
-plan_mat plan_materialize(const E& e, plan_builder& b) {
-  if constexpr (SharedNode<E>) {
-    const void* key = e.cache.get();
-    auto it = b.shared.find(key);
-    if (it == b.shared.end()) it = b.shared.emplace(key, plan_to_tensor(e.expr, b)).first;
-    return {false, it->second, {}, {}};
-  } else if constexpr (ScalarLeaf<E>) {
+/// The planner's sink for schedule/lower.hpp: every kernel the lowering emits is recorded (what it
+/// fuses, reads and writes, its FLOPs); values are buffers, operands are plan_mat.
+struct plan_sink {
+  plan_builder b;
+  struct pattern_output {};
+
+  template <class T, class S>
+  plan_mat input(const Tensor<T, S>& t) {
+    return {false, {-1, value_bytes(t), t.numel() ? static_cast<const void*>(t.data()) : nullptr}, {}, {}};
+  }
+  template <class C>
+  plan_mat constant(const C&) {
     return {true, {}, {}, {}};
-  } else if constexpr (TensorType<E>) {
-    return {false, {-1, value_bytes(e), e.numel() ? static_cast<const void*>(e.data()) : nullptr}, {}, {}};
-  } else {
-    using Op = typename E::op_type;
-    if constexpr (prim::is_elementwise_op<Op>) {
-      plan_mat m{true, {}, {}, {}};
-      detail::apply_tuple(
-          [&](const auto&... c) {
-            (
-                [&](plan_mat k) {
-                  if (k.tree) {
-                    m.ops.insert(m.ops.end(), k.ops.begin(), k.ops.end());
-                    m.leaves.insert(m.leaves.end(), k.leaves.begin(), k.leaves.end());
-                  } else {
-                    m.leaves.push_back(k.value);
-                  }
-                }(plan_materialize(c, b)),
-                ...);
-          },
-          e.children);
-      m.ops.push_back(op_label<Op>::text(e.op));
-      return m;
-    } else if constexpr (materializes_on_cpu<Op, E>) {
-      // a view of the child's value: no kernel, the same buffer
-      plan_value v = plan_to_tensor(std::get<0>(e.children), b);
-      ++b.plan.views;
-      v.bytes = value_bytes(e);
-      return {false, v, {}, {}};
+  }
+  plan_mat operand(plan_value v) { return {false, v, {}, {}}; }
+  static void append(plan_mat& m, const plan_mat& k) {
+    if (k.tree) {
+      m.ops.insert(m.ops.end(), k.ops.begin(), k.ops.end());
+      m.leaves.insert(m.leaves.end(), k.leaves.begin(), k.leaves.end());
     } else {
-      std::optional<std::string> key;
-      if (auto v = b.reuse(e, key)) return {false, *v, {}, {}};
-      planned_kernel k;
-      std::vector<plan_value> reads;
-      const std::string label = op_label<Op>::text(e.op);
-      if constexpr (is_reduce_op<Op> || is_reduction_kernel<Op>) {
-        // the elementwise tree below is the reduction's prologue
-        k.kind = "reduction";
-        plan_reduction(e, b, k, reads);
-        k.output = type_text(e);
-        return {false, b.remember(key, {b.add_kernel(std::move(k), reads, value_bytes(e)), value_bytes(e), nullptr}), {}, {}};
-      } else if constexpr (fuses_prologue<Op>) {
-        // a row kernel: the elementwise producer of its first operand runs inside it
-        detail::apply_tuple(
-            [&](const auto& c0, const auto&... rest) {
-              plan_mat c = plan_materialize(c0, b);
-              if (c.tree) {
-                k.fused = c.ops;
-                reads = c.leaves;
-              } else {
-                reads.push_back(c.value);
-              }
-              (reads.push_back(plan_to_tensor(rest, b)), ...);
-            },
-            e.children);
-        k.kind = "row";
-        k.flops = 4.0 * static_cast<double>(numel_of(e)) + static_cast<double>(k.fused.size() * numel_of(e));
-      } else {
-        detail::apply_tuple([&](const auto&... c) { (reads.push_back(plan_to_tensor(c, b)), ...); }, e.children);
-        if constexpr (std::is_same_v<Op, prim::matmul_>) {
-          k.kind = "gemm";
-          const auto& a = std::get<0>(e.children);
-          const auto as = a.sizes();
-          const std::int64_t K = as[rank_of<decltype(a)> - 1];
-          k.flops = 2.0 * static_cast<double>(numel_of(e)) * static_cast<double>(K);
-        } else {
-          k.kind = std::string(Op::name);  // a prim's own kernel, or a native composite (conv2d, max_pool2d)
-        }
-      }
-      k.fused.push_back(label);
-      k.output = type_text(e);
-      return {false, b.remember(key, {b.add_kernel(std::move(k), reads, value_bytes(e)), value_bytes(e), nullptr}), {}, {}};
+      m.leaves.push_back(k.value);
     }
   }
-}
-
-/// The elementwise tree of a GEMM epilogue: its ops and leaves, the matmul left out.
-template <class E>
-void plan_epilogue_tree(const E& e, plan_builder& b, plan_mat& m) {
-  if constexpr (Node<E>) {
+  template <class E, class... O>
+  plan_mat tree(const E& e, const O&... o) {
+    plan_mat m{true, {}, {}, {}};
+    (append(m, o), ...);
+    m.ops.push_back(op_label<typename E::op_type>::text(e.op));
+    return m;
+  }
+  template <class E>
+  plan_mat view(const E& e, plan_value v) {  // a view of the operand's value: no kernel, the same buffer
+    ++b.plan.views;
+    v.bytes = value_bytes(e);
+    return {false, v, {}, {}};
+  }
+  template <class E>
+  const plan_value* find_shared(const E& e) {
+    auto it = b.shared.find(e.cache.get());
+    return it == b.shared.end() ? nullptr : &it->second;
+  }
+  template <class E>
+  plan_value store_shared(const E& e, plan_value v) {
+    b.shared.emplace(e.cache.get(), v);
+    return v;
+  }
+  template <class E>
+  std::optional<std::string> cse_key(const E& e) {
+    return detail::cse_key(e);
+  }
+  template <class E>
+  const plan_value* find_cached(const E&, const std::optional<std::string>& key) {
+    if (!key) return nullptr;
+    auto it = b.cse.find(*key);
+    if (it == b.cse.end()) return nullptr;
+    ++b.plan.cse_hits;
+    return &it->second;
+  }
+  template <class E>
+  plan_value store_cached(const E&, const std::optional<std::string>& key, plan_value v) {
+    return b.remember(key, v);
+  }
+  template <class E>
+  plan_value add(planned_kernel k, const std::vector<plan_value>& reads, const E& e) {
+    k.output = type_text(e);
+    return {b.add_kernel(std::move(k), reads, value_bytes(e)), value_bytes(e), nullptr};
+  }
+  /// A reduction-like kernel's input (its fused prologue) and FLOPs; then its own label.
+  template <class R>
+  void reduction(const R& r, const plan_mat& x, planned_kernel& k, std::vector<plan_value>& reads) {
+    using Op = typename R::op_type;
+    if (x.tree) {
+      k.fused.insert(k.fused.end(), x.ops.begin(), x.ops.end());
+      reads.insert(reads.end(), x.leaves.begin(), x.leaves.end());
+    } else {
+      reads.push_back(x.value);
+    }
+    const std::int64_t in = numel_of(std::get<0>(r.children));
+    const double per = (is_reduce_op<Op> ? 1.0 : 4.0) + static_cast<double>(x.tree ? x.ops.size() : 0);  // var: 2 passes
+    k.flops += static_cast<double>(in) * per;
+    k.fused.push_back(op_label<Op>::text(r.op));
+  }
+  template <class B, class E, class... O>
+  plan_value node(B, const E& e, const O&... o) {
     using Op = typename E::op_type;
-    if constexpr (std::is_same_v<Op, prim::matmul_>) {
-      return;
-    } else if constexpr (prim::is_elementwise_op<Op> && epilogue_matmul_count<E>() == 1) {
-      detail::apply_tuple([&](const auto&... c) { (plan_epilogue_tree(c, b, m), ...); }, e.children);
-      m.ops.push_back(op_label<Op>::text(e.op));
-      return;
-    }
-  }
-  plan_mat k = plan_materialize(e, b);
-  if (k.tree) {
-    m.ops.insert(m.ops.end(), k.ops.begin(), k.ops.end());
-    m.leaves.insert(m.leaves.end(), k.leaves.begin(), k.leaves.end());
-  } else {
-    m.leaves.push_back(k.value);
-  }
-}
-
-template <class E>
-plan_value plan_to_tensor(const E& e, plan_builder& b) {
-  if constexpr (TensorType<E>) {
-    return plan_materialize(e, b).value;
-  } else {
-    std::optional<std::string> key;
-    if constexpr (Node<E>) {
-      if constexpr (prim::is_elementwise_op<typename E::op_type>) {
-        if (auto v = b.reuse(e, key)) return *v;
+    planned_kernel k;
+    std::vector<plan_value> reads;
+    const std::string label = op_label<Op>::text(e.op);
+    if constexpr (is_reduce_op<Op> || is_reduction_kernel<Op>) {
+      k.kind = "reduction";
+      reduction(e, o..., k, reads);
+      return add(std::move(k), reads, e);
+    } else if constexpr (fuses_prologue<Op>) {
+      // a row kernel: the elementwise producer of its first operand runs inside it
+      [&](const plan_mat& x, const auto&... rest) {
+        if (x.tree) {
+          k.fused = x.ops;
+          reads = x.leaves;
+        } else {
+          reads.push_back(x.value);
+        }
+        (reads.push_back(rest.value), ...);
+      }(o...);
+      k.kind = "row";
+      k.flops = 4.0 * static_cast<double>(numel_of(e)) + static_cast<double>(k.fused.size() * numel_of(e));
+    } else {
+      (reads.push_back(o.value), ...);
+      if constexpr (std::is_same_v<Op, prim::matmul_>) {
+        k.kind = "gemm";
+        const auto& a = std::get<0>(e.children);
+        const auto as = a.sizes();
+        const std::int64_t K = as[rank_of<decltype(a)> - 1];
+        k.flops = 2.0 * static_cast<double>(numel_of(e)) * static_cast<double>(K);
+      } else {
+        k.kind = std::string(Op::name);  // a prim's own kernel, or a native composite (conv2d, max_pool2d)
       }
     }
-    if constexpr (gemm_epilogue_candidate<E>()) {
-      if (gemm_epilogue_applies(e)) {
-        planned_kernel k;
-        k.kind = "gemm+epilogue";
-        std::vector<plan_value> reads;
-        double mmflops = 0;
-        visit_epilogue_matmul(e, [&](const auto& mm) {
-          reads.push_back(plan_to_tensor(std::get<0>(mm.children), b));
-          reads.push_back(plan_to_tensor(std::get<1>(mm.children), b));
-          const auto as = std::get<0>(mm.children).sizes();
-          mmflops = 2.0 * static_cast<double>(numel_of(mm)) * static_cast<double>(as[as.size() - 1]);
-        });
-        plan_mat m;
-        plan_epilogue_tree(e, b, m);
-        k.fused.push_back("matmul");
-        k.fused.insert(k.fused.end(), m.ops.begin(), m.ops.end());
-        reads.insert(reads.end(), m.leaves.begin(), m.leaves.end());
-        k.flops = mmflops + static_cast<double>(m.ops.size()) * static_cast<double>(numel_of(e));
-        k.output = type_text(e);
-        return b.remember(key, {b.add_kernel(std::move(k), reads, value_bytes(e)), value_bytes(e), nullptr});
-      }
-    }
-    if constexpr (reduce_epilogue_candidate<E>()) {
-      // one reduction kernel with the tree as its epilogue (mean, std, sqrt(sum(x * x) / n))
-      planned_kernel k;
-      k.kind = "reduction+epilogue";
-      std::vector<plan_value> reads;
-      visit_epilogue_reduction(e, [&](const auto& r) { plan_reduction(r, b, k, reads); });
-      std::vector<std::string> ops;
-      plan_reduction_epilogue_ops(e, ops);
-      k.fused.insert(k.fused.end(), ops.begin(), ops.end());
-      k.flops += static_cast<double>(ops.size()) * static_cast<double>(numel_of(e));
-      k.output = type_text(e);
-      return b.remember(key, {b.add_kernel(std::move(k), reads, value_bytes(e)), value_bytes(e), nullptr});
-    }
-    plan_mat m = plan_materialize(e, b);
-    if (!m.tree) return m.value;
+    k.fused.push_back(label);
+    return add(std::move(k), reads, e);
+  }
+  template <class E>
+  plan_value pointwise(const E& e, const plan_mat& m) {
     planned_kernel k;
     k.kind = "pointwise";
     k.fused = m.ops;
     k.flops = static_cast<double>(m.ops.size()) * static_cast<double>(numel_of(e));
-    k.output = type_text(e);
-    return b.remember(key, {b.add_kernel(std::move(k), m.leaves, value_bytes(e)), value_bytes(e), nullptr});
+    return add(std::move(k), m.leaves, e);
   }
-}
+  template <class E>
+  plan_value value(const E& e, const plan_mat& m) {
+    return m.tree ? pointwise(e, m) : m.value;
+  }
+  template <class E>
+  pattern_output output(const E&) {
+    return {};
+  }
+  template <class M>
+  plan_mat product(const M&, pattern_output) {  // the epilogue reads the GEMM's own tile
+    return {true, {}, {}, {}};
+  }
+  template <class P, class B, class E>
+  plan_value pattern(B, const E& e, pattern_output, const plan_mat& a, const plan_mat& bm, const plan_mat& tree)
+    requires std::is_same_v<P, gemm_epilogue_pattern>
+  {
+    planned_kernel k;
+    k.kind = P::kind;
+    std::vector<plan_value> reads{a.value, bm.value};
+    double mmflops = 0;
+    visit_epilogue_matmul(e, [&](const auto& mm) {
+      const auto as = std::get<0>(mm.children).sizes();
+      mmflops = 2.0 * static_cast<double>(numel_of(mm)) * static_cast<double>(as[as.size() - 1]);
+    });
+    k.fused.push_back("matmul");
+    k.fused.insert(k.fused.end(), tree.ops.begin(), tree.ops.end());
+    reads.insert(reads.end(), tree.leaves.begin(), tree.leaves.end());
+    k.flops = mmflops + static_cast<double>(tree.ops.size()) * static_cast<double>(numel_of(e));
+    return add(std::move(k), reads, e);
+  }
+  template <class P, class B, class E>
+  plan_value pattern(B, const E& e, pattern_output, const plan_mat& x)
+    requires std::is_same_v<P, reduce_epilogue_pattern>
+  {
+    // one reduction kernel with the tree as its epilogue (mean, std, sqrt(sum(x * x) / n))
+    planned_kernel k;
+    k.kind = P::kind;
+    std::vector<plan_value> reads;
+    visit_epilogue_reduction(e, [&](const auto& r) { reduction(r, x, k, reads); });
+    std::vector<std::string> ops;
+    plan_reduction_epilogue_ops(e, ops);
+    k.fused.insert(k.fused.end(), ops.begin(), ops.end());
+    k.flops += static_cast<double>(ops.size()) * static_cast<double>(numel_of(e));
+    return add(std::move(k), reads, e);
+  }
+};
 
 /// Buffers live from the kernel that writes them to the last kernel that reads them (the result
 /// to the end); peak = the largest sum of live buffers over the kernels.
@@ -358,15 +348,16 @@ inline void plan_memory(kernel_plan& p, int result_buffer) {
   }
 }
 
-/// The kernel plan the CPU backend runs for e (what evaluate(e) / `Tensor t = e;` does).
+/// The kernel plan the CPU backend runs for e (what evaluate(e) / `Tensor t = e;` does): the
+/// lowering of schedule/lower.hpp, recorded instead of run.
 template <Expression E>
 kernel_plan plan_cpu(const E& e) {
   auto d = decompose<cpu_simd>(e);
   using D = decltype(d);
-  plan_builder b;
-  plan_value r = plan_to_tensor(d, b);
+  plan_sink s;
+  plan_value r = lower_value<cpu_simd>(d, s);
   if constexpr (Node<D>) {
-    if constexpr (materializes_on_cpu<typename D::op_type, D>) {
+    if constexpr (prim::is_view_prim<typename D::op_type>) {
       // a root view: copied when it views an input (or is not contiguous; counted here when the
       // view reorders: permute, expand, slice and unfold)
       const bool reorders = !is_reshape_op<typename D::op_type>;
@@ -375,15 +366,12 @@ kernel_plan plan_cpu(const E& e) {
         k.kind = "copy";
         k.fused.push_back(op_label<typename D::op_type>::text(d.op));
         k.output = type_text(d);
-        r = {b.add_kernel(std::move(k), {r}, value_bytes(d)), value_bytes(d), nullptr};
+        r = {s.b.add_kernel(std::move(k), {r}, value_bytes(d)), value_bytes(d), nullptr};
       }
     }
   }
-  if constexpr (TensorType<D>) {
-    // a bare input: the evaluator returns it as is
-  }
-  plan_memory(b.plan, r.buffer);
-  return b.plan;
+  plan_memory(s.b.plan, r.buffer);
+  return s.b.plan;
 }
 
 inline std::string bytes_text(std::int64_t n) {

@@ -96,4 +96,38 @@ void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
   }
 }
 
+/// max_pool2d of x (N, C, H, W; any strides) into out (N, C, oh, ow; contiguous): one pass over
+/// each window, NaN propagating as amax does; `low` fills windows that read padding only.
+template <class T, class Sizes, class Plan>
+void run_max_pool2d(T* od, const T* xd, const Sizes& xs, const Sizes& st, const Plan& pl, T low) {
+  const std::int64_t planes = xs[0] * xs[1], oh = pl.out[0], ow = pl.out[1];
+  if (planes == 0 || oh * ow == 0) return;
+#pragma omp parallel for schedule(static) if (planes * oh * ow > 32768)
+  for (std::int64_t plane = 0; plane < planes; ++plane) {
+    const T* base = xd + (plane / xs[1]) * st[0] + (plane % xs[1]) * st[1];
+    T* o = od + plane * oh * ow;
+    for (std::int64_t oy = 0; oy < oh; ++oy) {
+      const std::int64_t y0 = oy * pl.s[0] - pl.p[0];
+      for (std::int64_t ox = 0; ox < ow; ++ox) {
+        const std::int64_t x0 = ox * pl.s[1] - pl.p[1];
+        T m = low;
+        for (std::int64_t i = 0; i < pl.k[0]; ++i) {
+          const std::int64_t iy = y0 + i * pl.d[0];
+          if (iy < 0 || iy >= xs[2]) continue;
+          const T* row = base + iy * st[2];
+          for (std::int64_t j = 0; j < pl.k[1]; ++j) {
+            const std::int64_t ix = x0 + j * pl.d[1];
+            if (ix < 0 || ix >= xs[3]) continue;
+            const T v = row[ix * st[3]];
+            if (v != v || v > m) m = v;
+            if (m != m) break;
+          }
+          if (m != m) break;
+        }
+        o[oy * ow + ox] = m;
+      }
+    }
+  }
+}
+
 }  // namespace tenet::detail::cpu

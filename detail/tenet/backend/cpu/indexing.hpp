@@ -21,7 +21,7 @@
 
 #include <omp.h>
 
-#include <tenet/backend/evaluate.hpp>
+#include <tenet/backend/cpu/elementwise.hpp>
 #include <tenet/prims/indexing.hpp>
 #include <tenet/tensor.hpp>
 
@@ -219,32 +219,3 @@ auto at_least_1d(const Tensor<T, S>& t) {
 
 }  // namespace tenet::detail::cpu
 
-namespace tenet::prim {
-
-template <std::int64_t D>
-template <class E, class Out>
-void gather_<D>::run_on_cpu_into(const E& e, const Out& out) {
-  auto x = detail::to_tensor(std::get<0>(e.children));
-  auto idx = detail::to_tensor(std::get<1>(e.children));
-  constexpr std::size_t d = detail_indexing::norm_dim<decltype(x)::rank, D>();
-  detail::cpu::run_gather(detail::cpu::at_least_1d(out), detail::cpu::at_least_1d(x), detail::cpu::at_least_1d(idx),
-                          d);
-}
-
-template <std::int64_t D, scatter_op Op>
-template <class E, class Out>
-void scatter_<D, Op>::run_on_cpu_into(const E& e, const Out& out) {
-  auto self = detail::to_tensor(std::get<0>(e.children));
-  auto idx = detail::to_tensor(std::get<1>(e.children));
-  auto src = detail::to_tensor(std::get<2>(e.children));
-  constexpr std::size_t d = detail_indexing::norm_dim<decltype(self)::rank, D>();
-  detail::cpu::run_pointwise(out, self);
-  const auto o1 = detail::cpu::at_least_1d(out);
-  const auto i1 = detail::cpu::at_least_1d(idx);
-  if constexpr (decltype(src)::rank == 0 && decltype(self)::rank != 0)
-    detail::cpu::run_scatter<Op>(o1, i1, src, d, e.op.include_self);
-  else
-    detail::cpu::run_scatter<Op>(o1, i1, detail::cpu::at_least_1d(src), d, e.op.include_self);
-}
-
-}  // namespace tenet::prim

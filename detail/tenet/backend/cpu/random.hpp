@@ -90,10 +90,3 @@ void run_uniform(T* out, std::int64_t n, std::uint64_t seed, std::uint64_t offse
 
 }  // namespace tenet::detail::cpu
 
-namespace tenet::prim {
-template <class T, class S>
-template <class E, class Out>
-void uniform_<T, S>::run_on_cpu_into(const E& e, const Out& out) {
-  detail::cpu::run_uniform(out.data(), out.numel(), e.op.seed, e.op.offset);
-}
-}  // namespace tenet::prim

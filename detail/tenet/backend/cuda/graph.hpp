@@ -41,7 +41,7 @@
 
 #include <cuda_runtime.h>
 
-#include <tenet/backend/cuda/evaluate.hpp>
+#include <tenet/backend/evaluate.hpp>
 #include <tenet/backend/cuda/pointwise.hpp>
 #include <tenet/backend/cuda/runtime.hpp>
 #include <tenet/schedule/cse.hpp>

@@ -16,8 +16,13 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <string>
+#include <string_view>
+
+#include <tenet/backend/registry.hpp>
 #include <tenet/decomp/decompose.hpp>
 #include <tenet/ops.hpp>
+#include <tenet/schedule/lower.hpp>
 #include <tenet/prims/random.hpp>  // prim::uniform_ (a leaf of the fused kernels here)
 
 namespace tenet::aten {
@@ -30,10 +35,41 @@ struct max_pool2d;  // include/tenet/conv.hpp
 
 namespace tenet::detail {
 
-/// The CUDA backend: fused pointwise kernels, row kernels, reductions, cuBLASLt.
+struct bias_act_pattern;  // backend/cuda/backend.cuh
+
+/// The CUDA backend's policy type: fused pointwise kernels, row kernels, reductions, cuBLASLt
+/// (its run functions: backend/cuda/backend.cuh).
 struct cuda_gpu {
   static constexpr const char* name() { return "cuda_gpu"; }
+  static constexpr device_type device = device_type::cuda;
+  using patterns = pattern_list<bias_act_pattern>;
+  /// It decomposes and lowers every expression on a CUDA device, and runs every node: a composite
+  /// it has no kernel for runs its decomposition, a prim without one throws (backend.cuh).
+  template <class E>
+  static constexpr bool decomposes() {
+    return true;
+  }
+  template <class E>
+  static constexpr bool evaluates() {
+    return true;
+  }
+  template <class E>
+  static constexpr bool runs_node() {
+    return true;
+  }
+  [[noreturn]] static void cannot_run(std::string_view what) {
+    throw device_error("tenet: internal: '" + std::string(what) + "' cannot run on CUDA");
+  }
 };
+
+template <>
+struct backend_of<device_type::cuda> {
+  using type = cuda_gpu;
+};
+
+/// argmax / argmin read their input as a value on CUDA (lines.hpp), not as a fused producer.
+template <class Kind, bool KeepDim, auto... Dims>
+inline constexpr bool takes_prologue<cuda_gpu, prim::reduce_<Kind, KeepDim, Dims...>, 0> = !prim::is_arg_kind<Kind>;
 
 namespace cuda {
 /// A uniform_ draw inside CUDA's fused kernels (prim_leaf below): element k of the draw (row-major
@@ -146,10 +182,5 @@ struct bias_act<node<prim::maximum_, X, scalar<T>>> {
   static constexpr bias_act_kind kind = bias_add<X>::value ? bias_act_kind::relu : bias_act_kind::none;
   static const X& add(const node<prim::maximum_, X, scalar<T>>& e) { return std::get<0>(e.children); }
 };
-
-/// Runs e as one GEMM with its epilogue into out when the run-time sizes allow it (the bias is not
-/// broadcast, the product is not broadcast, K > 0, relu's scalar is 0); false: nothing was run.
-template <class E, class Out>
-bool try_bias_act_gemm(const E& e, Out& out);  // backend/cuda/evaluate.hpp
 
 }  // namespace tenet::detail::cuda

@@ -1,14 +1,19 @@
 #pragma once
 #include <tenet/detail_check.hpp>
 #include <tenet/config.hpp>
-// The CUDA side of evaluation (nvcc only; included by backend/evaluate.hpp in CUDA translation
-// units). The plan is the CPU's, decomposed for cuda_gpu (native.hpp): decompose -> materialize
-// -> fused pointwise; every pointwise tree becomes one kernel (pointwise.hpp); the non-pointwise
-// nodes run here: reductions (reduce.hpp), argmax / argmin and scans (lines.hpp), sort (sort.hpp),
-// gather / scatter (indexing.hpp), pad (a fill and a strided copy), conv2d and max_pool2d
-// (conv.hpp), matmul (cuBLASLt, gemm.hpp), softmax / log_softmax / layer_norm / rms_norm
-// (one-pass row kernels, rows.hpp). Random draws are leaves of those kernels (random.hpp). Any
-// other non-pointwise op throws device_error naming it.
+// The CUDA backend, cuda_gpu (nvcc only; backend/backends.hpp includes it in CUDA translation
+// units). Its policy type and decomposition rules are in native.hpp; this file is what it gives the
+// evaluator (docs/adding_a_backend.md), the kernels being in the headers beside it:
+//   run_pointwise_kernel   every elementwise tree is one fused kernel (pointwise.hpp); random
+//                          draws are leaves of those kernels (random.hpp)
+//   run_kernel             the node kernels, one overload per op: reductions (reduce.hpp), argmax /
+//                          argmin and scans (lines.hpp), sort (sort.hpp), gather / scatter
+//                          (indexing.hpp), pad (a fill and a strided copy), conv2d and max_pool2d
+//                          (conv.hpp), matmul (cuBLASLt, gemm.hpp), softmax / log_softmax /
+//                          layer_norm / rms_norm / var (one-pass row kernels, rows.hpp); any other
+//                          node throws device_error naming it
+//   run_pattern            linear + bias (+ relu / tanh-gelu) as one cuBLASLt call (bias_act_pattern)
+//   run_sort_both          sort's values and indices from one sort
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -16,6 +21,7 @@
 
 #include <tenet/autocast.hpp>
 #include <tenet/backend/cuda/conv.hpp>
+#include <tenet/backend/cuda/native.hpp>
 #include <tenet/backend/cuda/gemm.hpp>
 #include <tenet/backend/cuda/indexing.hpp>
 #include <tenet/backend/cuda/lines.hpp>
@@ -25,29 +31,11 @@
 #include <tenet/backend/cuda/rows.hpp>
 #include <tenet/backend/cuda/runtime.hpp>
 #include <tenet/backend/cuda/sort.hpp>
+#include <tenet/backend/registry.hpp>
+#include <tenet/runtime/movement.hpp>
+#include <tenet/schedule/lower.hpp>
 
 namespace tenet::detail::cuda {
-
-template <class Op>
-inline constexpr bool is_reduce_op = false;
-template <class Kind, bool KeepDim, auto... Dims>
-inline constexpr bool is_reduce_op<prim::reduce_<Kind, KeepDim, Dims...>> = true;
-template <class Op>
-inline constexpr bool is_scan_op = false;
-template <class Kind, std::int64_t Dim>
-inline constexpr bool is_scan_op<prim::scan_<Kind, Dim>> = true;
-template <class Op>
-inline constexpr bool is_gather_op = false;
-template <std::int64_t D>
-inline constexpr bool is_gather_op<prim::gather_<D>> = true;
-template <class Op>
-inline constexpr bool is_pad_op = false;
-template <std::size_t R>
-inline constexpr bool is_pad_op<prim::pad_<R>> = true;
-template <class Op>
-inline constexpr bool is_scatter_op = false;
-template <std::int64_t D, prim::scatter_op O>
-inline constexpr bool is_scatter_op<prim::scatter_<D, O>> = true;
 
 /// t viewed with rank max(R, 1) (a 0-dim tensor as one element of a 1-D one).
 template <class T, class S>
@@ -57,29 +45,6 @@ auto at_least_1d(const Tensor<T, S>& t) {
   else
     return t;
 }
-
-template <class Op>
-struct softmax_kind : std::false_type {};
-template <std::int64_t D>
-struct softmax_kind<aten::softmax<D>> : std::true_type {
-  static constexpr bool log = false;
-};
-template <std::int64_t D>
-struct softmax_kind<aten::log_softmax<D>> : std::true_type {
-  static constexpr bool log = true;
-};
-
-template <class Op>
-struct var_kind : std::false_type {};
-template <bool Keep, auto... D>
-struct var_kind<aten::var_<Keep, D...>> : std::true_type {};
-
-template <class Op>
-struct norm_kind : std::false_type {};
-template <std::size_t K, bool Rms>
-struct norm_kind<aten::norm_last<K, Rms>> : std::true_type {
-  static constexpr bool rms = Rms;
-};
 
 /// Calls f(src, aligned) with the row kernels' input for the producer m of a row node, m's index
 /// space read in row-major order: a contiguous tensor, or a pointwise tree whose leaves are
@@ -109,34 +74,41 @@ void with_row_source(const M& m, F&& f) {
       return;
     }
   }
-  auto x = to_tensor(m);
-  const auto xc = x.is_contiguous() ? x : x.contiguous();
-  f(ptr_src<T>{xc.data()}, aligned16(xc.data()));
+  // m is an operand: a tensor (copied when not contiguous), or an elementwise tree over lowered
+  // values (one pointwise kernel)
+  if constexpr (TensorType<M>) {
+    const auto xc = m.is_contiguous() ? m : m.contiguous();
+    f(ptr_src<T>{xc.data()}, aligned16(xc.data()));
+  } else {
+    Tensor<T, shape_of<M>> xc(m.sizes(), expr_device(m));
+    run_pointwise(xc, m);
+    ++kernels_launched();
+    f(ptr_src<T>{xc.data()}, aligned16(xc.data()));
+  }
 }
 
 /// A row composite of node e into out (fresh, contiguous): the row kernels of rows.hpp, with the
 /// pointwise producer of the input fused in when its layout allows.
-template <row_kind K, class E, class Out>
-void run_row_node(const E& e, const Out& out) {
+template <row_kind K, class E, class Out, class M, class... P>
+void run_row_node(const E& e, const Out& out, const M& m, const P&... params) {
   using T = value_type_of<E>;
   const std::int64_t n = out.numel();
   if (n == 0) return;
   device_context ctx(out.device());
   row_args<T> a{out.data(), nullptr, nullptr, 0, 0, 0.0};
   auto go = [&](const auto& src, bool aligned) { launch_rows<K, T>(a, src, aligned); };
-  const auto m = materialize(std::get<0>(e.children));
   if constexpr (K == row_kind::softmax || K == row_kind::log_softmax) {
     a.cols = rank_of<E> == 0 ? 1 : out.sizes()[rank_of<E> == 0 ? 0 : rank_of<E> - 1];
     a.rows = a.cols == 0 ? 0 : n / a.cols;
     with_row_source(m, go);
   } else {
-    const auto w = to_tensor(std::get<1>(e.children)).contiguous();
+    const auto w = std::get<0>(std::tie(params...)).contiguous();
     a.w = w.data();
     a.cols = w.numel();
     a.rows = a.cols == 0 ? 0 : n / a.cols;
     a.eps = e.op.eps;
     if constexpr (K == row_kind::layer_norm) {
-      const auto b = to_tensor(std::get<2>(e.children)).contiguous();
+      const auto b = std::get<1>(std::tie(params...)).contiguous();
       a.b = b.data();
       with_row_source(m, go);
     } else {
@@ -151,8 +123,8 @@ void run_row_node(const E& e, const Out& out) {
 /// block per row: they take the decomposition's reductions instead, which split long rows over the
 /// card; so do empty rows (NaN: 0 / 0, as torch). 16-bit rows always take the row kernel (one pass;
 /// the decomposition of 16-bit inputs computes in float too, ops.hpp var_impl, but reads x twice).
-template <class E, class Out>
-void run_var_node(const E& e, const Out& out) {
+template <class E, class Out, class M>
+void run_var_node(const E& e, const Out& out, const M& m) {
   using T = value_type_of<E>;
   const auto& child = std::get<0>(e.children);
   using C = std::remove_cvref_t<decltype(child)>;
@@ -162,12 +134,12 @@ void run_var_node(const E& e, const Out& out) {
   const std::int64_t cols = in[rank_of<C> - 1];
   device_context ctx(out.device());
   if (cols == 0 || (!half_precision<T> && rows < 2LL * sm_count(out.device().index) && cols > 16384)) {
-    assign(out, e.op.decompose(child));
+    assign(out, e.op.decompose(m));
     return;
   }
   const double denom = std::max(0.0, static_cast<double>(cols) - e.op.correction);
   row_args<T> a{out.data(), nullptr, nullptr, rows, cols, denom};
-  with_row_source(materialize(child), [&](const auto& src, bool aligned) { launch_rows<row_kind::var, T>(a, src, aligned); });
+  with_row_source(m, [&](const auto& src, bool aligned) { launch_rows<row_kind::var, T>(a, src, aligned); });
 }
 
 // --- matmul ------------------------------------------------------------------------------------
@@ -295,10 +267,8 @@ bool with_autocast_dtype(F&& f) {
   }
 }
 
-template <class E, class Out>
-void run_matmul_node(const E& e, const Out& out) {
-  auto a = to_tensor(std::get<0>(e.children));
-  auto b = to_tensor(std::get<1>(e.children));
+template <class E, class Out, class A, class B>
+void run_matmul_node(const E&, const Out& out, const A& a, const B& b) {
   using T = value_type_of<E>;
   // autocast: fp32 operands in float16 / bfloat16, the product rounded to it, stored as fp32
   const bool cast = with_autocast_dtype<T>([&](auto low) {
@@ -311,28 +281,57 @@ void run_matmul_node(const E& e, const Out& out) {
   if (!cast) run_matmul_ranks(out, a, b);
 }
 
-template <class E, class Out>
-bool try_bias_act_gemm(const E& e, Out& out) {
-  using P = bias_act<E>;
-  static_assert(P::kind != bias_act_kind::none);
-  using T = value_type_of<E>;
-  const auto& add = P::add(e);
-  using Add = std::remove_cvref_t<decltype(add)>;
-  constexpr std::size_t im = bias_add<Add>::mm;
-  const auto& mm = std::get<im>(add.children);
-  const auto& bias = std::get<1 - im>(add.children);
-  if constexpr (P::kind == bias_act_kind::relu) {
-    if (!(static_cast<double>(std::get<1>(e.children).value) == 0.0)) return false;  // maximum(x + b, c), c != 0
+}  // namespace tenet::detail::cuda
+
+namespace tenet::detail {
+
+/// linear + bias (+ relu / tanh-gelu) as one cuBLASLt call with an epilogue (native.hpp: bias_act):
+/// when the run-time sizes allow it (neither the product nor the bias is broadcast, K > 0, no
+/// empty product, relu's scalar is 0) and the operands are on a CUDA device.
+struct bias_act_pattern {
+  static constexpr const char* kind = "gemm+bias_act";
+  template <class E>
+  static constexpr bool candidate() {
+    return cuda::bias_act<E>::kind != cuda::bias_act_kind::none;
   }
+  template <class E>
+  static auto parts(const E& e) {
+    using P = cuda::bias_act<E>;
+    const auto& add = P::add(e);
+    using Add = std::remove_cvref_t<decltype(add)>;
+    constexpr std::size_t im = cuda::bias_add<Add>::mm;
+    return std::tie(std::get<im>(add.children), std::get<1 - im>(add.children));  // (matmul, bias)
+  }
+  template <class E>
+  static bool applies(const E& e) {
+    using P = cuda::bias_act<E>;
+    if constexpr (P::kind == cuda::bias_act_kind::relu) {
+      if (!(static_cast<double>(std::get<1>(e.children).value) == 0.0)) return false;  // maximum(x + b, c), c != 0
+    }
+    const auto [mm, bias] = parts(e);
+    const auto es = e.sizes();
+    const std::int64_t K = std::get<0>(mm.children).sizes()[1];
+    if (mm.sizes() != es || bias.sizes()[0] != es[1] || K == 0 || es[0] == 0 || es[1] == 0) return false;
+    return expr_device(e).type == device_type::cuda;
+  }
+  template <class B, class S, class E>
+  static auto lower(const E& e, S& s) {
+    const auto [mm, bias] = parts(e);
+    auto out = s.output(e);
+    auto a = s.operand(lower_value<B>(std::get<0>(mm.children), s));
+    auto b = s.operand(lower_value<B>(std::get<1>(mm.children), s));
+    return s.template pattern<bias_act_pattern>(B{}, e, out, a, b, s.input(bias));
+  }
+};
+
+template <class E, class Out, class A, class Bm, class Bias>
+void run_pattern(cuda_gpu, bias_act_pattern, const E& e, const Out& out, A a, Bm b, const Bias& bias) {
+  using namespace cuda;
+  using P = bias_act<E>;
+  using T = value_type_of<E>;
   const auto es = e.sizes();
-  const auto ms = mm.sizes();
-  const std::int64_t K = std::get<0>(mm.children).sizes()[1];
-  // neither the product nor the bias is broadcast; no empty product
-  if (ms != es || bias.sizes()[0] != es[1] || K == 0 || es[0] == 0 || es[1] == 0) return false;
-  const device dev = expr_device(e);
-  if (dev.type != device_type::cuda) return false;
-  auto a = to_tensor(std::get<0>(mm.children));
-  auto b = to_tensor(std::get<1>(mm.children));
+  const std::int64_t K = a.sizes()[1];
+  const device dev = out.device();
   const auto bc = bias.contiguous();
   const std::int64_t M = es[0], N = es[1];
   device_context ctx(dev);
@@ -340,7 +339,9 @@ bool try_bias_act_gemm(const E& e, Out& out) {
   if (!av.ok) a = a.contiguous(), av = column_major_view(M, K, a.strides()[0], a.strides()[1]);
   auto bv = column_major_view(K, N, b.strides()[0], b.strides()[1]);
   if (!bv.ok) b = b.contiguous(), bv = column_major_view(K, N, b.strides()[0], b.strides()[1]);
-  out = Out(es, dev);
+  const epilogue ep = P::kind == bias_act_kind::relu        ? epilogue::bias_relu
+                      : P::kind == bias_act_kind::gelu_tanh ? epilogue::bias_gelu_tanh
+                                                            : epilogue::bias;
   if (with_autocast_dtype<T>([&](auto low) {
         // autocast (torch's autocast linear): operands and bias in L, one rounding of act(x w + b) to L
         using L = decltype(low);
@@ -348,34 +349,27 @@ bool try_bias_act_gemm(const E& e, Out& out) {
         const auto bl = cast_on_device<L>(b);
         const auto biasl = cast_on_device<L>(bc);
         Tensor<L, shape_of<Out>> tmp(es, dev);
-        const epilogue ep = P::kind == bias_act_kind::relu        ? epilogue::bias_relu
-                            : P::kind == bias_act_kind::gelu_tanh ? epilogue::bias_gelu_tanh
-                                                                  : epilogue::bias;
         const auto alv = column_major_view(M, K, al.strides()[0], al.strides()[1]);  // contiguous copies
         const auto blv = column_major_view(K, N, bl.strides()[0], bl.strides()[1]);
         lt_matmul<L>(dev.index, N, M, K, lt_operand{bl.data(), blv.trans, blv.ld, 0},
                      lt_operand{al.data(), alv.trans, alv.ld, 0}, tmp.data(), N, M * N, 1, biasl.data(), ep);
         run_pointwise(out, cast_to<T>(tmp));
-      })) {
-    ++kernels_launched();
-    return true;
-  }
-  const epilogue ep = P::kind == bias_act_kind::relu        ? epilogue::bias_relu
-                      : P::kind == bias_act_kind::gelu_tanh ? epilogue::bias_gelu_tanh
-                                                            : epilogue::bias;
+      }))
+    return;
   // C' (N x M) = op(b') (N x K) * op(a') (K x M), the bias along C's rows (N)
   lt_matmul<T>(dev.index, N, M, K, lt_operand{b.data(), bv.trans, bv.ld, 0}, lt_operand{a.data(), av.trans, av.ld, 0},
                out.data(), N, M * N, 1, bc.data(), ep);
-  ++kernels_launched();
-  return true;
 }
 
+}  // namespace tenet::detail
+
+namespace tenet::detail::cuda {
+
 /// conv2d (im2col + cuBLASLt); under autocast, fp32 operands run in the low dtype (as matmul).
-template <class E, class Out>
-void run_conv2d_node(const E& e, const Out& out) {
+template <class E, class Out, class X, class W>
+void run_conv2d_node(const E& e, const Out& out, const X& x, const W& w0) {
   using T = value_type_of<E>;
-  const auto x = to_tensor(std::get<0>(e.children));
-  const auto w = to_tensor(std::get<1>(e.children)).contiguous();
+  const auto w = w0.contiguous();
   const auto g = e.op.geometry(x.sizes(), w.sizes());
   const bool cast = with_autocast_dtype<T>([&](auto low) {
     using L = decltype(low);
@@ -389,87 +383,130 @@ void run_conv2d_node(const E& e, const Out& out) {
 }
 
 /// conv2d's weight gradient (autograd): x's columns and one GEMM per group.
-template <class E, class Out>
-void run_conv2d_weight_node(const E& e, const Out& out) {
+template <class E, class Out, class X, class G>
+void run_conv2d_weight_node(const E& e, const Out& out, const X& x, const G& g) {
   using T = value_type_of<E>;
-  const auto x = to_tensor(std::get<0>(e.children));
-  const auto gp = to_tensor(std::get<1>(e.children)).template permute<1, 0, 2, 3>().contiguous();  // (O, N, oh, ow)
+  const auto gp = g.template permute<1, 0, 2, 3>().contiguous();  // (O, N, oh, ow)
   const auto geo = e.op.forward.geometry(x.sizes(), e.op.weight_sizes);
   run_conv2d_weight<T>(out.data(), x.data(), x.strides(), gp.data(), geo, out.device());
 }
 
-template <class E, class Out>
-void run_max_pool2d_node(const E& e, const Out& out) {
+template <class E, class Out, class X>
+void run_max_pool2d_node(const E& e, const Out& out, const X& x) {
   using T = value_type_of<E>;
-  const auto x = to_tensor(std::get<0>(e.children));
   run_max_pool2d<T>(out.data(), x.data(), x.sizes(), x.strides(), e.op.plan,
                     static_cast<T>(E::op_type::template lowest<T>()), out.device());
 }
 
-/// The non-pointwise node e written into out (fresh, contiguous, on a CUDA device).
-template <class E, class Out>
-void run_into(const E& e, const Out& out) {
-  using Op = typename E::op_type;
-  if constexpr (is_reduce_op<Op>) {
-    const auto& child = std::get<0>(e.children);
-    using C = std::remove_cvref_t<decltype(child)>;
-    if constexpr (prim::is_arg_kind<typename Op::kind>)
-      run_arg_reduce<typename Op::kind>(out, to_tensor(child), Op::template mask<C>());
-    else
-      run_reduce<typename Op::kind>(out, materialize(child), Op::template mask<C>());
-  } else if constexpr (is_scan_op<Op>) {
-    const auto& child = std::get<0>(e.children);
-    using C = std::remove_cvref_t<decltype(child)>;
-    run_scan<typename Op::kind>(out, to_tensor(child), Op::template dim<C>);
-  } else if constexpr (sort_op<Op>::value) {  // sort / argsort / msort (backend/cuda/sort.hpp)
-    const auto& child = std::get<0>(e.children);
-    using C = std::remove_cvref_t<decltype(child)>;
-    const auto x = to_tensor(child);
-    if constexpr (sort_op<Op>::values)
-      run_sort(x, Op::template dim<C>, e.op.descending, &out, static_cast<const Tensor<std::int64_t, shape_of<Out>>*>(nullptr));
-    else
-      run_sort(x, Op::template dim<C>, e.op.descending, static_cast<const Tensor<value_type_of<C>, shape_of<Out>>*>(nullptr), &out);
-  } else if constexpr (is_gather_op<Op>) {
-    auto x = to_tensor(std::get<0>(e.children));
-    auto idx = to_tensor(std::get<1>(e.children));
-    constexpr std::size_t d = prim::detail_indexing::norm_dim<decltype(x)::rank, Op::dim>();
-    run_gather(at_least_1d(out), at_least_1d(x), at_least_1d(idx), d);
-  } else if constexpr (is_scatter_op<Op>) {
-    auto self = to_tensor(std::get<0>(e.children));
-    auto idx = to_tensor(std::get<1>(e.children));
-    auto src0 = to_tensor(std::get<2>(e.children));
-    // a number (torch.scatter's value form) evaluates to a host tensor: one element to copy over
-    auto src = src0.device() == out.device() ? src0 : src0.to(out.device());
-    constexpr std::size_t d = prim::detail_indexing::norm_dim<decltype(self)::rank, Op::dim>();
-    run_pointwise(out, self);
-    if constexpr (decltype(src)::rank == 0 && decltype(self)::rank != 0)
-      run_scatter<Op::op>(at_least_1d(out), at_least_1d(idx), src, d, e.op.include_self);
-    else
-      run_scatter<Op::op>(at_least_1d(out), at_least_1d(idx), at_least_1d(src), d, e.op.include_self);
-  } else if constexpr (is_pad_op<Op>) {  // a fill and a strided copy, as on the CPU
-    pad_into(e, out, [](const auto& dst, const auto& src) { run_pointwise(dst, src); });
-  } else if constexpr (std::is_same_v<Op, prim::matmul_>) {
-    run_matmul_node(e, out);
-  } else if constexpr (std::is_same_v<Op, aten::conv2d>) {
-    run_conv2d_node(e, out);
-  } else if constexpr (std::is_same_v<Op, aten::conv2d_weight>) {
-    run_conv2d_weight_node(e, out);
-  } else if constexpr (std::is_same_v<Op, aten::max_pool2d>) {
-    run_max_pool2d_node(e, out);
-  } else if constexpr (softmax_kind<Op>::value) {
-    run_row_node<softmax_kind<Op>::log ? row_kind::log_softmax : row_kind::softmax>(e, out);
-  } else if constexpr (norm_kind<Op>::value) {
-    run_row_node<norm_kind<Op>::rms ? row_kind::rms_norm : row_kind::layer_norm>(e, out);
-  } else if constexpr (var_kind<Op>::value) {
-    run_var_node(e, out);
-  } else if constexpr (!Op::is_prim) {
-    // a composite the CPU runs natively (layer_norm, rms_norm, ...) and CUDA does not yet: its
-    // decomposition, which holds prims only
-    assign(out, detail::apply_tuple([&](const auto&... c) { return e.op.decompose(c...); }, e.children));
+}  // namespace tenet::detail::cuda
+
+namespace tenet::detail {
+
+// --- the evaluator's entry points (out: fresh, contiguous, on a CUDA device) ------------------
+template <class Out, class M>
+void run_pointwise_kernel(cuda_gpu, const Out& out, const M& tree) {
+  cuda::run_pointwise(out, tree);
+}
+
+template <class Kind, bool Keep, auto... D, class E, class Out, class X>
+void run_kernel(cuda_gpu, const prim::reduce_<Kind, Keep, D...>&, const E&, const Out& out, const X& x) {
+  using Op = prim::reduce_<Kind, Keep, D...>;
+  using C = std::remove_cvref_t<std::tuple_element_t<0, decltype(std::declval<const E&>().children)>>;
+  if constexpr (prim::is_arg_kind<Kind>)
+    cuda::run_arg_reduce<Kind>(out, x, Op::template mask<C>());  // (a value: takes_prologue below)
+  else
+    cuda::run_reduce<Kind>(out, x, Op::template mask<C>());
+}
+
+template <class Kind, std::int64_t Dim, class E, class Out, class X>
+void run_kernel(cuda_gpu, const prim::scan_<Kind, Dim>&, const E&, const Out& out, const X& x) {
+  using C = std::remove_cvref_t<std::tuple_element_t<0, decltype(std::declval<const E&>().children)>>;
+  cuda::run_scan<Kind>(out, x, prim::scan_<Kind, Dim>::template dim<C>);
+}
+
+template <std::int64_t Dim, prim::sort_output Output, class E, class Out, class X>
+void run_kernel(cuda_gpu, const prim::sort_<Dim, Output>& op, const E&, const Out& out, const X& x) {
+  using C = std::remove_cvref_t<std::tuple_element_t<0, decltype(std::declval<const E&>().children)>>;
+  constexpr std::size_t d = prim::sort_<Dim, Output>::template dim<C>;
+  if constexpr (Output == prim::sort_output::values)
+    cuda::run_sort(x, d, op.descending, &out, static_cast<const Tensor<std::int64_t, shape_of<Out>>*>(nullptr));
+  else
+    cuda::run_sort(x, d, op.descending, static_cast<const Tensor<value_type_of<C>, shape_of<Out>>*>(nullptr), &out);
+}
+
+template <class X, class V, class I>
+void run_sort_both(cuda_gpu, const X& x, std::size_t dim, bool descending, const V& values, const I& indices) {
+  cuda::run_sort(x, dim, descending, &values, &indices);
+}
+
+template <std::int64_t D, class E, class Out, class X, class I>
+void run_kernel(cuda_gpu, const prim::gather_<D>&, const E&, const Out& out, const X& x, const I& idx) {
+  constexpr std::size_t d = prim::detail_indexing::norm_dim<X::rank, D>();
+  cuda::run_gather(cuda::at_least_1d(out), cuda::at_least_1d(x), cuda::at_least_1d(idx), d);
+}
+
+template <std::int64_t D, prim::scatter_op Op, class E, class Out, class X, class I, class Src0>
+void run_kernel(cuda_gpu, const prim::scatter_<D, Op>& op, const E&, const Out& out, const X& self, const I& idx,
+                const Src0& src0) {
+  // a number (torch.scatter's value form) evaluates to a host tensor: one element to copy over
+  auto src = src0.device() == out.device() ? src0 : src0.to(out.device());
+  constexpr std::size_t d = prim::detail_indexing::norm_dim<X::rank, D>();
+  cuda::run_pointwise(out, self);
+  if constexpr (decltype(src)::rank == 0 && X::rank != 0)
+    cuda::run_scatter<Op>(cuda::at_least_1d(out), cuda::at_least_1d(idx), src, d, op.include_self);
+  else
+    cuda::run_scatter<Op>(cuda::at_least_1d(out), cuda::at_least_1d(idx), cuda::at_least_1d(src), d, op.include_self);
+}
+
+template <std::size_t R, class E, class Out, class X>
+void run_kernel(cuda_gpu, const prim::pad_<R>& op, const E&, const Out& out, const X& x) {
+  pad_into(op, x, out, [](const auto& dst, const auto& src) { cuda::run_pointwise(dst, src); });  // as on the CPU
+}
+
+template <class E, class Out, class A, class B>
+void run_kernel(cuda_gpu, const prim::matmul_&, const E& e, const Out& out, const A& a, const B& b) {
+  cuda::run_matmul_node(e, out, a, b);
+}
+
+template <class E, class Out, class X, class W>
+void run_kernel(cuda_gpu, const aten::conv2d&, const E& e, const Out& out, const X& x, const W& w) {
+  cuda::run_conv2d_node(e, out, x, w);
+}
+template <class E, class Out, class X, class G>
+void run_kernel(cuda_gpu, const aten::conv2d_weight&, const E& e, const Out& out, const X& x, const G& g) {
+  cuda::run_conv2d_weight_node(e, out, x, g);
+}
+template <class E, class Out, class X>
+void run_kernel(cuda_gpu, const aten::max_pool2d&, const E& e, const Out& out, const X& x) {
+  cuda::run_max_pool2d_node(e, out, x);
+}
+
+template <std::int64_t D, class E, class Out, class X>
+void run_kernel(cuda_gpu, const aten::softmax<D>&, const E& e, const Out& out, const X& x) {
+  cuda::run_row_node<cuda::row_kind::softmax>(e, out, x);
+}
+template <std::int64_t D, class E, class Out, class X>
+void run_kernel(cuda_gpu, const aten::log_softmax<D>&, const E& e, const Out& out, const X& x) {
+  cuda::run_row_node<cuda::row_kind::log_softmax>(e, out, x);
+}
+template <std::size_t K, bool Rms, class E, class Out, class X, class... P>
+void run_kernel(cuda_gpu, const aten::norm_last<K, Rms>&, const E& e, const Out& out, const X& x, const P&... p) {
+  cuda::run_row_node<Rms ? cuda::row_kind::rms_norm : cuda::row_kind::layer_norm>(e, out, x, p...);
+}
+template <bool Keep, auto... D, class E, class Out, class X>
+void run_kernel(cuda_gpu, const aten::var_<Keep, D...>&, const E& e, const Out& out, const X& x) {
+  cuda::run_var_node(e, out, x);
+}
+
+/// Any other node: a composite the CPU runs natively (layer_norm, rms_norm, ...) and CUDA does
+/// not yet runs its decomposition, which holds prims only; a prim without a CUDA kernel throws.
+template <class Op, class E, class Out, class... O>
+void run_kernel(cuda_gpu, const Op& op, const E&, const Out& out, const O&... operands) {
+  if constexpr (!Op::is_prim) {
+    assign(out, op.decompose(operands...));
   } else {
     throw device_error(std::string("tenet: the op '") + std::string(Op::name) +
                        "' is not implemented on CUDA yet; move its input to the CPU (t.cpu()) for it");
   }
 }
-
-}  // namespace tenet::detail::cuda
+}  // namespace tenet::detail

@@ -1,0 +1,388 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// The CPU backend, cpu_simd: xsimd kernels, OpenMP threads, tenet's GEMM. This file is the whole
+// of what the backend gives the evaluator (docs/adding_a_backend.md lists the parts):
+//   1. the policy type: name, device type, fused patterns, which trees it can evaluate;
+//   2. which ATen composites it runs natively (runs_natively), the rest being decomposed;
+//   3. run_pointwise_kernel: one fused loop for an elementwise tree;
+//   4. run_kernel: one overload per node kernel (the op's type selects it), operands lowered by
+//      schedule/lower.hpp (a value, or the fused elementwise producer where takes_prologue);
+//   5. run_pattern: its fused patterns (GEMM + epilogue, reduction + epilogue);
+//   6. run_sort_both: sort's two results from one sort.
+// The kernels themselves live beside it: elementwise.hpp, reduce.hpp, moments.hpp, matmul.hpp,
+// gemm_epilogue.hpp, rows.hpp, softmax.hpp, norm.hpp, conv.hpp, indexing.hpp, random.hpp,
+// scan.hpp, sort.hpp.
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <type_traits>
+
+#include <tenet/backend/cpu/conv.hpp>
+#include <tenet/backend/cpu/elementwise.hpp>
+#include <tenet/backend/cpu/gemm_epilogue.hpp>
+#include <tenet/backend/cpu/indexing.hpp>
+#include <tenet/backend/cpu/matmul.hpp>
+#include <tenet/backend/cpu/moments.hpp>
+#include <tenet/backend/cpu/norm.hpp>
+#include <tenet/backend/cpu/random.hpp>
+#include <tenet/backend/cpu/reduce.hpp>
+#include <tenet/backend/cpu/rows.hpp>
+#include <tenet/backend/cpu/scan.hpp>
+#include <tenet/backend/cpu/softmax.hpp>
+#include <tenet/backend/cpu/sort.hpp>
+#include <tenet/backend/registry.hpp>
+#include <tenet/decomp/decompose.hpp>
+#include <tenet/prims/indexing.hpp>
+#include <tenet/prims/iota.hpp>
+#include <tenet/prims/random.hpp>
+#include <tenet/prims/scan.hpp>
+#include <tenet/prims/sort.hpp>
+#include <tenet/runtime/movement.hpp>
+#include <tenet/schedule/lower.hpp>
+
+namespace tenet::aten {  // the ATen composites the CPU runs natively (their headers: ops.hpp, functional.hpp, conv.hpp)
+template <std::int64_t D>
+struct softmax;
+template <std::int64_t D>
+struct log_softmax;
+template <std::size_t K, bool Rms>
+struct norm_last;
+struct conv2d;
+struct max_pool2d;
+}  // namespace tenet::aten
+
+namespace tenet::detail {
+
+struct cpu_simd;
+
+// (The tree predicates below are class templates, not recursive constexpr functions: an
+// instantiation is computed once per type, where nvcc's front end evaluates a recursive constexpr
+// call anew at every use, once per path through the tree's type: exponential in shared subtrees.)
+
+/// A copy: casts over tensor and scalar leaves (what TENET_CPU_KERNELS=0 still runs on the CPU).
+template <class E>
+struct copy_tree : std::bool_constant<TensorType<E> || std::is_same_v<E, scalar<value_type_of<E>>>> {};
+template <class E, class S>
+struct copy_tree<shared_node<E, S>> : copy_tree<E> {};
+template <class Op, class... C>
+struct copy_tree<node<Op, C...>> : std::bool_constant<prim::is_convert_element_type<Op> && (copy_tree<C>::value && ...)> {};
+template <class E>
+constexpr bool is_copy_tree() {
+  return copy_tree<E>::value;
+}
+/// Whether this unit has CPU kernels for E: always, except that TENET_CPU_KERNELS=0 keeps copies only.
+template <class E>
+constexpr bool cpu_kernels_for() {
+  if constexpr (TENET_CPU_KERNELS)
+    return true;
+  else
+    return copy_tree<E>::value;
+}
+inline constexpr const char* cpu_kernels_off =
+    "tenet: this translation unit was compiled with TENET_CPU_KERNELS=0: it has no CPU kernels except "
+    "copies, and this expression is on the CPU; evaluate it on a CUDA device, or compile without "
+    "TENET_CPU_KERNELS=0";
+
+/// False for a tree holding a leaf that only another backend evaluates (a generator leaf of
+/// decompose.hpp's prim_leaf, marked `cpu_evaluates = false`): its CPU kernels are never
+/// instantiated (such a tree comes from another backend's decomposition and runs there). False
+/// too, except for copies, where TENET_CPU_KERNELS=0.
+template <class E>
+struct cpu_evaluable_leaf : std::true_type {};
+template <class E>
+  requires requires { E::cpu_evaluates; }
+struct cpu_evaluable_leaf<E> : std::bool_constant<E::cpu_evaluates> {};
+template <class E>
+struct cpu_evaluable : cpu_evaluable_leaf<E> {};
+template <class E, class S>
+struct cpu_evaluable<shared_node<E, S>> : cpu_evaluable<E> {};
+template <class Op, class... C>
+struct cpu_evaluable<node<Op, C...>> : std::bool_constant<(cpu_evaluable<C>::value && ...)> {};
+template <class E>
+constexpr bool cpu_can_evaluate() {
+  if constexpr (!cpu_kernels_for<E>())
+    return false;
+  else
+    return cpu_evaluable<E>::value;
+}
+
+template <class E>
+inline constexpr bool cpu_runs_node = false;
+template <class Op, class... C>
+inline constexpr bool cpu_runs_node<node<Op, C...>> =
+    (Op::is_prim || runs_natively<cpu_simd, Op, C...>) && cpu_can_evaluate<node<Op, C...>>();
+
+/// The CPU backend's policy type.
+struct cpu_simd {
+  static constexpr const char* name() { return "cpu_simd"; }
+  static constexpr device_type device = device_type::cpu;
+  using patterns = pattern_list<gemm_epilogue_pattern, reduce_epilogue_pattern>;
+  /// Whether an expression on the CPU is decomposed and lowered here (TENET_CPU_KERNELS=0: copies only).
+  template <class E>
+  static constexpr bool decomposes() {
+    return cpu_kernels_for<E>();
+  }
+  /// Whether this backend can lower the (decomposed) tree E: not one holding another backend's leaves.
+  template <class E>
+  static constexpr bool evaluates() {
+    return cpu_can_evaluate<E>();
+  }
+  /// Whether it runs the node E (a prim, or a composite it runs natively).
+  template <class E>
+  static constexpr bool runs_node() {
+    return cpu_runs_node<E>;
+  }
+  /// The error for a node or tree it cannot run (another backend's decomposition reached it).
+  [[noreturn]] static void cannot_run(std::string_view what) {
+    throw device_error(TENET_CPU_KERNELS ? "tenet: internal: '" + std::string(what) +
+                                               "' was decomposed for another backend than the CPU's"
+                                         : std::string(cpu_kernels_off));
+  }
+};
+
+template <>
+struct backend_of<device_type::cpu> {
+  using type = cpu_simd;
+};
+
+// --- 2. the composites it runs natively -------------------------------------------------------
+// softmax / log_softmax over the last dim, float or double: one row kernel.
+template <std::int64_t D, class C>
+inline constexpr bool runs_natively<cpu_simd, aten::softmax<D>, C> =
+    (D == -1 || D == static_cast<std::int64_t>(rank_of<C>) - 1) &&
+    (std::is_same_v<value_type_of<C>, float> || std::is_same_v<value_type_of<C>, double>);
+template <std::int64_t D, class C>
+inline constexpr bool runs_natively<cpu_simd, aten::log_softmax<D>, C> = runs_natively<cpu_simd, aten::softmax<D>, C>;
+// var (and std's variance) of float and double: one kernel (moments.hpp).
+template <bool Keep, auto... D, class C>
+inline constexpr bool runs_natively<cpu_simd, aten::var_<Keep, D...>, C> =
+    std::is_same_v<value_type_of<C>, float> || std::is_same_v<value_type_of<C>, double>;
+// layer_norm / rms_norm of float and double whose weight (and bias) have the input's dtype.
+template <std::size_t K, bool Rms, class X, class... P>
+inline constexpr bool runs_natively<cpu_simd, aten::norm_last<K, Rms>, X, P...> =
+    (std::is_same_v<value_type_of<X>, float> || std::is_same_v<value_type_of<X>, double>) &&
+    (std::is_same_v<value_type_of<P>, value_type_of<X>> && ...);
+// conv2d of float and double: im2col + GEMM (conv.hpp); max_pool2d: a direct loop, every dtype.
+template <class X, class W>
+inline constexpr bool runs_natively<cpu_simd, aten::conv2d, X, W> =
+    std::is_same_v<value_type_of<X>, float> || std::is_same_v<value_type_of<X>, double>;
+template <class X>
+inline constexpr bool runs_natively<cpu_simd, aten::max_pool2d, X> = true;
+// Pointwise composites run inside the fused loop (their `apply`), every dtype.
+template <class Op, class C>
+  requires std::is_same_v<typename Op::group, prim::pointwise_composite_group>
+inline constexpr bool runs_natively<cpu_simd, Op, C> = true;
+
+// --- 3. pointwise -----------------------------------------------------------------------------
+template <class Out, class M>
+void run_pointwise_kernel(cpu_simd, const Out& out, const M& tree) {
+  cpu::run_pointwise(out, tree);
+}
+
+// --- 4. node kernels (out: fresh and contiguous, of the node's sizes) ------------------------
+/// The static type of child I of node E (a kernel's mask and dim are computed from it).
+template <class E, std::size_t I = 0>
+using child_t = std::remove_cvref_t<std::tuple_element_t<I, std::remove_cvref_t<decltype(std::declval<const E&>().children)>>>;
+
+template <class Kind, bool Keep, auto... D, class E, class Out, class X>
+void run_kernel(cpu_simd, const prim::reduce_<Kind, Keep, D...>&, const E&, const Out& out, const X& x) {
+  cpu::run_reduce<Kind>(out, x, prim::reduce_<Kind, Keep, D...>::template mask<child_t<E>>());
+}
+
+template <bool Keep, auto... D, class E, class Out, class X>
+void run_kernel(cpu_simd, const aten::var_<Keep, D...>& op, const E&, const Out& out, const X& x) {
+  cpu::run_var(out, x, aten::var_<Keep, D...>::template mask<child_t<E>>(), op.correction);
+}
+
+template <class E, class Out, class A, class B>
+void run_kernel(cpu_simd, const prim::matmul_&, const E&, const Out& out, const A& a, const B& b) {
+  if constexpr (A::rank == 1 && B::rank == 1)
+    cpu::run_matmul(out.template reshape<1, 1>(), a.template unsqueeze<0>(), b.template unsqueeze<1>());
+  else if constexpr (A::rank == 1)
+    cpu::run_matmul(out.template unsqueeze<-2>(), a.template unsqueeze<0>(), b);
+  else if constexpr (B::rank == 1)
+    cpu::run_matmul(out.template unsqueeze<-1>(), a, b.template unsqueeze<1>());
+  else
+    cpu::run_matmul(out, a, b);
+}
+
+/// The last dim's extent of a row kernel's output (1 for a 0-dim one).
+template <class E, class Out>
+std::int64_t row_length(const Out& out) {
+  if constexpr (rank_of<E> == 0)
+    return 1;
+  else
+    return out.sizes()[rank_of<E> - 1];
+}
+
+template <std::int64_t D, class E, class Out, class X>
+void run_kernel(cpu_simd, const aten::softmax<D>&, const E&, const Out& out, const X& x) {
+  using T = value_type_of<E>;
+  const std::int64_t L = row_length<E>(out);
+  cpu::run_rows(out, x, L, [L](const T* a, T* y) { cpu::softmax_row<false>(a, y, L); });
+}
+template <std::int64_t D, class E, class Out, class X>
+void run_kernel(cpu_simd, const aten::log_softmax<D>&, const E&, const Out& out, const X& x) {
+  using T = value_type_of<E>;
+  const std::int64_t L = row_length<E>(out);
+  cpu::run_rows(out, x, L, [L](const T* a, T* y) { cpu::softmax_row<true>(a, y, L); });
+}
+
+/// layer_norm (x, w, b) / rms_norm (x, w) over the last dims: one row kernel, x's producer fused.
+template <std::size_t K, bool Rms, class E, class Out, class X, class W, class... Bias>
+void run_kernel(cpu_simd, const aten::norm_last<K, Rms>&, const E& e, const Out& out, const X& x, const W& w0,
+                const Bias&... b0) {
+  using T = value_type_of<E>;
+  const auto w = w0.contiguous();
+  const std::int64_t L = w.numel();
+  const T* wp = w.data();
+  const double eps = e.op.eps;
+  if constexpr (Rms) {
+    cpu::run_rows(out, x, L, [&](const T* a, T* y) { cpu::norm_row<true>(a, y, wp, static_cast<const T*>(nullptr), L, eps); });
+  } else {
+    const auto b = std::get<0>(std::tie(b0...)).contiguous();
+    const T* bp = b.data();
+    cpu::run_rows(out, x, L, [&](const T* a, T* y) { cpu::norm_row<false>(a, y, wp, bp, L, eps); });
+  }
+}
+
+/// conv2d: im2col + GEMM (conv.hpp).
+template <class E, class Out, class X, class W>
+void run_kernel(cpu_simd, const aten::conv2d&, const E& e, const Out& out, const X& x0, const W& w0) {
+  const auto x = x0.contiguous();
+  const auto w = w0.contiguous();
+  const auto g = e.op.geometry(x.sizes(), w.sizes());
+  cpu::run_conv2d(x.data(), w.data(), out.data(), g);
+}
+
+/// max_pool2d: one pass over each window, NaN propagating as amax does (conv.hpp).
+template <class E, class Out, class X>
+void run_kernel(cpu_simd, const aten::max_pool2d&, const E& e, const Out& out, const X& x) {
+  using T = value_type_of<E>;
+  cpu::run_max_pool2d(out.data(), x.data(), x.sizes(), x.strides(), e.op.plan, static_cast<T>(E::op_type::template lowest<T>()));
+}
+
+template <class Kind, std::int64_t Dim, class E, class Out, class X>
+void run_kernel(cpu_simd, const prim::scan_<Kind, Dim>&, const E&, const Out& out, const X& x) {
+  cpu::run_scan<Kind>(out, x, prim::scan_<Kind, Dim>::template dim<child_t<E>>);
+}
+
+template <std::int64_t Dim, prim::sort_output Output, class E, class Out, class X>
+void run_kernel(cpu_simd, const prim::sort_<Dim, Output>& op, const E&, const Out& out, const X& x) {
+  using C = child_t<E>;
+  constexpr std::size_t d = prim::sort_<Dim, Output>::template dim<C>;
+  if constexpr (Output == prim::sort_output::values)
+    cpu::run_sort<value_type_of<C>, shape_of<C>, value_type_of<C>, shape_of<Out>, shape_of<Out>>(x, d, op.descending, &out, nullptr);
+  else
+    cpu::run_sort<value_type_of<C>, shape_of<C>, value_type_of<C>, shape_of<Out>, shape_of<Out>>(x, d, op.descending, nullptr, &out);
+}
+
+template <class T, class E, class Out>
+void run_kernel(cpu_simd, const prim::iota_<T>& op, const E&, const Out& out) {
+  cpu::run_iota(out, op);
+}
+
+template <class T, class S, class E, class Out>
+void run_kernel(cpu_simd, const prim::uniform_<T, S>& op, const E&, const Out& out) {
+  cpu::run_uniform(out.data(), out.numel(), op.seed, op.offset);
+}
+
+template <std::int64_t D, class E, class Out, class X, class I>
+void run_kernel(cpu_simd, const prim::gather_<D>&, const E&, const Out& out, const X& x, const I& idx) {
+  constexpr std::size_t d = prim::detail_indexing::norm_dim<X::rank, D>();
+  cpu::run_gather(cpu::at_least_1d(out), cpu::at_least_1d(x), cpu::at_least_1d(idx), d);
+}
+
+template <std::int64_t D, prim::scatter_op Op, class E, class Out, class X, class I, class Src>
+void run_kernel(cpu_simd, const prim::scatter_<D, Op>& op, const E&, const Out& out, const X& self, const I& idx,
+                const Src& src) {
+  constexpr std::size_t d = prim::detail_indexing::norm_dim<X::rank, D>();
+  cpu::run_pointwise(out, self);
+  const auto o1 = cpu::at_least_1d(out);
+  const auto i1 = cpu::at_least_1d(idx);
+  if constexpr (Src::rank == 0 && X::rank != 0)
+    cpu::run_scatter<Op>(o1, i1, src, d, op.include_self);
+  else
+    cpu::run_scatter<Op>(o1, i1, cpu::at_least_1d(src), d, op.include_self);
+}
+
+template <std::size_t R, class E, class Out, class X>
+void run_kernel(cpu_simd, const prim::pad_<R>& op, const E&, const Out& out, const X& x) {
+  pad_into(op, x, out, [](const auto& dst, const auto& src) { cpu::run_pointwise(dst, src); });
+}
+
+// --- 5. fused patterns ------------------------------------------------------------------------
+/// The GEMM with its epilogue tree (the tree reads the product through `out`, the tile just written).
+template <class E, class Out, class A0, class B, class Tree>
+void run_pattern(cpu_simd, gemm_epilogue_pattern, const E&, const Out& out, const A0& a0, const B& b, const Tree& tree) {
+  using T = value_type_of<E>;
+  constexpr std::size_t R = rank_of<E>;
+  constexpr std::size_t ra = A0::rank;
+  // x[..., M, K] with a 2-D weight: the leading dims are rows of one GEMM
+  auto a = [&] {
+    if constexpr (ra == 2) return a0;
+    else return a0.is_contiguous() ? a0 : a0.contiguous();
+  }();
+  const std::int64_t K = a.sizes()[ra - 1];
+  const std::int64_t ars = ra == 2 ? a.strides()[0] : K, acs = ra == 2 ? a.strides()[1] : 1;
+  std::int64_t rows = 1;
+  for (std::size_t i = 0; i + 1 < R; ++i) rows *= out.sizes()[i];
+  cpu::run_gemm_epilogue<T>(out, tree, K ? a.data() : nullptr, ars, acs, K ? b.data() : nullptr, b.strides()[0],
+                            b.strides()[1], rows, out.sizes()[R - 1], K);
+}
+
+/// e with its epilogue reduction replaced by `value` (scalars kept): a tree over value's index space.
+template <class E, class V>
+auto replace_epilogue_reduction(const E& e, const V& value) {
+  if constexpr (Node<E>) {
+    if constexpr (is_reduction_kernel<typename E::op_type>) {
+      return value;
+    } else {
+      return detail::apply_tuple([&](const auto&... c) { return make_node(e.op, replace_epilogue_reduction(c, value)...); },
+                                 e.children);
+    }
+  } else {
+    return e;
+  }
+}
+
+/// The reduction writes out, and the tree runs in place on each block of finished outputs (read
+/// through a flat view of out, written at the same index). x: the reduction's (fused) input.
+template <class E, class Out, class X>
+void run_pattern(cpu_simd, reduce_epilogue_pattern, const E& e, const Out& out, const X& x) {
+  using T = value_type_of<E>;
+  const std::int64_t n = out.numel();
+  const auto flat = Tensor<T, shape<dyn>>::from_storage(out.storage(), sizes_t<1>{n}, sizes_t<1>{1}, out.offset());
+  const auto tree_expr = replace_epilogue_reduction(e, flat);
+  using tree_t = cpu::pw<std::remove_cvref_t<decltype(tree_expr)>, 1>;
+  const tree_t tree(tree_expr, sizes_t<1>{n});
+  auto ep = [&tree](T* o, std::int64_t k0, std::int64_t k1) {
+    tree_t t = tree;
+    const std::int64_t idx[1] = {0};
+    t.set_row(idx, 1);
+    std::int64_t i = k0;
+    if constexpr (tree_t::simd && !tree_t::mask && std::is_same_v<typename tree_t::lane, T>) {
+      using B = xsimd::batch<T>;
+      constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
+      for (; i + W <= k1; i += W) t.template load<B>(i).store_unaligned(o + i);
+    }
+    for (; i < k1; ++i) o[i] = static_cast<T>(t.get(i));
+  };
+  using Rd = typename find_epilogue_reduction<E>::type;
+  using Op = typename Rd::op_type;
+  using C = child_t<Rd>;
+  if constexpr (requires { typename Op::kind; })
+    cpu::run_reduce<typename Op::kind>(out, x, Op::template mask<C>(), ep);
+  else
+    cpu::run_var(out, x, Op::template mask<C>(), epilogue_reduction_of(e).op.correction, ep);
+  cpu::check_kernel_flags();
+}
+
+// --- 6. sort's two results from one sort ------------------------------------------------------
+template <class X, class V, class I>
+void run_sort_both(cpu_simd, const X& x, std::size_t dim, bool descending, const V& values, const I& indices) {
+  cpu::run_sort(x, dim, descending, &values, &indices);
+}
+
+}  // namespace tenet::detail
