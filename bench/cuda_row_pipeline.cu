@@ -2,7 +2,7 @@
 // rms_norm in bf16 and fp16 through the public functions, and softmax / layer_norm through
 // launch_rows (the kernel without the host path) to tell the kernel from the host's work; then
 // the host's time per softmax() call (enqueue only, the GPU behind). A contiguous 16-bit input
-// of this shape runs rows.hpp's row_pipe_kernel. GB/s counts bytes read + written once (the
+// of this shape runs row_kernels.cuh's row_pipe_kernel. GB/s counts bytes read + written once (the
 // norms' weight and bias not counted). JSON lines; not part of the twin comparison, which has
 // softmax and layer_norm in bf16 (bench/cuda_pointwise.cu).
 #include <chrono>

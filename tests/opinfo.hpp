@@ -15,7 +15,7 @@
 #include <type_traits>
 
 #include <tenet/compile.hpp>
-#include <tenet/prims/prim_list.hpp>
+#include <tenet/decomp/prim_list.hpp>
 
 #include "reference.hpp"
 

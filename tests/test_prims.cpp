@@ -15,7 +15,7 @@
 
 #include <tenet/tenet.hpp>
 
-#include <tenet/prims/prim_list.hpp>
+#include <tenet/decomp/prim_list.hpp>
 
 #include "reference.hpp"
 

@@ -6,7 +6,7 @@
 // divisor d in [1, 2^31), s = ceil(log2 d) and m = floor(2^32 (2^s - d) / d) + 1, the quotient
 // of n in [0, 2^31) is (mulhi(n, m) + n) >> s (the sum stays under 2^32). The GPU's integer
 // division is a software routine of dozens of instructions; the pointwise rows mode divides
-// every 16-byte group's index by the row length and the row count (backend/cuda/pointwise.hpp).
+// every 16-byte group's index by the row length and the row count (backend/cuda/pointwise.cuh).
 #include <cstdint>
 
 namespace tenet::detail {

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include <tenet/error.hpp>
+#include <tenet/decomp/activations.hpp>
 #include <tenet/ops.hpp>
 
 namespace tenet {
@@ -33,92 +34,6 @@ inline constexpr bool floating_activation_input = is_floating_v<value_type_of<X>
 // (0 * inf: an exp that overflows in a where() branch not taken, elu of 100 or softplus of 100 in
 // float32) or picks the wrong side of a kink (logsigmoid'(0) through min(x, 0) and |x|). Each
 // runs on the floating operand (detail::act_input).
-namespace aten {
-/// elu, selu, celu: where(x > 0, scale x, alpha scale expm1(input_scale x)), as torch's elu kernel.
-/// d/dx: scale for x > 0 (and NaN), else alpha scale input_scale exp(input_scale x).
-struct elu : same_as_input {
-  static constexpr std::string_view name = "elu";
-  static constexpr bool has_derivative = true;
-  double alpha = 1.0, scale = 1.0, input_scale = 1.0;
-  template <class X>
-  auto decompose(const X& x) const {
-    using T = value_type_of<X>;
-    auto neg_part = make_node(prim::mul_{}, make_node(prim::expm1_{}, make_node(prim::mul_{}, x, detail::cast_to<T>(input_scale))),
-                              detail::cast_to<T>(alpha * scale));
-    return make_node(prim::where_{}, make_node(prim::gt_{}, x, detail::cast_to<T>(0.0)),
-                     make_node(prim::mul_{}, x, detail::cast_to<T>(scale)), neg_part);
-  }
-  template <class X, class Y, class G>
-  static auto derivative(const X& x, const Y& y, const G& g) {
-    const auto& o = y.op;
-    return tenet::where(x <= 0.0, g * o.input_scale * (o.alpha * o.scale) * tenet::exp(x * o.input_scale), g * o.scale);
-  }
-};
-/// softplus(x) = beta x > threshold ? x : log1p(exp(beta x)) / beta.
-/// d/dx: 1 above the threshold, else z / (z + 1) with z = exp(beta x).
-struct softplus : same_as_input {
-  static constexpr std::string_view name = "softplus";
-  static constexpr bool has_derivative = true;
-  double beta = 1.0, threshold = 20.0;
-  template <class X>
-  auto decompose(const X& x) const {
-    using T = value_type_of<X>;
-    auto bx = make_node(prim::mul_{}, x, detail::cast_to<T>(beta));
-    auto soft = make_node(prim::div_{}, make_node(prim::log1p_{}, make_node(prim::exp_{}, bx)), detail::cast_to<T>(beta));
-    return make_node(prim::where_{}, make_node(prim::gt_{}, bx, detail::cast_to<T>(threshold)), x, soft);
-  }
-  template <class X, class Y, class G>
-  static auto derivative(const X& x, const Y& y, const G& g) {
-    auto z = tenet::exp(x * y.op.beta);
-    return tenet::where(x * y.op.beta > y.op.threshold, g, g * z / (z + 1.0));
-  }
-};
-/// mish(x) = x tanh(log1p(exp(x))) (no threshold, as torch).
-/// d/dx = t + x s (1 - t^2), s = sigmoid(x), t = tanh(log1p(exp(x))).
-struct mish : same_as_input {
-  static constexpr std::string_view name = "mish";
-  static constexpr bool has_derivative = true;
-  template <class X>
-  auto decompose(const X& x) const {
-    return make_node(prim::mul_{}, x, make_node(prim::tanh_{}, make_node(prim::log1p_{}, make_node(prim::exp_{}, x))));
-  }
-  template <class X, class Y, class G>
-  static auto derivative(const X& x, const Y&, const G& g) {
-    auto s = 1.0 / (1.0 + tenet::exp(-x));
-    auto t = tenet::tanh(tenet::log1p(tenet::exp(x)));
-    return g * (t + x * s * (1.0 - t * t));
-  }
-};
-/// hardswish(x) = x min(max(x + 3, 0), 6) / 6.
-/// d/dx: 0 up to -3, x / 3 + 1/2 inside (-3, 3), else 1 (also for NaN), as torch.
-struct hardswish : same_as_input {
-  static constexpr std::string_view name = "hardswish";
-  static constexpr bool has_derivative = true;
-  template <class X>
-  auto decompose(const X& x) const;  // (after hardtanh)
-  template <class X, class Y, class G>
-  static auto derivative(const X& x, const Y&, const G& g) {
-    return tenet::where(x <= -3.0, 0.0, tenet::where(x < 3.0, g * (x / 3.0 + 0.5), g));
-  }
-};
-/// logsigmoid(x) = min(x, 0) - log1p(exp(-|x|)).
-/// d/dx = [x < 0] - sign z / (1 + z), z = exp(-|x|), sign +1 for x < 0, else -1 (1/2 at 0).
-struct logsigmoid : same_as_input {
-  static constexpr std::string_view name = "logsigmoid";
-  static constexpr bool has_derivative = true;
-  template <class X>
-  auto decompose(const X& x) const {
-    using T = value_type_of<X>;
-    return make_node(prim::sub_{}, make_node(prim::minimum_{}, x, detail::cast_to<T>(0.0)),
-                     make_node(prim::log1p_{}, make_node(prim::exp_{}, make_node(prim::neg_{}, make_node(prim::abs_{}, x)))));
-  }
-  template <class X, class Y, class G>
-  static auto derivative(const X& x, const Y&, const G& g) {
-    auto z = tenet::exp(-tenet::abs(x));
-    return tenet::where(x < 0.0, g * (1.0 - z / (1.0 + z)), g * (z / (1.0 + z)));
-  }
-};
-}  // namespace aten
 
 namespace detail {
 /// elu's composite with its parameters, on the floating operand (elu, selu, celu).
@@ -232,13 +147,6 @@ auto hardswish(const X& x) {
   static_assert(detail::floating_activation_input<X>,
                 "tenet: hardswish needs a floating tensor (torch has no integer or bool kernel for it); cast with .to<float>()");
   return make_node(aten::hardswish{}, detail::act_input(x));
-}
-template <class X>
-auto aten::hardswish::decompose(const X& x) const {
-  using T = value_type_of<X>;
-  return make_node(prim::div_{},
-                   make_node(prim::mul_{}, x, hardtanh(make_node(prim::add_{}, x, detail::cast_to<T>(3.0)), 0.0, 6.0)),
-                   detail::cast_to<T>(6.0));
 }
 
 /// logsigmoid(x) = min(x, 0) - log(1 + exp(-|x|)) (aten::logsigmoid)

@@ -59,8 +59,9 @@
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/error.hpp>
 #include <tenet/explain.hpp>
+#include <tenet/backend/cpu/fused_backward.hpp>
 #include <tenet/schedule/backward_fusion.hpp>
-#include <tenet/schedule/plan.hpp>
+#include <tenet/debug/plan.hpp>
 #include <tenet/tensor.hpp>
 
 namespace tenet {

@@ -205,7 +205,7 @@ struct conv2d {
 /// conv2d's weight gradient (autograd's VJP of conv2d, below): children x (N, C, H, W) and the
 /// output gradient g (N, O, oh, ow); the result has the weight's sizes. Decomposed into a
 /// convolution of x (channels as the batch) with g (images as the channels); CUDA runs it as
-/// im2col + one GEMM over all positions per group (backend/cuda/conv.hpp).
+/// im2col + one GEMM over all positions per group (backend/cuda/conv.cuh).
 struct conv2d_weight {
   static constexpr bool is_prim = false;
   static constexpr std::string_view name = "conv2d_weight";

@@ -6,14 +6,14 @@
 //     natively marked,
 //   - the fully decomposed prim graph (decompose_t<E>, the reference every native composite is
 //     tested against), and op counts by group for each;
-//   - the kernel plan (schedule/plan.hpp): the kernels the CPU runs, what each fused, bytes read and
+//   - the kernel plan (debug/plan.hpp): the kernels the CPU runs, what each fused, bytes read and
 //     written, FLOPs, and the planned peak memory of intermediates.
 // tenet::plan(expr): that kernel plan as data (detail::kernel_plan).
 // tenet::to_dot(expr): the first two graphs for Graphviz (`dot -Tsvg`).
 #include <string>
 
 #include <tenet/debug/explain.hpp>
-#include <tenet/schedule/plan.hpp>
+#include <tenet/debug/plan.hpp>
 
 namespace tenet {
 

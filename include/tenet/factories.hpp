@@ -17,7 +17,7 @@
 #include <tenet/tensor.hpp>
 
 #include <tenet/runtime/philox.hpp>
-#include <tenet/runtime/tensor_impl.hpp>
+#include <tenet/api/tensor_eval.hpp>
 
 namespace tenet {
 
@@ -161,32 +161,12 @@ Tensor<T, shape<dyn, dyn>> tensor(std::initializer_list<std::initializer_list<T>
 inline void manual_seed(std::uint64_t seed) { detail::default_generator().manual_seed(seed); }
 
 namespace detail {
-/// One draw of the default generator's stream (runtime/philox.hpp), described so that every
-/// backend computes the same values from it: element k depends on (seed, offset, k) only.
-struct random_fill {
-  enum kind_t { uniform, normal, randint } kind;
-  std::uint64_t seed, offset;
-  double a = 0.0, b = 1.0;             // uniform: [a, b); normal: mean a, std b
-  std::int64_t low = 0, high = 0;      // randint: [low, high)
-};
 #if defined(__CUDACC__)
 namespace cuda {
 template <class T>
-void fill_random(device dev, T* out, std::int64_t n, const random_fill& r);  // backend/cuda/random.hpp
+void fill_random(device dev, T* out, std::int64_t n, const random_fill& r);  // backend/cuda/random.cuh
 }
 #endif
-/// out[0, n) = elements 0 .. n-1 of the draw r, on the host. With n = 0 it only checks r's
-/// bounds (the value_error of fill_uniform / fill_normal / fill_randint).
-template <class T>
-void fill_random_on_host(T* out, std::int64_t n, const random_fill& r) {
-  if (r.kind == random_fill::uniform) {
-    if constexpr (is_floating_v<T>) fill_uniform(out, n, r.seed, r.offset, r.a, r.b);
-  } else if (r.kind == random_fill::normal) {
-    if constexpr (is_floating_v<T>) fill_normal(out, n, r.seed, r.offset, r.a, r.b);
-  } else {
-    fill_randint(out, n, r.seed, r.offset, r.low, r.high);
-  }
-}
 /// Fills t (any device) with the draw r: in place for a CPU tensor; on a CUDA tensor by a kernel
 /// in a translation unit nvcc compiles (the same values: the stream is defined per element),
 /// else in a host buffer copied to t's device.

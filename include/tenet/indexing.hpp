@@ -25,7 +25,7 @@
 
 #include <tenet/backend/cpu/indexing.hpp>
 #include <tenet/prims/indexing.hpp>
-#include <tenet/runtime/views.hpp>
+#include <tenet/tensor/views.hpp>
 
 namespace tenet {
 

@@ -24,7 +24,7 @@
 
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/prims/random.hpp>
-#include <tenet/runtime/views.hpp>
+#include <tenet/tensor/views.hpp>
 
 namespace tenet {
 

@@ -15,7 +15,11 @@
 #include <tenet/dtype.hpp>
 #include <tenet/tensor.hpp>
 
+#include <tenet/decomp/activations.hpp>
+#include <tenet/decomp/build.hpp>
 #include <tenet/decomp/decompose.hpp>
+#include <tenet/decomp/moments.hpp>
+#include <tenet/decomp/softmax.hpp>
 #include <tenet/expr/node.hpp>
 #include <tenet/expr/shared.hpp>
 #include <tenet/prims/elementwise.hpp>
@@ -27,89 +31,6 @@ namespace tenet {
 struct keepdim_t {};
 inline constexpr keepdim_t keepdim{};
 
-namespace detail {
-
-template <class A, bool IsExpr = Expression<A>>
-struct promotion_operand;
-template <class A>
-struct promotion_operand<A, true> {
-  using type = std::conditional_t<rank_of<A> == 0, zero_dim_operand<value_type_of<A>>, tensor_operand<value_type_of<A>>>;
-};
-template <class A>
-struct promotion_operand<A, false> {
-  using type = scalar_operand<std::remove_cvref_t<A>>;
-};
-/// torch.result_type of the arguments (expressions and C++ numbers).
-template <class... A>
-using promoted_t = result_type_t<typename promotion_operand<std::remove_cvref_t<A>>::type...>;
-
-/// The expression e with element type To (a cast prim when the type differs).
-template <class To, class E>
-auto cast_to(const E& e) {
-  if constexpr (!Expression<E>) {
-    if constexpr (std::is_same_v<To, bool>)
-      return scalar<To>{static_cast<double>(e) != 0.0};
-    else
-      return scalar<To>{static_cast<To>(e)};
-  } else if constexpr (std::is_same_v<value_type_of<E>, To>) {
-    return e;
-  } else if constexpr (ScalarLeaf<E>) {
-    return scalar<To>{prim::convert_element_type_<To>::apply(e.value)};
-  } else {
-    return make_node(prim::convert_element_type_<To>{}, e);
-  }
-}
-
-/// The float type a floating-only op computes in: float types stay, others become float32.
-template <class T>
-using floating_t = std::conditional_t<is_floating_v<T>, T, float>;
-
-template <class P, class X>
-auto float_unary(const X& x) {
-  return make_node(P{}, cast_to<floating_t<value_type_of<X>>>(x));
-}
-template <class P, class X>
-auto same_unary(const X& x) {
-  return make_node(P{}, x);
-}
-template <class P, class A, class B>
-auto promoted_binary(const A& a, const B& b) {
-  using T = promoted_t<A, B>;
-  return make_node(P{}, cast_to<T>(a), cast_to<T>(b));
-}
-
-template <class A, class B>
-concept binary_args = (Expression<A> || Expression<B>) && ExprOrScalar<A> && ExprOrScalar<B>;
-
-/// The standard normal CDF Phi(x) in float, for gelu on bfloat16 / float16: Phi(-|x|) is
-/// 2^q(|x|) with q a degree-7 polynomial (|x| clamped to 6; Phi(-6) = 1e-9 and below is taken as
-/// 0), a least-squares fit (reweighted toward minimax) to log2 Phi(-t) on [0, 6] made for tenet,
-/// checked against 30-digit values: max relative error 6.4e-6 (2^-17, under a tenth of a float16
-/// ulp). On the GPU it is branch-free, 8 FMAs and one ex2.approx, where erff takes about twice the
-/// instructions and a branch: with it gelu(x*a+b)*c on bf16 stopped being bound by arithmetic
-/// (docs/cuda.md). Near x = -5.5, where 1 + erff(x / sqrt 2) cancels to 0 in float, it gives the
-/// small true value where PyTorch gives 0.
-TENET_HOST_DEVICE TENET_INLINE float normal_cdf_half(float x) {
-  const float a = std::fabs(x), t = std::fmin(a, 6.0f);
-  float q = -1.793850515e-06f;  // q(0) = -1 exactly: Phi(0) = 1/2, gelu(x) = x / 2 for tiny x
-  q = q * t + 6.072793985e-05f;
-  q = q * t - 9.232023731e-04f;
-  q = q * t + 8.476920426e-03f;
-  q = q * t - 5.389109254e-02f;
-  q = q * t - 4.585414529e-01f;
-  q = q * t - 1.151214361e+00f;
-  q = q * t - 1.0f;
-#if defined(__CUDA_ARCH__)
-  float h;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(h) : "f"(q));
-#else
-  float h = std::exp2(q);
-#endif
-  if (a > 6.0f) h = 0.0f;
-  return x > 0.0f ? 1.0f - h : h;
-}
-
-}  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
 // unary
@@ -194,93 +115,6 @@ auto operator!(const X& x) {
   return logical_not(x);
 }
 
-// ---------------------------------------------------------------------------------------------
-// ATen-level composites (decomposed by decompose_t; a backend may run them natively)
-namespace aten {
-
-/// Shape and dtype of the (single) input.
-struct same_as_input {
-  static constexpr bool is_prim = false;
-  template <class C>
-  using result_type = value_type_of<C>;
-  template <class C>
-  using result_shape = shape_of<C>;
-  template <class C>
-  static auto sizes(const C& c) {
-    return c.sizes();
-  }
-};
-
-/// Pointwise composites: a backend may run them natively inside a fused loop through `apply`
-/// (one value in, one out), which must agree with `decompose` (tests/test_prims.cpp checks).
-struct pointwise_composite : same_as_input {
-  using group = prim::pointwise_composite_group;
-};
-
-/// sigmoid and silu carry torch's derivative (has_derivative, autograd/vjp.hpp): through the
-/// decomposition it is 0 * inf = NaN once exp(-x) overflows (x below -89 in float32).
-struct sigmoid : pointwise_composite {
-  static constexpr std::string_view name = "sigmoid";
-  static constexpr bool has_derivative = true;
-  /// d/dx = (1 - y) y
-  template <class X, class Y, class G>
-  static auto derivative(const X&, const Y& y, const G& g) {
-    return g * (1.0 - y) * y;
-  }
-  template <class X>
-  auto decompose(const X& x) const {
-    using T = value_type_of<X>;
-    return reciprocal(make_node(prim::add_{}, scalar<T>{T(1)}, exp(neg(x))));
-  }
-  template <class T>
-  TENET_HOST_DEVICE static T apply(T xin) {
-    using C = compute_t<T>;
-    const C x = static_cast<C>(xin);
-    return static_cast<T>(C(1) / (C(1) + std::exp(-x)));
-  }
-};
-struct silu : pointwise_composite {
-  static constexpr std::string_view name = "silu";
-  static constexpr bool has_derivative = true;
-  /// d/dx = s (1 + x (1 - s)), s = sigmoid(x)
-  template <class X, class Y, class G>
-  static auto derivative(const X& x, const Y&, const G& g) {
-    return g * make_node(sigmoid{}, x) * (1.0 + x * (1.0 - make_node(sigmoid{}, x)));
-  }
-  template <class X>
-  auto decompose(const X& x) const {
-    using T = value_type_of<X>;
-    return make_node(prim::div_{}, x, make_node(prim::add_{}, scalar<T>{T(1)}, exp(neg(x))));
-  }
-  template <class T>
-  TENET_HOST_DEVICE static T apply(T xin) {
-    using C = compute_t<T>;
-    const C x = static_cast<C>(xin);
-    return static_cast<T>(x / (C(1) + std::exp(-x)));
-  }
-};
-/// gelu: exact (erf) form, or the tanh approximation.
-template <bool Tanh>
-struct gelu : pointwise_composite {
-  static constexpr std::string_view name = Tanh ? "gelu_tanh" : "gelu";
-  template <class X>
-  auto decompose(const X& x) const;
-  template <class T>
-  TENET_HOST_DEVICE static T apply(T xin) {
-    using C = compute_t<T>;
-    const C x = static_cast<C>(xin);
-    if constexpr (Tanh) {
-      const C k = C(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
-      return static_cast<T>(C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x))));
-    } else if constexpr (half_precision<T>) {  // rounded to 16 bits: Phi to 2^-17 is enough
-      return static_cast<T>(x * detail::normal_cdf_half(x));
-    } else {
-      return static_cast<T>(x * C(0.5) * (C(1) + std::erf(x * C(std::numbers::sqrt2 / 2))));
-    }
-  }
-};
-
-}  // namespace aten
 
 template <Expression X>
 auto sigmoid(const X& x) {
@@ -600,25 +434,6 @@ auto gelu(const X& x, approximate_tanh_t) {
   return make_node(aten::gelu<true>{}, x);
 }
 
-template <bool Tanh>
-template <class X>
-auto aten::gelu<Tanh>::decompose(const X& x) const {
-  using T = value_type_of<X>;
-  using C = compute_t<T>;
-  const T half = T(C(0.5)), one = T(C(1));
-  if constexpr (!Tanh) {  // 0.5 x (1 + erf(x / sqrt 2))
-    const T k_erf = T(C(std::numbers::sqrt2 / 2));
-    auto t = erf(make_node(prim::mul_{}, x, scalar<T>{k_erf}));
-    return make_node(prim::mul_{}, make_node(prim::mul_{}, x, scalar<T>{half}), make_node(prim::add_{}, t, scalar<T>{one}));
-  } else {  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-    const T k_tanh = T(C(std::numbers::sqrt2 * std::numbers::inv_sqrtpi));
-    const T k_cube = T(C(0.044715));
-    auto t = tanh(make_node(
-        prim::mul_{}, scalar<T>{k_tanh},
-        make_node(prim::add_{}, x, make_node(prim::mul_{}, scalar<T>{k_cube}, make_node(prim::mul_{}, x, square(x))))));
-    return make_node(prim::mul_{}, make_node(prim::mul_{}, x, scalar<T>{half}), make_node(prim::add_{}, t, scalar<T>{one}));
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // casts
@@ -630,21 +445,6 @@ auto cast(const X& x) {
 
 // ---------------------------------------------------------------------------------------------
 // reductions: dims are template arguments (checked at compile time); none means all dims.
-namespace detail {
-template <class Kind, bool Keep, auto... D, class X>
-auto reduce(const X& x) {
-  return make_node(prim::reduce_<Kind, Keep, D...>{}, x);
-}
-template <class X, auto... D>
-std::int64_t reduced_count(const X& x) {
-  const auto s = x.sizes();
-  constexpr auto mask = reduce_dims<shape_of<X>, D...>::mask;
-  std::int64_t n = 1;
-  for (std::size_t i = 0; i < mask.size(); ++i)
-    if (mask[i]) n *= s[i];
-  return n;
-}
-}  // namespace detail
 
 #define TENET_REDUCTION(NAME, KIND)                                  \
   template <auto... D, Expression X>                                 \
@@ -733,109 +533,10 @@ auto all(const X& x, keepdim_t) {
   return detail::cast_to<R>(detail::reduce<prim::amin_kind, true, D...>(detail::cast_to<bool>(x)));
 }
 
-namespace detail {
-/// mean and var of bfloat16 / float16 run in float and round once at the end, as torch: in 16 bits
-/// the sum (and for var the sum of squares) would be rounded before the division, float16
-/// overflowing past 65504, and a count above 65504 is itself infinite in float16.
-template <bool Keep, auto... D, class X>
-auto mean_impl(const X& x) {
-  using T = value_type_of<X>;
-  static_assert(is_floating_v<T>, "tenet: mean needs a floating dtype (as torch.mean); cast with .to<float>()");
-  if constexpr (half_precision<T>) {
-    return cast_to<T>(mean_impl<Keep, D...>(cast_to<float>(x)));
-  } else {
-    const auto n = static_cast<double>(reduced_count<X, D...>(x));
-    return make_node(prim::div_{}, reduce<prim::sum_kind, Keep, D...>(x), scalar<T>{static_cast<T>(n)});
-  }
-}
-template <bool Keep, auto... D, class X0>
-auto var_impl(const X0& x0, double correction) {
-  using T = value_type_of<X0>;
-  static_assert(is_floating_v<T>, "tenet: var/std need a floating dtype (as torch); cast with .to<float>()");
-  if constexpr (half_precision<T>) {  // in float, rounded once (mean_impl)
-    return cast_to<T>(var_impl<Keep, D...>(cast_to<float>(x0), correction));
-  } else {
-    const auto x = share(x0);  // x is read three times
-    const auto n = static_cast<double>(reduced_count<X0, D...>(x0));
-    const double denom = std::max(0.0, n - correction);
-    auto centered = make_node(prim::sub_{}, x, share(mean_impl<true, D...>(x)));  // centered is read twice
-    return make_node(prim::div_{}, reduce<prim::sum_kind, Keep, D...>(make_node(prim::mul_{}, centered, centered)),
-                     scalar<T>{static_cast<T>(denom)});
-  }
-}
-}  // namespace detail
 
-namespace aten {
-/// The variance over Dims (none: every dim) with a correction, as torch.var: a composite whose
-/// decomposition (detail::var_impl: mean, centered squares, sum, divide) is the reference; the CPU
-/// runs it natively as one kernel (backend/cpu/moments.hpp) for float and double.
-template <bool Keep, auto... Dims>
-struct var_ {
-  static constexpr bool is_prim = false;
-  static constexpr std::string_view name = "var";
-  static constexpr bool keepdim = Keep;
-  double correction = 1.0;
-  template <class C>
-  using rule = detail::reduce_shape<shape_of<C>, Keep, Dims...>;
-  template <class C>
-  using result_shape = typename rule<C>::type;
-  template <class C>
-  using result_type = value_type_of<C>;
-  template <class C>
-  static auto sizes(const C& c) {
-    return rule<C>::sizes(c.sizes());
-  }
-  template <class C>
-  static constexpr auto mask() {
-    return detail::reduce_dims<shape_of<C>, Dims...>::mask;
-  }
-  template <class X>
-  auto decompose(const X& x) const {
-    return detail::var_impl<Keep, Dims...>(x, correction);
-  }
-};
-}  // namespace aten
+
 
 namespace detail {
-}  // namespace detail
-namespace aten {
-/// sqrt of a non-negative value (std's and the 2-norm's root) whose gradient is 0 where the value
-/// is 0, as torch's std_backward / norm_backward mask it, instead of inf (which times the 0 of the
-/// value's own gradient there is NaN: std of a constant row, the norm of a zero vector). The
-/// forward is the sqrt prim, so it stays the epilogue of the reduction below it (one kernel).
-struct masked_sqrt : pointwise_composite {
-  static constexpr std::string_view name = "sqrt";
-  static constexpr bool has_derivative = true;
-  template <class X>
-  auto decompose(const X& x) const {
-    return make_node(prim::sqrt_{}, x);
-  }
-  template <class T>
-  TENET_HOST_DEVICE static T apply(T xin) {
-    using C = compute_t<T>;
-    return static_cast<T>(std::sqrt(static_cast<C>(xin)));
-  }
-  template <class X, class Y, class G>
-  static auto derivative(const X&, const Y& y, const G& g) {
-    return tenet::where(y == 0.0, 0.0, g / (y * 2.0));
-  }
-};
-}  // namespace aten
-namespace detail {
-template <class V>
-auto sqrt_masked_at_zero(const V& v) {
-  return make_node(aten::masked_sqrt{}, v);
-}
-/// pow(v, p) of a non-negative v, 0 with gradient 0 where v is 0 (as aten::masked_sqrt; for p < 1
-/// the gradient p v^(p-1) is inf there).
-template <class V, class P>
-auto pow_masked_at_zero(const V& v0, const P& p) {
-  using T = value_type_of<V>;
-  auto v = share(v0);
-  auto zero = share(make_node(prim::eq_{}, v, scalar<T>{T(0)}));
-  return make_node(prim::where_{}, zero, scalar<T>{T(0)},
-                   make_node(prim::pow_{}, make_node(prim::where_{}, zero, scalar<T>{T(1)}, v), p));
-}
 template <bool Keep, auto... D, class X>
 auto var_node(const X& x, double correction) {
   static_assert(is_floating_v<value_type_of<X>>, "tenet: var/std need a floating dtype (as torch); cast with .to<float>()");
@@ -929,33 +630,6 @@ auto norm(const X& x0, double p = 2.0) {
       scalar<T>{T(C(1.0 / p))}));
 }
 
-// ---------------------------------------------------------------------------------------------
-// softmax / log_softmax over dim D (composites; the CPU runs the last-dim case natively)
-namespace aten {
-template <std::int64_t D>
-struct softmax : same_as_input {
-  static constexpr std::string_view name = "softmax";
-  static constexpr std::int64_t dim = D;
-  static constexpr bool fuses_prologue = true;  // the CPU row kernel evaluates a pointwise producer per row
-  template <class X>
-  auto decompose(const X& x) const {
-    auto m = detail::share(detail::reduce<prim::amax_kind, true, D>(x));  // read twice below
-    auto e = exp(make_node(prim::sub_{}, x, m));
-    return make_node(prim::div_{}, e, detail::reduce<prim::sum_kind, true, D>(e));
-  }
-};
-template <std::int64_t D>
-struct log_softmax : same_as_input {
-  static constexpr std::string_view name = "log_softmax";
-  static constexpr std::int64_t dim = D;
-  static constexpr bool fuses_prologue = true;  // the CPU row kernel evaluates a pointwise producer per row
-  template <class X>
-  auto decompose(const X& x) const {
-    auto shifted = make_node(prim::sub_{}, x, detail::share(detail::reduce<prim::amax_kind, true, D>(x)));
-    return make_node(prim::sub_{}, shifted, log(detail::reduce<prim::sum_kind, true, D>(exp(shifted))));
-  }
-};
-}  // namespace aten
 
 template <std::int64_t D, Expression X>
 auto softmax(const X& x) {

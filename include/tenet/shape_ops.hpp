@@ -20,7 +20,7 @@
 #include <tenet/tensor.hpp>
 
 #include <tenet/backend/evaluate.hpp>
-#include <tenet/runtime/views.hpp>
+#include <tenet/tensor/views.hpp>
 #include <tenet/indexing.hpp>  // index_select (repeat_interleave with a tensor of counts)
 
 namespace tenet {

@@ -23,8 +23,8 @@
 #include <tenet/prims/iota.hpp>
 #include <tenet/prims/scan.hpp>
 #include <tenet/prims/sort.hpp>
-#include <tenet/runtime/join.hpp>
-#include <tenet/runtime/views.hpp>
+#include <tenet/join.hpp>
+#include <tenet/tensor/views.hpp>
 
 namespace tenet {
 

@@ -27,7 +27,6 @@
 #include <tenet/nn_functional.hpp>
 #include <tenet/ops.hpp>
 #include <tenet/optim.hpp>
-#include <tenet/optim/lr_scheduler.hpp>
 #include <tenet/safetensors.hpp>
 #include <tenet/shape.hpp>
 #include <tenet/shape_ops.hpp>
@@ -36,9 +35,9 @@
 #include <tenet/tensor.hpp>
 
 #include <tenet/backend/evaluate.hpp>
-#include <tenet/runtime/join.hpp>
-#include <tenet/runtime/tensor_impl.hpp>
-#include <tenet/runtime/views.hpp>
+#include <tenet/join.hpp>
+#include <tenet/api/tensor_eval.hpp>
+#include <tenet/tensor/views.hpp>
 
 // The CUDA backend's API (tenet::cuda::...), in translation units nvcc compiles.
 #if defined(__CUDACC__)

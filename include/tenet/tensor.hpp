@@ -20,7 +20,7 @@
 #include <tenet/error.hpp>
 #include <tenet/shape.hpp>
 
-#include <tenet/autograd/mode.hpp>
+#include <tenet/runtime/grad_mode.hpp>
 #include <tenet/expr/concepts.hpp>
 #include <tenet/expr/node.hpp>
 #include <tenet/runtime/storage.hpp>

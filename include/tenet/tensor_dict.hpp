@@ -20,7 +20,7 @@
 #include <tenet/shape.hpp>
 #include <tenet/tensor.hpp>
 
-#include <tenet/runtime/tensor_impl.hpp>  // contiguous()
+#include <tenet/api/tensor_eval.hpp>  // contiguous()
 
 namespace tenet {
 

@@ -1,4 +1,4 @@
-// CUDA backend tests, part 5: the sort prim (backend/cuda/sort.hpp) and the ops built on it
+// CUDA backend tests, part 5: the sort prim (backend/cuda/sort.cuh) and the ops built on it
 // (sort, argsort, msort, topk, kthvalue, median, mode). Every GPU result is checked against the CPU
 // backend on the same input bit for bit (values and int64 indices): random values, many ties,
 // NaN / inf / -0.0, every dtype, dims 0, 1 and -1 of a 3-D tensor, ascending and descending,

@@ -3,7 +3,7 @@
 #include <tenet/config.hpp>
 // The device side of autograd and of the optimizers: what the backward and optim.hpp run on a
 // tensor that is not on the CPU. Each entry forwards to the backend's kernels (CUDA:
-// backend/cuda/autograd.hpp, compiled only in translation units nvcc compiles) or throws a
+// backend/cuda/autograd.cuh, compiled only in translation units nvcc compiles) or throws a
 // device_error naming the device when this translation unit has no backend for it.
 #include <cstdint>
 #include <string>

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include <tenet/autograd/device.hpp>
-#include <tenet/autograd/mode.hpp>
+#include <tenet/runtime/grad_mode.hpp>
 #include <tenet/error.hpp>
 #include <tenet/expr/node.hpp>
 #include <tenet/prims/elementwise.hpp>
@@ -278,7 +278,7 @@ void push(const std::shared_ptr<meta>& m, const Tensor<T, S>& g) {
   }
 }
 
-/// create_graph needs the program built with TENET_AUTOGRAD=2 (mode.hpp): with 1 the backward's
+/// create_graph needs the program built with TENET_AUTOGRAD=2 (runtime/grad_mode.hpp): with 1 the backward's
 /// own expressions are never recorded (their VJPs are not compiled), so it is refused.
 inline void check_create_graph(bool create_graph, const char* who) {
   if (create_graph && TENET_AUTOGRAD < 2)

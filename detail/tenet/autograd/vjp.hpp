@@ -35,9 +35,9 @@
 #include <tenet/autograd/graph.hpp>
 #include <tenet/expr/node.hpp>
 #include <tenet/expr/shared.hpp>
-#include <tenet/prims/prim_list.hpp>
+#include <tenet/decomp/prim_list.hpp>
 #include <tenet/prims/rule_table.hpp>
-#include <tenet/schedule/cse.hpp>
+#include <tenet/expr/cse.hpp>
 #include <tenet/tensor.hpp>
 
 namespace tenet::detail::ag {
@@ -121,7 +121,7 @@ class value_memo_scope {
 };
 
 /// The values the forward evaluation of the node being differentiated computed: every kernel's
-/// result keyed by its subtree (schedule/cse.hpp), saved by tracked() in record.hpp (the saved
+/// result keyed by its subtree (expr/cse.hpp), saved by tracked() in record.hpp (the saved
 /// activations). Inside a cse_session (a compiled training step) the session's table plays this
 /// role. Null when there are none.
 inline const cse_table*& current_saved_values() {

@@ -17,9 +17,9 @@
 #include <tenet/autograd/record.hpp>  // ag::tracked: the autograd hook of evaluate
 #include <tenet/backend/registry.hpp>
 #include <tenet/decomp/decompose.hpp>
-#include <tenet/ops.hpp>
-#include <tenet/runtime/movement.hpp>
-#include <tenet/schedule/cse.hpp>
+#include <tenet/decomp/build.hpp>
+#include <tenet/backend/views.hpp>
+#include <tenet/expr/cse.hpp>
 #include <tenet/schedule/fusion.hpp>
 #include <tenet/schedule/lower.hpp>
 

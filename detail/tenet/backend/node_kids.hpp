@@ -1,7 +1,7 @@
 #pragma once
 #include <tenet/detail_check.hpp>
 #include <tenet/config.hpp>
-// The operands of a fused pointwise node in the backends' kernel trees (cpu::pw, cuda::dpw), as
+// The operands of a fused pointwise node in the backends' kernel trees (cpu::pointwise_tree, cuda::pointwise_tree), as
 // plain members: a node has one to three (where_ has three).
 //
 // Not a std::tuple, and no std::apply over it: every std::get, tuple base, std::apply and the

@@ -22,7 +22,8 @@
 #include <tenet/dtype.hpp>
 #include <tenet/expr/node.hpp>
 #include <tenet/expr/shared.hpp>
-#include <tenet/ops.hpp>
+#include <tenet/decomp/moments.hpp>
+#include <tenet/decomp/softmax.hpp>
 #include <tenet/prims/indexing.hpp>  // prim::indexing_group
 #include <tenet/prims/iota.hpp>
 #include <tenet/prims/scan.hpp>

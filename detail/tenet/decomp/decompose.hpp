@@ -7,7 +7,7 @@
 // composite is replaced by `op.decompose(children...)` and rewritten again, unless the backend runs
 // that composite natively (`runs_natively<Backend, Op, Children...>`, the backend's eligibility
 // predicate). The result is checked for closure: every op left is in the prim list
-// (prims/prim_list.hpp) or a composite the backend declared.
+// (decomp/prim_list.hpp) or a composite the backend declared.
 #include <tuple>
 #include <type_traits>
 #include <utility>

@@ -17,6 +17,15 @@
 #include <tenet/expr/concepts.hpp>
 #include <tenet/shape.hpp>
 
+namespace tenet::prim {
+/// The one thing the expression layer knows of an op: whether it is elementwise (its `group`
+/// derives from elementwise_group; prims/elementwise.hpp names the groups). share() and the
+/// lowering decide by it whether a subtree can be recomputed inside a fused loop.
+struct elementwise_group {};
+template <class Op>
+concept is_elementwise_op = requires { typename Op::group; } && std::is_base_of_v<elementwise_group, typename Op::group>;
+}  // namespace tenet::prim
+
 namespace tenet {
 
 template <class Op, class... Children>

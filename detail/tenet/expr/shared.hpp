@@ -13,7 +13,6 @@
 #include <type_traits>
 
 #include <tenet/expr/node.hpp>
-#include <tenet/prims/elementwise.hpp>
 #include <tenet/tensor.hpp>
 
 namespace tenet {

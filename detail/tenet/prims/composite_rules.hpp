@@ -11,7 +11,7 @@
 
 #include <tenet/autograd/jvp.hpp>
 #include <tenet/autograd/vjp.hpp>
-#include <tenet/ops.hpp>  // aten::softmax, aten::log_softmax
+#include <tenet/decomp/softmax.hpp>  // aten::softmax, aten::log_softmax
 #include <tenet/prims/elementwise_rules.hpp>
 #include <tenet/prims/rule_table.hpp>
 

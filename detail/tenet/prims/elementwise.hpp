@@ -19,6 +19,7 @@
 
 #include <tenet/dtype.hpp>
 #include <tenet/expr/concepts.hpp>
+#include <tenet/expr/node.hpp>
 #include <tenet/prims/wrapping.hpp>
 #include <tenet/shape/rules.hpp>
 
@@ -62,7 +63,6 @@ struct kernel_flag_collector {
 
 namespace tenet::prim {
 
-struct elementwise_group {};
 struct unary_group : elementwise_group {};
 struct binary_group : elementwise_group {};
 struct ternary_group : elementwise_group {};
@@ -375,8 +375,5 @@ template <class Op>
 inline constexpr bool is_convert_element_type = false;
 template <class To>
 inline constexpr bool is_convert_element_type<convert_element_type_<To>> = true;
-
-template <class Op>
-concept is_elementwise_op = requires { typename Op::group; } && std::is_base_of_v<elementwise_group, typename Op::group>;
 
 }  // namespace tenet::prim

@@ -6,7 +6,7 @@
 // of torch.Tensor.unfold). Their parameters are run-time values held by the op (permute's and a
 // static unfold's are template arguments, so their result shapes are computed at compile time).
 //
-// Every movement prim except pad_ is a view (is_view_prim): runtime/movement.hpp's view_of returns
+// Every movement prim except pad_ is a view (is_view_prim): backend/views.hpp's view_of returns
 // a strided view of the child's value, never a copy (reshape copies only when the strides cannot
 // be viewed, as torch.reshape); no backend runs a kernel for it. pad_ is a kernel.
 //

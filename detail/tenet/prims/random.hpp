@@ -13,7 +13,7 @@
 // A uniform_ node has no tensor leaf to say where it lives, so it carries its device (`placement`:
 // dropout's input's, rand_lazy's default device); expr_device counts it as a leaf would be counted.
 // @post element k depends on (seed, offset, k) only, so any backend may split the output freely
-//       (the CUDA kernel writes the CPU's values: backend/cuda/random.hpp).
+//       (the CUDA kernel writes the CPU's values: backend/cuda/random.cuh).
 #include <cstdint>
 #include <string_view>
 

@@ -51,6 +51,7 @@
 #include <cmath>
 
 #include <tenet/error.hpp>  // tenet::value_error
+#include <tenet/dtype.hpp>    // is_floating_v (random_fill)
 
 namespace tenet::detail {
 
@@ -438,4 +439,24 @@ inline generator& default_generator() {
   return g;
 }
 
+/// One draw of the default generator's stream (above), described so that every
+/// backend computes the same values from it: element k depends on (seed, offset, k) only.
+struct random_fill {
+  enum kind_t { uniform, normal, randint } kind;
+  std::uint64_t seed, offset;
+  double a = 0.0, b = 1.0;             // uniform: [a, b); normal: mean a, std b
+  std::int64_t low = 0, high = 0;      // randint: [low, high)
+};
+/// out[0, n) = elements 0 .. n-1 of the draw r, on the host. With n = 0 it only checks r's
+/// bounds (the value_error of fill_uniform / fill_normal / fill_randint).
+template <class T>
+void fill_random_on_host(T* out, std::int64_t n, const random_fill& r) {
+  if (r.kind == random_fill::uniform) {
+    if constexpr (is_floating_v<T>) fill_uniform(out, n, r.seed, r.offset, r.a, r.b);
+  } else if (r.kind == random_fill::normal) {
+    if constexpr (is_floating_v<T>) fill_normal(out, n, r.seed, r.offset, r.a, r.b);
+  } else {
+    fill_randint(out, n, r.seed, r.offset, r.low, r.high);
+  }
+}
 }  // namespace tenet::detail

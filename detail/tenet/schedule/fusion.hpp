@@ -2,7 +2,7 @@
 #include <tenet/detail_check.hpp>
 #include <tenet/config.hpp>
 // The scheduler's fusion rules, as predicates on expression types. The CPU evaluator
-// (backend/evaluate.hpp) and the kernel plan (schedule/plan.hpp) both decide with these, so what
+// (backend/evaluate.hpp) and the kernel plan (debug/plan.hpp) both decide with these, so what
 // explain() prints is what runs.
 //
 // After decomposition an expression is a tree of prims (plus the composites a backend runs
@@ -32,7 +32,7 @@
 
 namespace tenet::aten {
 template <bool Keep, auto... Dims>
-struct var_;  // include/tenet/ops.hpp
+struct var_;  // decomp/moments.hpp
 }  // namespace tenet::aten
 
 namespace tenet::detail {

@@ -5,7 +5,7 @@
 // what a kernel *becomes* is the Sink's business:
 //   - the executor (backend/evaluate.hpp) runs each kernel on its tensor's backend and hands back
 //     the Tensor it wrote;
-//   - the planner (schedule/plan.hpp) records each kernel in a kernel_plan (explain, tenet::plan,
+//   - the planner (debug/plan.hpp) records each kernel in a kernel_plan (explain, tenet::plan,
 //     tenet::compile's report).
 // Both call lower_value / lower_operand below, so the plan's kernels are the kernels that run
 // (tests hold kernels_launched() against the plan).

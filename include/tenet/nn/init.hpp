@@ -23,7 +23,7 @@
 #include <tenet/tensor.hpp>
 
 #include <tenet/runtime/philox.hpp>
-#include <tenet/runtime/tensor_impl.hpp>
+#include <tenet/api/tensor_eval.hpp>
 
 namespace tenet::nn::init {
 

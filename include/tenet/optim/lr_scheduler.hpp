@@ -13,7 +13,7 @@
 #include <string>
 
 #include <tenet/error.hpp>
-#include <tenet/optim.hpp>
+#include <tenet/optim/optimizers.hpp>
 
 namespace tenet::optim {
 

@@ -11,7 +11,7 @@
 //   5. run_pattern: its fused patterns (GEMM + epilogue, reduction + epilogue);
 //   6. run_sort_both: sort's two results from one sort.
 // The kernels themselves live beside it: elementwise.hpp, reduce.hpp, moments.hpp, matmul.hpp,
-// gemm_epilogue.hpp, rows.hpp, softmax.hpp, norm.hpp, conv.hpp, indexing.hpp, random.hpp,
+// gemm_epilogue.hpp, row_kernel.hpp, softmax.hpp, norm.hpp, conv.hpp, indexing.hpp, random.hpp,
 // scan.hpp, sort.hpp.
 #include <cstdint>
 #include <string>
@@ -27,7 +27,7 @@
 #include <tenet/backend/cpu/norm.hpp>
 #include <tenet/backend/cpu/random.hpp>
 #include <tenet/backend/cpu/reduce.hpp>
-#include <tenet/backend/cpu/rows.hpp>
+#include <tenet/backend/cpu/row_kernel.hpp>
 #include <tenet/backend/cpu/scan.hpp>
 #include <tenet/backend/cpu/softmax.hpp>
 #include <tenet/backend/cpu/sort.hpp>
@@ -38,10 +38,10 @@
 #include <tenet/prims/random.hpp>
 #include <tenet/prims/scan.hpp>
 #include <tenet/prims/sort.hpp>
-#include <tenet/runtime/movement.hpp>
+#include <tenet/backend/views.hpp>
 #include <tenet/schedule/lower.hpp>
 
-namespace tenet::aten {  // the ATen composites the CPU runs natively (their headers: ops.hpp, functional.hpp, conv.hpp)
+namespace tenet::aten {  // the ATen composites the CPU runs natively (decomp/softmax.hpp, decomp/norm.hpp; conv2d and max_pool2d: include/tenet/conv.hpp)
 template <std::int64_t D>
 struct softmax;
 template <std::int64_t D>
@@ -355,7 +355,7 @@ void run_pattern(cpu_simd, reduce_epilogue_pattern, const E& e, const Out& out, 
   const std::int64_t n = out.numel();
   const auto flat = Tensor<T, shape<dyn>>::from_storage(out.storage(), sizes_t<1>{n}, sizes_t<1>{1}, out.offset());
   const auto tree_expr = replace_epilogue_reduction(e, flat);
-  using tree_t = cpu::pw<std::remove_cvref_t<decltype(tree_expr)>, 1>;
+  using tree_t = cpu::pointwise_tree<std::remove_cvref_t<decltype(tree_expr)>, 1>;
   const tree_t tree(tree_expr, sizes_t<1>{n});
   auto ep = [&tree](T* o, std::int64_t k0, std::int64_t k1) {
     tree_t t = tree;

@@ -3,7 +3,7 @@
 #include <tenet/config.hpp>
 // The CPU pointwise kernel: one fused loop for a whole tree of elementwise prims.
 //
-// `pw<E, R>` mirrors the expression E over an iteration space of rank R: each Tensor leaf keeps its
+// `pointwise_tree<E, R>` mirrors the expression E over an iteration space of rank R: each Tensor leaf keeps its
 // strides in that space (0 where it broadcasts), each node applies its prim. The kernel coalesces
 // dims that are contiguous for every operand (a contiguous case becomes one flat loop), splits the
 // work into chunks over OpenMP threads, and runs the innermost dim on xsimd batches when every leaf
@@ -29,11 +29,11 @@ namespace tenet::detail::cpu {
 inline constexpr std::int64_t pointwise_grain = 32768;  // elements per thread chunk, at least
 
 template <class E, std::size_t R>
-struct pw;
+struct pointwise_tree;
 
 /// Tensor leaf.
 template <class T, class S, std::size_t R>
-struct pw<Tensor<T, S>, R> {
+struct pointwise_tree<Tensor<T, S>, R> {
   using value_type = T;
   using lane = T;
   static constexpr bool simd = simd_lane<T>;
@@ -43,7 +43,7 @@ struct pw<Tensor<T, S>, R> {
   const T* row = nullptr;
   std::int64_t inner = 0;
 
-  pw(const Tensor<T, S>& t, const sizes_t<R>& out) : base(t.numel() ? t.data() : nullptr) {
+  pointwise_tree(const Tensor<T, S>& t, const sizes_t<R>& out) : base(t.numel() ? t.data() : nullptr) {
     constexpr std::size_t r = S::rank;
     static_assert(r <= R);
     for (std::size_t i = 0; i < R; ++i) {
@@ -73,13 +73,13 @@ struct pw<Tensor<T, S>, R> {
 
 /// Scalar leaf.
 template <class T, std::size_t R>
-struct pw<scalar<T>, R> {
+struct pointwise_tree<scalar<T>, R> {
   using value_type = T;
   using lane = T;
   static constexpr bool simd = simd_lane<T>;
   static constexpr bool mask = false;
   T value;
-  pw(const scalar<T>& s, const sizes_t<R>&) : value(s.value) {}
+  pointwise_tree(const scalar<T>& s, const sizes_t<R>&) : value(s.value) {}
   template <class F>
   void for_each_strides(F&&) {}
   void set_row(const std::int64_t*, std::size_t) {}
@@ -98,10 +98,10 @@ struct same_lane<K0, K...> : std::bool_constant<(std::is_same_v<typename K0::lan
 
 /// Elementwise node.
 template <class P, class... C, std::size_t R>
-struct pw<node<P, C...>, R> {
+struct pointwise_tree<node<P, C...>, R> {
   using value_type = typename node<P, C...>::value_type;
   static constexpr std::size_t arity = sizeof...(C);
-  using kid_types = std::tuple<pw<C, R>...>;  // for tuple_element only: never instantiated
+  using kid_types = std::tuple<pointwise_tree<C, R>...>;  // for tuple_element only: never instantiated
   using lane = typename std::tuple_element_t<(arity == 3 ? 1 : 0), kid_types>::lane;
   static constexpr bool mask = simd_mask_result<P>;
   static constexpr bool kids_ok = [] {
@@ -112,16 +112,16 @@ struct pw<node<P, C...>, R> {
       return c0::simd && c0::mask && c1::simd && !c1::mask && c2::simd && !c2::mask &&
              same_lane<c0, c1, c2>::value;
     } else {
-      return (pw<C, R>::simd && ...) && (!pw<C, R>::mask && ...) && same_lane<pw<C, R>...>::value;
+      return (pointwise_tree<C, R>::simd && ...) && (!pointwise_tree<C, R>::mask && ...) && same_lane<pointwise_tree<C, R>...>::value;
     }
   }();
   static constexpr bool simd = simd_impl<P>::supported && kids_ok;
-  node_kids<pw<C, R>...> kids;  // members a, b, c (node_kids.hpp: why not a std::tuple)
+  node_kids<pointwise_tree<C, R>...> kids;  // members a, b, c (node_kids.hpp: why not a std::tuple)
 
-  pw(const node<P, C...>& n, const sizes_t<R>& out) : pw(n, out, std::index_sequence_for<C...>{}) {}
+  pointwise_tree(const node<P, C...>& n, const sizes_t<R>& out) : pointwise_tree(n, out, std::index_sequence_for<C...>{}) {}
   template <std::size_t... I>
-  pw(const node<P, C...>& n, const sizes_t<R>& out, std::index_sequence<I...>)
-      : kids{pw<C, R>(std::get<I>(n.children), out)...} {}
+  pointwise_tree(const node<P, C...>& n, const sizes_t<R>& out, std::index_sequence<I...>)
+      : kids{pointwise_tree<C, R>(std::get<I>(n.children), out)...} {}
   template <class F>
   void for_each_strides(F&& f) {
     kids.a.for_each_strides(f);
@@ -320,7 +320,7 @@ void run_pointwise(const Tensor<T, S>& out, const E& e) {
     sizes = out.sizes();
     ost = out.strides();
   }
-  using tree_t = pw<E, R>;
+  using tree_t = pointwise_tree<E, R>;
   tree_t tree(e, sizes);
   const auto sp = coalesce<R>(sizes, ost.data(), tree);
   T* const obase = out.data();

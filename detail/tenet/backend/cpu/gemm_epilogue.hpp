@@ -4,7 +4,7 @@
 // GEMM with a fused pointwise epilogue (schedule/fusion.hpp decides when): out = tree(A · B, ...)
 // where `tree` is an elementwise expression that reads the product at the same index it writes
 // (bias, activation, residual add, scale, ...). gemm_ex calls the epilogue on every finished C tile
-// while the tile is in cache; the epilogue runs the pointwise kernel's tree (`pw`, the same code as
+// while the tile is in cache; the epilogue runs the pointwise kernel's tree (`pointwise_tree`, the same code as
 // the standalone pointwise kernel, so results are identical) over the tile, reading the tile's
 // product through the tree's leaf that views C, and writes the tile in place.
 #include <array>
@@ -16,7 +16,7 @@
 
 namespace tenet::detail::cpu {
 
-/// The epilogue functor: `tree` is a pw<E, R> over out's sizes (R >= 2); C's rows are out's leading
+/// The epilogue functor: `tree` is a pointwise_tree<E, R> over out's sizes (R >= 2); C's rows are out's leading
 /// dims flattened, its columns out's last dim.
 template <class T, class Tree, std::size_t R>
 struct pointwise_epilogue {
@@ -56,7 +56,7 @@ void run_gemm_epilogue(const Tensor<T, S>& out, const E& tree_expr, const T* a, 
                        std::int64_t K) {
   constexpr std::size_t R = S::rank;
   static_assert(R >= 2);
-  using tree_t = pw<E, R>;
+  using tree_t = pointwise_tree<E, R>;
   const tree_t tree(tree_expr, out.sizes());
   gemm_ex<T>(a, ars, acs, b, brs, bcs, out.data(), N, rows, N, K, pointwise_epilogue<T, tree_t, R>{&tree, out.sizes()});
 }

@@ -95,7 +95,7 @@ void run_var(const Tensor<T, OS>& out, const C& child, const std::array<bool, Ri
     in = child.sizes();
     mask = mask_in;
   }
-  using tree_t = pw<C, R>;
+  using tree_t = pointwise_tree<C, R>;
   tree_t tree(child, in);
 
   // kept dims, then reduced dims, each group coalesced (as run_reduce)

@@ -7,7 +7,7 @@
 // deviations from the mean (two passes, as the decomposition: no cancellation of E[x^2] - E[x]^2),
 // pass 3 writes (x - mean) * rsqrt(var + eps) * w + b. A row of 1024 floats is 4 KiB, so passes 2
 // and 3 read L1; the input is read from memory once and the output written once. The rows come
-// from backend/cpu/rows.hpp (a pointwise producer such as a residual add is fused).
+// from backend/cpu/row_kernel.hpp (a pointwise producer such as a residual add is fused).
 #include <cmath>
 #include <cstdint>
 

@@ -1,7 +1,7 @@
 #pragma once
 #include <tenet/detail_check.hpp>
 #include <tenet/config.hpp>
-// The CPU reduction kernel. Its input is a pointwise tree (pw), so an elementwise prologue
+// The CPU reduction kernel. Its input is a pointwise tree (pointwise_tree), so an elementwise prologue
 // (`sum(x * x)`) is fused into the reduction. The iteration space is reordered as
 // [kept dims..., reduced dims...], each group coalesced on its own; the reduced range of every
 // output is cut into chunks when there are fewer outputs than threads (a full sum of 64 Mi floats
@@ -294,7 +294,7 @@ void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bo
     in = child.sizes();
     mask = mask_in;
   }
-  using tree_t = pw<C, R>;
+  using tree_t = pointwise_tree<C, R>;
   tree_t tree(child, in);
 
   const auto arrays = stride_arrays(tree);

@@ -10,7 +10,7 @@
 
 #include <numbers>
 
-#include <tenet/ops.hpp>  // the pointwise composites
+#include <tenet/decomp/activations.hpp>  // the pointwise composites
 #include <tenet/prims/elementwise.hpp>
 
 namespace tenet::detail::cpu {

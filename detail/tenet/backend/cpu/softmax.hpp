@@ -4,7 +4,7 @@
 // softmax / log_softmax over the last dim, run natively (a composite the CPU backend declares).
 // One row at a time, three passes over a row that stays in cache: max, exp-and-sum (exp written to
 // the output), scale. The decomposition in ops.hpp is the reference it is tested against. The rows
-// come from backend/cpu/rows.hpp (a pointwise producer is fused: it writes the row first).
+// come from backend/cpu/row_kernel.hpp (a pointwise producer is fused: it writes the row first).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

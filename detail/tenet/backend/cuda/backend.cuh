@@ -4,13 +4,13 @@
 // The CUDA backend, cuda_gpu (nvcc only; backend/backends.hpp includes it in CUDA translation
 // units). Its policy type and decomposition rules are in native.hpp; this file is what it gives the
 // evaluator (docs/adding_a_backend.md), the kernels being in the headers beside it:
-//   run_pointwise_kernel   every elementwise tree is one fused kernel (pointwise.hpp); random
-//                          draws are leaves of those kernels (random.hpp)
-//   run_kernel             the node kernels, one overload per op: reductions (reduce.hpp), argmax /
-//                          argmin and scans (lines.hpp), sort (sort.hpp), gather / scatter
-//                          (indexing.hpp), pad (a fill and a strided copy), conv2d and max_pool2d
-//                          (conv.hpp), matmul (cuBLASLt, gemm.hpp), softmax / log_softmax /
-//                          layer_norm / rms_norm / var (one-pass row kernels, rows.hpp); any other
+//   run_pointwise_kernel   every elementwise tree is one fused kernel (pointwise.cuh); random
+//                          draws are leaves of those kernels (random.cuh)
+//   run_kernel             the node kernels, one overload per op: reductions (reduce.cuh), argmax /
+//                          argmin and scans (scan_argreduce.cuh), sort (sort.cuh), gather / scatter
+//                          (indexing.cuh), pad (a fill and a strided copy), conv2d and max_pool2d
+//                          (conv.cuh), matmul (cuBLASLt, gemm.hpp), softmax / log_softmax /
+//                          layer_norm / rms_norm / var (one-pass row kernels, row_kernels.cuh); any other
 //                          node throws device_error naming it
 //   run_pattern            linear + bias (+ relu / tanh-gelu) as one cuBLASLt call (bias_act_pattern)
 //   run_sort_both          sort's values and indices from one sort
@@ -20,19 +20,19 @@
 #include <type_traits>
 
 #include <tenet/autocast.hpp>
-#include <tenet/backend/cuda/conv.hpp>
+#include <tenet/backend/cuda/conv.cuh>
 #include <tenet/backend/cuda/native.hpp>
 #include <tenet/backend/cuda/gemm.hpp>
-#include <tenet/backend/cuda/indexing.hpp>
-#include <tenet/backend/cuda/lines.hpp>
-#include <tenet/backend/cuda/pointwise.hpp>
-#include <tenet/backend/cuda/random.hpp>
-#include <tenet/backend/cuda/reduce.hpp>
-#include <tenet/backend/cuda/rows.hpp>
+#include <tenet/backend/cuda/indexing.cuh>
+#include <tenet/backend/cuda/scan_argreduce.cuh>
+#include <tenet/backend/cuda/pointwise.cuh>
+#include <tenet/backend/cuda/random.cuh>
+#include <tenet/backend/cuda/reduce.cuh>
+#include <tenet/backend/cuda/row_kernels.cuh>
 #include <tenet/backend/cuda/runtime.hpp>
-#include <tenet/backend/cuda/sort.hpp>
+#include <tenet/backend/cuda/sort.cuh>
 #include <tenet/backend/registry.hpp>
-#include <tenet/runtime/movement.hpp>
+#include <tenet/backend/views.hpp>
 #include <tenet/schedule/lower.hpp>
 
 namespace tenet::detail::cuda {
@@ -55,7 +55,7 @@ void with_row_source(const M& m, F&& f) {
   using T = value_type_of<M>;
   constexpr std::size_t R = rank_of<M> == 0 ? 1 : rank_of<M>;
   if constexpr (!TensorType<M> && rank_of<M> >= 1) {
-    using tree_t = dpw<M, R>;
+    using tree_t = pointwise_tree<M, R>;
     const auto sizes = m.sizes();
     const tree_t tree(m, sizes);
     const auto cs = contiguous_strides(sizes);
@@ -64,7 +64,7 @@ void with_row_source(const M& m, F&& f) {
       bool all_zero = true, contiguous = true;
       for (std::size_t d = 0; d < R; ++d) {
         all_zero = all_zero && st[d] == 0;
-        contiguous = contiguous && st[d] == cs[d];  // (then st[0] != 0: dpw's flat loads read base + i)
+        contiguous = contiguous && st[d] == cs[d];  // (then st[0] != 0: pointwise_tree's flat loads read base + i)
       }
       if (!all_zero && !contiguous) flat = false;
       if (!all_zero && !aligned16(p)) aligned = false;
@@ -87,7 +87,7 @@ void with_row_source(const M& m, F&& f) {
   }
 }
 
-/// A row composite of node e into out (fresh, contiguous): the row kernels of rows.hpp, with the
+/// A row composite of node e into out (fresh, contiguous): the row kernels of row_kernels.cuh, with the
 /// pointwise producer of the input fused in when its layout allows.
 template <row_kind K, class E, class Out, class M, class... P>
 void run_row_node(const E& e, const Out& out, const M& m, const P&... params) {

@@ -29,7 +29,7 @@
 
 #include <cublasLt.h>
 
-#include <tenet/backend/cuda/pointwise.hpp>
+#include <tenet/backend/cuda/pointwise.cuh>
 
 namespace tenet::detail::cuda {
 

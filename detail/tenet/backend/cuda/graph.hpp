@@ -42,9 +42,9 @@
 #include <cuda_runtime.h>
 
 #include <tenet/backend/evaluate.hpp>
-#include <tenet/backend/cuda/pointwise.hpp>
+#include <tenet/backend/cuda/pointwise.cuh>
 #include <tenet/backend/cuda/runtime.hpp>
-#include <tenet/schedule/cse.hpp>
+#include <tenet/expr/cse.hpp>
 
 namespace tenet::detail::cuda {
 

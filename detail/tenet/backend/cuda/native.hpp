@@ -4,12 +4,12 @@
 // The CUDA backend's tag for decompose<>: what it runs whole (CUDA translation units only; the
 // evaluator decomposes an expression on a CUDA device with it, one on the CPU with cpu_simd).
 //
-//   softmax / log_softmax over the last dim      one row kernel (backend/cuda/rows.hpp)
+//   softmax / log_softmax over the last dim      one row kernel (backend/cuda/row_kernels.cuh)
 //   layer_norm / rms_norm (aten::norm_last)      one row kernel, weight/bias of the input's dtype
 //   var over the last dim (aten::var_; std too)  one row kernel, one output per row
 //   pointwise composites (gelu, sigmoid, ...)    inside the fused pointwise kernel (their apply)
-//   conv2d, conv2d_weight (float types)          im2col + cuBLASLt (backend/cuda/conv.hpp)
-//   max_pool2d                                   a thread per output (backend/cuda/conv.hpp)
+//   conv2d, conv2d_weight (float types)          im2col + cuBLASLt (backend/cuda/conv.cuh)
+//   max_pool2d                                   a thread per output (backend/cuda/conv.cuh)
 // for float, double, float16 and bfloat16 (row kernels accumulate in float, or double for double).
 // Everything else is decomposed into prims.
 #include <cstddef>
@@ -21,13 +21,16 @@
 
 #include <tenet/backend/registry.hpp>
 #include <tenet/decomp/decompose.hpp>
-#include <tenet/ops.hpp>
+#include <tenet/decomp/activations.hpp>
+#include <tenet/decomp/moments.hpp>
+#include <tenet/decomp/norm.hpp>
+#include <tenet/decomp/softmax.hpp>
 #include <tenet/schedule/lower.hpp>
 #include <tenet/prims/random.hpp>  // prim::uniform_ (a leaf of the fused kernels here)
 
 namespace tenet::aten {
 template <std::size_t K, bool Rms>
-struct norm_last;  // include/tenet/functional.hpp
+struct norm_last;  // decomp/norm.hpp
 struct conv2d;      // include/tenet/conv.hpp
 struct conv2d_weight;
 struct max_pool2d;  // include/tenet/conv.hpp
@@ -67,13 +70,13 @@ struct backend_of<device_type::cuda> {
   using type = cuda_gpu;
 };
 
-/// argmax / argmin read their input as a value on CUDA (lines.hpp), not as a fused producer.
+/// argmax / argmin read their input as a value on CUDA (scan_argreduce.cuh), not as a fused producer.
 template <class Kind, bool KeepDim, auto... Dims>
 inline constexpr bool takes_prologue<cuda_gpu, prim::reduce_<Kind, KeepDim, Dims...>, 0> = !prim::is_arg_kind<Kind>;
 
 namespace cuda {
 /// A uniform_ draw inside CUDA's fused kernels (prim_leaf below): element k of the draw (row-major
-/// in its own extents) is computed where it is read (backend/cuda/random.hpp: dpw of this leaf), so
+/// in its own extents) is computed where it is read (backend/cuda/random.cuh: pointwise_tree of this leaf), so
 /// dropout's mask never goes through memory. The CPU's values, bit for bit.
 template <class T, class S>
 struct uniform_leaf {
@@ -108,7 +111,7 @@ template <std::int64_t D, class C>
 inline constexpr bool runs_natively<cuda_gpu, aten::log_softmax<D>, C> = runs_natively<cuda_gpu, aten::softmax<D>, C>;
 
 /// var over the last dim alone (var<-1>, var<rank - 1>, or var() of a 1-D input): the var row
-/// kernel (rows.hpp), one read of the input. Other dims: the decomposition's reductions.
+/// kernel (row_kernels.cuh), one read of the input. Other dims: the decomposition's reductions.
 template <class C, auto... D>
 constexpr bool var_over_last_dim() {
   constexpr auto r = static_cast<std::int64_t>(rank_of<C>);

@@ -12,7 +12,7 @@
 
 #include <cuda_runtime.h>
 
-#include <tenet/backend/cuda/pointwise.hpp>  // grid_for, check_launch
+#include <tenet/backend/cuda/pointwise.cuh>  // grid_for, check_launch
 #include <tenet/backend/cuda/runtime.hpp>
 #include <tenet/tensor.hpp>
 

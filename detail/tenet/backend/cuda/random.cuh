@@ -2,7 +2,7 @@
 #include <tenet/detail_check.hpp>
 #include <tenet/config.hpp>
 // The random prims inside CUDA's fused kernels (nvcc only). The cuda_gpu decomposition turns each
-// uniform_ node into a uniform_leaf (backend/cuda/native.hpp: prim_leaf); its dpw here is a
+// uniform_ node into a uniform_leaf (backend/cuda/native.hpp: prim_leaf); its pointwise_tree here is a
 // virtual contiguous tensor of the draw's extents whose element at offset k is element k of the
 // draw: the CPU's Philox range fill element (runtime/philox.hpp: it depends on (seed, offset, k)
 // only), computed where the pointwise, reduction or row kernel reads it. So `dropout(x)` on a GPU
@@ -12,26 +12,25 @@
 #include <cstdint>
 
 #include <tenet/backend/cuda/native.hpp>     // uniform_leaf
-#include <tenet/backend/cuda/pointwise.hpp>  // dpw, grid_for
-#include <tenet/factories.hpp>               // random_fill
+#include <tenet/backend/cuda/pointwise.cuh>  // pointwise_tree, grid_for
 #include <tenet/runtime/philox.hpp>
 
 namespace tenet::detail::cuda {
 
 template <class T, class S, std::size_t R>
-struct dpw<uniform_leaf<T, S>, R>;
+struct pointwise_tree<uniform_leaf<T, S>, R>;
 template <class T, class S, std::size_t R>
-struct dpw_draws<dpw<uniform_leaf<T, S>, R>> : std::true_type {};
+struct dpw_draws<pointwise_tree<uniform_leaf<T, S>, R>> : std::true_type {};
 
 template <class T, class S, std::size_t R>
-struct dpw<uniform_leaf<T, S>, R> {
+struct pointwise_tree<uniform_leaf<T, S>, R> {
   using value_type = T;
   static constexpr unsigned words = uniform_words_per_element<T>();
   static constexpr int per_block = words == 1 ? 4 : 2;  // elements per Philox block
   std::uint64_t seed, offset;
   std::int64_t st[R];
 
-  dpw(const uniform_leaf<T, S>& u, const sizes_t<R>& out) : seed(u.seed), offset(u.offset), st{} {
+  pointwise_tree(const uniform_leaf<T, S>& u, const sizes_t<R>& out) : seed(u.seed), offset(u.offset), st{} {
     constexpr std::size_t r = S::rank;
     static_assert(r <= R);
     std::int64_t stride = 1;

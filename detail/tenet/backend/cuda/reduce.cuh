@@ -28,7 +28,7 @@
 #include <string>
 #include <type_traits>
 
-#include <tenet/backend/cuda/pointwise.hpp>
+#include <tenet/backend/cuda/pointwise.cuh>
 #include <tenet/prims/reduce.hpp>
 
 namespace tenet::detail::cuda {
@@ -393,7 +393,7 @@ bool run_two_stage_reduce(const Tensor<OutT, OS>& out, const Tree& tree, const c
 template <class Kind, class OutT, class OS, class C, std::size_t Rin>
 void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bool, Rin>& mask_in) {
   if constexpr (prim::is_arg_kind<Kind>) {
-    // argmax / argmin run in lines.hpp (run_arg_reduce); evaluate.hpp never sends them here
+    // argmax / argmin run in scan_argreduce.cuh (run_arg_reduce); evaluate.hpp never sends them here
     throw device_error(std::string("tenet: internal: ") + std::string(Kind::name) +
                        " reached the CUDA value-reduction kernel");
   } else {
@@ -425,7 +425,7 @@ void run_reduce(const Tensor<OutT, OS>& out, const C& child, const std::array<bo
         return;
       }
     }
-    using tree_t = dpw<C, R>;
+    using tree_t = pointwise_tree<C, R>;
     tree_t tree(child, in);
     OutT* const o = out.data();
     if (run_2d_reduce<Kind>(o, tree, in, mask, init, dev, s)) return;

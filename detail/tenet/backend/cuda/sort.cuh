@@ -29,8 +29,8 @@
 #include <string>
 #include <type_traits>
 
-#include <tenet/backend/cuda/lines.hpp>  // line_map
-#include <tenet/backend/cuda/pointwise.hpp>  // grid_for
+#include <tenet/backend/cuda/scan_argreduce.cuh>  // line_map
+#include <tenet/backend/cuda/pointwise.cuh>  // grid_for
 #include <tenet/backend/cuda/runtime.hpp>
 #include <tenet/prims/sort.hpp>
 

@@ -21,7 +21,7 @@
 
 #include <tenet/backend/cpu/conv.hpp>  // conv2d_geometry
 #include <tenet/backend/cuda/gemm.hpp>
-#include <tenet/backend/cuda/pointwise.hpp>  // grid_for, check_launch
+#include <tenet/backend/cuda/pointwise.cuh>  // grid_for, check_launch
 #include <tenet/backend/cuda/runtime.hpp>
 
 namespace tenet::detail::cuda {

@@ -25,7 +25,7 @@
 #include <string>
 #include <type_traits>
 
-#include <tenet/backend/cuda/pointwise.hpp>
+#include <tenet/backend/cuda/pointwise.cuh>
 #include <tenet/backend/cuda/runtime.hpp>
 #include <tenet/prims/reduce.hpp>
 #include <tenet/prims/scan.hpp>

@@ -3,7 +3,7 @@
 #include <tenet/config.hpp>
 // The CUDA pointwise kernel: one kernel for a whole tree of elementwise prims (nvcc only).
 //
-// `dpw<E, R>` mirrors the expression E over an iteration space of rank R, as the CPU's `pw`: each
+// `pointwise_tree<E, R>` mirrors the expression E over an iteration space of rank R, as the CPU's: each
 // Tensor leaf keeps a device pointer and its strides in that space (0 where it broadcasts), each
 // node applies its prim's scalar `apply` (host and device code). The tree is passed to the kernel
 // by value. The host coalesces dims as the CPU kernel does (cpu::coalesce); then
@@ -129,7 +129,7 @@ __device__ TENET_INLINE std::uint32_t group_pair(const G& g, int j) {
 }
 
 template <class E, std::size_t R>
-struct dpw;
+struct pointwise_tree;
 
 /// Integer div / remainder / fmod nodes check their divisor: a zero writes the device's fault
 /// record (runtime.hpp), and the host raises value_error at its next wait for the device, as the
@@ -164,12 +164,12 @@ struct divisor_check<true> {
 
 /// Tensor leaf.
 template <class T, class S, std::size_t R>
-struct dpw<Tensor<T, S>, R> {
+struct pointwise_tree<Tensor<T, S>, R> {
   using value_type = T;
   const T* base;
   std::int64_t st[R];
 
-  dpw(const Tensor<T, S>& t, const sizes_t<R>& out) : base(t.numel() ? t.data() : nullptr), st{} {
+  pointwise_tree(const Tensor<T, S>& t, const sizes_t<R>& out) : base(t.numel() ? t.data() : nullptr), st{} {
     constexpr std::size_t r = S::rank;
     static_assert(r <= R);
     for (std::size_t i = 0; i < R; ++i) {
@@ -229,10 +229,10 @@ struct dpw<Tensor<T, S>, R> {
 
 /// Scalar leaf.
 template <class T, std::size_t R>
-struct dpw<scalar<T>, R> {
+struct pointwise_tree<scalar<T>, R> {
   using value_type = T;
   T value;
-  dpw(const scalar<T>& s, const sizes_t<R>&) : value(s.value) {}
+  pointwise_tree(const scalar<T>& s, const sizes_t<R>&) : value(s.value) {}
   template <class F>
   void for_each_strides(F&&) {}
   template <class F>
@@ -272,16 +272,16 @@ __device__ TENET_INLINE Out node_apply(const Check& c, const A& a, const B& b) {
 
 /// Elementwise node.
 template <class P, class... C, std::size_t R>
-struct dpw<node<P, C...>, R> : divisor_check<checks_divisor<P, typename node<P, C...>::value_type>> {
+struct pointwise_tree<node<P, C...>, R> : divisor_check<checks_divisor<P, typename node<P, C...>::value_type>> {
   using value_type = typename node<P, C...>::value_type;
   using check_t = divisor_check<checks_divisor<P, value_type>>;
   static constexpr std::size_t arity = sizeof...(C);
-  node_kids<dpw<C, R>...> kids;
+  node_kids<pointwise_tree<C, R>...> kids;
 
-  dpw(const node<P, C...>& n, const sizes_t<R>& out) : dpw(n, out, std::index_sequence_for<C...>{}) {}
+  pointwise_tree(const node<P, C...>& n, const sizes_t<R>& out) : pointwise_tree(n, out, std::index_sequence_for<C...>{}) {}
   template <std::size_t... I>
-  dpw(const node<P, C...>& n, const sizes_t<R>& out, std::index_sequence<I...>)
-      : kids{dpw<C, R>(std::get<I>(n.children), out)...} {
+  pointwise_tree(const node<P, C...>& n, const sizes_t<R>& out, std::index_sequence<I...>)
+      : kids{pointwise_tree<C, R>(std::get<I>(n.children), out)...} {
     this->template bind<P>();
   }
   template <class F>
@@ -312,7 +312,7 @@ struct dpw<node<P, C...>, R> : divisor_check<checks_divisor<P, typename node<P, 
   /// A group evaluates lazily from its children's loaded groups.
   template <int N>
   struct group : check_t {
-    node_kids<typename dpw<C, R>::template group<N>...> g;
+    node_kids<typename pointwise_tree<C, R>::template group<N>...> g;
     __device__ TENET_INLINE value_type operator[](int j) const {
       const check_t& c = *this;
       if constexpr (arity == 1) return node_apply<value_type, P>(c, g.a[j]);
@@ -324,7 +324,7 @@ struct dpw<node<P, C...>, R> : divisor_check<checks_divisor<P, typename node<P, 
       requires half_precision<value_type>
     {
       if constexpr (paired_prim<P, value_type> &&
-                    (std::is_same_v<typename dpw<C, R>::value_type, value_type> && ...)) {
+                    (std::is_same_v<typename pointwise_tree<C, R>::value_type, value_type> && ...)) {
         return paired_apply<P, value_type>(group_pair(g.a, j), group_pair(g.b, j));  // add, sub, mul: two operands
       } else {
         const check_t& c = *this;
@@ -367,15 +367,15 @@ struct dpw<node<P, C...>, R> : divisor_check<checks_divisor<P, typename node<P, 
   }
 };
 
-/// Whether a dpw tree draws random numbers (random.hpp specializes it for its uniform leaf).
+/// Whether a pointwise_tree draws random numbers (random.cuh specializes it for its uniform leaf).
 template <class D>
 struct dpw_draws : std::false_type {};
 template <class P, class... C, std::size_t R>
-struct dpw_draws<dpw<node<P, C...>, R>> : std::bool_constant<(dpw_draws<dpw<C, R>>::value || ...)> {};
+struct dpw_draws<pointwise_tree<node<P, C...>, R>> : std::bool_constant<(dpw_draws<pointwise_tree<C, R>>::value || ...)> {};
 template <class D>
 struct dpw_is_tensor_leaf : std::false_type {};
 template <class U, class S, std::size_t R>
-struct dpw_is_tensor_leaf<dpw<Tensor<U, S>, R>> : std::true_type {};
+struct dpw_is_tensor_leaf<pointwise_tree<Tensor<U, S>, R>> : std::true_type {};
 
 /// 16-byte groups each thread keeps in flight per loop step of the flat kernel. 16-bit outputs: 1
 /// (on an H100 the bf16 gelu(x*a+b)*c, then bound by its arithmetic, fell from 2509 to 2347 GB/s
@@ -583,7 +583,7 @@ void run_pointwise(const Tensor<T, S>& out, const E& e) {
     sizes = out.sizes();
     ost = out.strides();
   }
-  using tree_t = dpw<E, R>;
+  using tree_t = pointwise_tree<E, R>;
   tree_t tree(e, sizes);
   const auto sp = cpu::coalesce<R>(sizes, ost.data(), tree);
   T* const obase = out.data();

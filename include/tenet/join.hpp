@@ -1,6 +1,5 @@
 #pragma once
-#include <tenet/detail_check.hpp>
-#include <tenet/config.hpp>
+#define TENET_PUBLIC_HEADER_INCLUDED 1
 // cat, stack (evaluate now: each input is copied into its slice of the result, which is allocated
 // on the first input's device), split and chunk (views). A cat with a tracked operand (grad mode
 // on) records one cat_node (autograd/cat.hpp); a lazy or cast operand that is tracked is evaluated

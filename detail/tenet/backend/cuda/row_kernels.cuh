@@ -25,7 +25,7 @@
 #include <string>
 #include <type_traits>
 
-#include <tenet/backend/cuda/pointwise.hpp>  // lanes<T, N>, check_launch
+#include <tenet/backend/cuda/pointwise.cuh>  // lanes<T, N>, check_launch
 #include <tenet/backend/cuda/runtime.hpp>
 
 namespace tenet::detail::cuda {
@@ -43,7 +43,7 @@ struct row_args {
 };
 
 /// The input of a row kernel: a contiguous tensor (ptr_src) or a pointwise producer tree
-/// (pointwise.hpp's dpw, every leaf contiguous over the output's index space or a broadcast
+/// (pointwise.cuh's pointwise_tree, every leaf contiguous over the output's index space or a broadcast
 /// scalar), read at flat indices: load<N>(i) (N elements from i, 16-byte aligned), flat(i).
 template <class T>
 struct ptr_src {

@@ -11,7 +11,7 @@
 
 #include <tenet/expr/node.hpp>
 #include <tenet/prims/movement.hpp>
-#include <tenet/runtime/views.hpp>  // detail::view_strides
+#include <tenet/tensor/views.hpp>  // detail::view_strides
 #include <tenet/tensor.hpp>
 
 namespace tenet::detail {

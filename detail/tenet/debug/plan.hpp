@@ -24,7 +24,7 @@
 
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/debug/explain.hpp>
-#include <tenet/schedule/cse.hpp>
+#include <tenet/expr/cse.hpp>
 #include <tenet/schedule/fusion.hpp>
 #include <tenet/schedule/lower.hpp>
 #include <optional>
@@ -94,7 +94,7 @@ struct plan_builder {
   kernel_plan plan;
   std::map<const void*, plan_value> shared;  // shared values already planned
   std::map<std::string, bool> inputs_seen;
-  std::map<std::string, plan_value> cse;  // kernels already planned, by their CSE key (schedule/cse.hpp)
+  std::map<std::string, plan_value> cse;  // kernels already planned, by their CSE key (expr/cse.hpp)
 
   /// The value of a kernel already planned with e's key, if any.
   template <class E>

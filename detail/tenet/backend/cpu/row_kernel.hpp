@@ -39,7 +39,7 @@ void run_rows(const Tensor<T, S>& out, const E& src, std::int64_t L, RowFn&& fn)
   }
   constexpr std::size_t R = S::rank;
   static_assert(R >= 1);
-  using tree_t = pw<E, R>;
+  using tree_t = pointwise_tree<E, R>;
   const tree_t tree(src, out.sizes());
   const std::int64_t last = out.sizes()[R - 1];
   const std::int64_t sub = L / last;  // rows of the last dim in one row of the kernel

@@ -27,8 +27,8 @@
 #include <string>
 #include <type_traits>
 
-#include <tenet/backend/cuda/pointwise.hpp>
-#include <tenet/backend/cuda/rows.hpp>  // aligned16
+#include <tenet/backend/cuda/pointwise.cuh>
+#include <tenet/backend/cuda/row_kernels.cuh>  // aligned16
 #include <tenet/backend/cuda/runtime.hpp>
 #include <tenet/prims/indexing.hpp>
 #include <tenet/prims/reduce.hpp>

@@ -4,7 +4,7 @@
 // The closed prim set, one list (as tinygrad's Ops), with its groups. A backend implements these
 // (plus any composite it declares natively); decompose_t leaves nothing else. tests/test_prims.cpp
 // counts the list. The movement prims (prims/movement.hpp) are expression nodes; on the CPU all but
-// pad are views (stride arithmetic, as the eager Tensor views of runtime/views.hpp).
+// pad are views (stride arithmetic, as the eager Tensor views of tensor/views.hpp).
 #include <cstdint>
 
 #include <boost/hana/flatten.hpp>

@@ -7,7 +7,7 @@
 // (K x L), K = C/g * kh * kw, L = oh * ow, straight into the NCHW output (no transposing copy).
 // A 1x1 convolution with stride 1 and no padding reads a contiguous x as its columns (no im2col);
 // a 3x3 one with stride 1 and one group, in float or double, runs as Winograd F(2x2, 3x3)
-// (winograd.hpp), its weight gradient too.
+// (winograd.cuh), its weight gradient too.
 // The chunk keeps the columns under 256 MiB. float, double, float16 and bfloat16 (cuBLASLt's).
 // The weight gradient (aten::conv2d_weight, autograd's) uses the same columns in (K, images, L)
 // layout and one GEMM per group over all positions of a chunk, accumulating across chunks.
@@ -18,9 +18,9 @@
 
 #include <tenet/backend/cpu/conv.hpp>  // conv2d_geometry
 #include <tenet/backend/cuda/gemm.hpp>
-#include <tenet/backend/cuda/pointwise.hpp>
+#include <tenet/backend/cuda/pointwise.cuh>
 #include <tenet/backend/cuda/runtime.hpp>
-#include <tenet/backend/cuda/winograd.hpp>
+#include <tenet/backend/cuda/winograd.cuh>
 
 namespace tenet::detail::cuda {
 

@@ -1,0 +1,2 @@
+#pragma once
+#include <tenet/backend/run.hpp>
