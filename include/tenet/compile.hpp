@@ -56,6 +56,7 @@
 #include <omp.h>
 
 #include <tenet/autograd.hpp>
+#include <tenet/backend/compile_state.hpp>
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/error.hpp>
 #include <tenet/explain.hpp>
@@ -66,14 +67,6 @@
 
 namespace tenet {
 
-enum class compile_mode { default_, reduce_overhead, max_autotune };
-
-struct compile_options {
-  compile_mode mode = compile_mode::default_;
-  bool dynamic = false;
-  bool fullgraph = false;
-  int cache_size_limit = 8;  // shape classes planned separately when dynamic = false
-};
 
 namespace detail {
 
@@ -365,25 +358,8 @@ inline std::string blocking_text(const cpu::gemm_blocking& b) {
 }
 }  // namespace detail
 
-/// What a compiled function has done so far.
-struct compile_stats {
-  std::int64_t calls = 0;
-  std::int64_t plans = 0;           // shape classes planned (the first one included)
-  std::int64_t guard_failures = 0;  // calls whose extents matched no planned class
-  std::int64_t arena_hits = 0;      // intermediates served by a memory plan
-  std::int64_t arena_misses = 0;
-  // CUDA tensors (backend/cuda/graph.hpp): reduce_overhead / max_autotune capture CUDA graphs
-  std::int64_t graph_captures = 0;   // CUDA graphs captured (a re-capture included)
-  std::int64_t graph_launches = 0;   // calls served by cudaGraphLaunch
-  std::int64_t graph_fallbacks = 0;  // calls run eagerly because their graph could not be captured
-};
 
 namespace detail {
-/// What compile keeps per shape class for a device backend (CUDA: backend/cuda/graph.hpp).
-struct device_class_state {
-  virtual ~device_class_state() = default;
-  virtual std::string text() const = 0;
-};
 /// The value type a compiled call of F on Args returns.
 template <class F, class... Args>
 using compile_result_t =
@@ -406,14 +382,14 @@ device args_device(bool& mixed, const Args&... args) {
   (one(args), ...);
   return dev;
 }
-#if defined(__CUDACC__)
-namespace cuda {
-template <class F, class... Args>
-compile_result_t<F, Args...> compiled_call(std::unique_ptr<device_class_state>& state, F& fn, const compile_options& opt,
-                                           compile_stats& stats, const std::vector<std::int64_t>& extents,
-                                           const Args&... args);
+
+/// A backend without a compiled path for its tensors.
+template <class B, class F, class... Args>
+compile_result_t<F, Args...> run_compiled(B, std::unique_ptr<device_class_state>&, F&, const compile_options&,
+                                          compile_stats&, const std::vector<std::int64_t>&, const Args&... args) {
+  bool mixed = false;
+  throw device_error("tenet::compile: no compiled path for tensors on " + args_device(mixed, args...).str());
 }
-#endif
 }  // namespace detail
 
 template <class F>
@@ -440,14 +416,14 @@ class compiled_function {
     }
     shape_class& c = *it->second;
     last_ = &c;
-#if defined(__CUDACC__)
-    if (dev.type == device_type::cuda) {
+    if (!dev.is_cpu()) {  // the device's backend runs the class (CUDA: graphs, backend/cuda/graph.hpp)
       if (mixed)
         throw device_error("tenet::compile: the arguments are on more than one device (the first tensor is on " +
                            dev.str() + "); move them to one device first");
-      return detail::cuda::compiled_call(c.device_state, fn_, opt_, stats_, extents, args...);
+      return detail::on_backend<detail::compile_result_t<F, Args...>>(dev, "tenet::compile", [&](auto b) {
+        return run_compiled(b, c.device_state, fn_, opt_, stats_, extents, args...);
+      });
     }
-#endif
 
     // trace: run fn to get the expression (the graph is its type)
     const std::int64_t before = detail::evaluations();
@@ -631,5 +607,5 @@ compiled_function<F> compile(F fn, compile_options options = {}) {
 }  // namespace tenet
 
 #if defined(__CUDACC__)
-#include <tenet/backend/cuda/graph.hpp>  // compile on CUDA tensors: CUDA graphs (nvcc only)
+#include <tenet/backend/cuda/graph.hpp>  // tenet::compile on CUDA tensors: CUDA graphs (its run_compiled)
 #endif

@@ -34,8 +34,9 @@
 #include <tenet/ops.hpp>
 #include <tenet/tensor.hpp>
 
-#include <tenet/backend/cpu/conv.hpp>
 #include <tenet/backend/evaluate.hpp>
+#include <tenet/decomp/conv.hpp>
+#include <tenet/prims/conv_rules.hpp>
 #include <tenet/prims/movement.hpp>
 
 namespace tenet {
@@ -119,132 +120,9 @@ constexpr void check_conv_dtype(const char* what) {
                                   "torch on the CPU); convert with .to<float>()");
 }
 
-/// Output extent of a window op: floor/ceil((n + pads - d*(k-1) - 1) / s) + 1.
-inline std::int64_t window_count(std::int64_t n, std::int64_t pads, std::int64_t k, std::int64_t s, std::int64_t d,
-                                 const char* what, const std::string& sizes) {
-  const std::int64_t span = d * (k - 1) + 1;
-  if (n + pads < span)
-    throw shape_error(std::string("tenet: ") + what + ": kernel of extent " + std::to_string(span) +
-                      " (size " + std::to_string(k) + ", dilation " + std::to_string(d) +
-                      ") is larger than the padded input extent " + std::to_string(n + pads) + " (input sizes " +
-                      sizes + ")");
-  return (n + pads - span) / s + 1;
-}
-
-inline void check_positive(const char* what, const char* name, std::int64_t v) {
-  if (v <= 0)
-    throw value_error(std::string("tenet: ") + what + ": " + name + " must be positive, got " + std::to_string(v));
-}
 
 }  // namespace detail
 
-// ---------------------------------------------------------------------------------------------
-// conv2d: the composite (the CPU runs it natively; decompose() is the reference)
-namespace aten {
-struct conv2d {
-  static constexpr bool is_prim = false;
-  static constexpr std::string_view name = "conv2d";
-  std::array<std::int64_t, 2> stride{1, 1}, dilation{1, 1}, pad_low{0, 0}, pad_high{0, 0};
-  std::int64_t groups = 1;
-
-  template <class X, class W>
-  using result_type = value_type_of<X>;
-  template <class X, class W>
-  using result_shape = shape<shape_of<X>::template extent<0>, shape_of<W>::template extent<0>, dyn, dyn>;
-
-  /// The geometry for input sizes xs and weight sizes ws; throws shape_error when they do not fit.
-  detail::cpu::conv2d_geometry geometry(const sizes_t<4>& xs, const sizes_t<4>& ws) const {
-    detail::cpu::conv2d_geometry g;
-    g.N = xs[0], g.C = xs[1], g.H = xs[2], g.W = xs[3];
-    g.O = ws[0], g.kh = ws[2], g.kw = ws[3], g.groups = groups;
-    g.stride_h = stride[0], g.stride_w = stride[1], g.dil_h = dilation[0], g.dil_w = dilation[1];
-    g.pad_top = pad_low[0], g.pad_left = pad_low[1], g.pad_bottom = pad_high[0], g.pad_right = pad_high[1];
-    const std::string sizes = detail::sizes_text(xs) + ", weight " + detail::sizes_text(ws);
-    if (g.C % groups != 0 || g.O % groups != 0)
-      throw shape_error("tenet: conv2d: groups = " + std::to_string(groups) + " must divide the input channels (" +
-                        std::to_string(g.C) + ") and the output channels (" + std::to_string(g.O) + "); input " +
-                        sizes);
-    if (ws[1] * groups != g.C)
-      throw shape_error("tenet: conv2d: the input has " + std::to_string(g.C) + " channels, the weight expects " +
-                        std::to_string(ws[1] * groups) + " (weight dim 1 = " + std::to_string(ws[1]) + " times groups " +
-                        std::to_string(groups) + "); input " + sizes);
-    g.oh = detail::window_count(g.H, g.pad_top + g.pad_bottom, g.kh, g.stride_h, g.dil_h, "conv2d", sizes);
-    g.ow = detail::window_count(g.W, g.pad_left + g.pad_right, g.kw, g.stride_w, g.dil_w, "conv2d", sizes);
-    return g;
-  }
-  template <class X, class W>
-  sizes_t<4> sizes(const X& x, const W& w) const {
-    const auto g = geometry(x.sizes(), w.sizes());
-    return {g.N, g.O, g.oh, g.ow};
-  }
-
-  /// The reference: pad, window view, im2col as reshape, matmul with the weight.
-  template <class X, class W>
-  auto decompose(const X& x, const W& w) const {
-    const auto g = geometry(x.sizes(), w.sizes());
-    const std::int64_t Cg = g.C / g.groups, Og = g.O / g.groups;
-    const std::int64_t keh = g.dil_h * (g.kh - 1) + 1, kew = g.dil_w * (g.kw - 1) + 1;
-    prim::pad_<4> pad{{0, 0, g.pad_top, g.pad_left}, {0, 0, g.pad_bottom, g.pad_right}, {0, 0, 0, 0}, 0.0};
-    prim::unfold_<2> uh;
-    uh.size = keh, uh.step = g.stride_h;
-    prim::unfold_<3> uw;
-    uw.size = kew, uw.step = g.stride_w;
-    auto windows = make_node(uw, make_node(uh, make_node(pad, x)));  // N, C, oh, ow, keh, kew
-    prim::slice_<6> dil{{0, 0, 0, 0, 0, 0}, {g.N, g.C, g.oh, g.ow, keh, kew}, {1, 1, 1, 1, g.dil_h, g.dil_w}};
-    auto split = make_node(prim::reshape_<dyn_shape<7>>{{g.N, g.groups, Cg, g.oh, g.ow, g.kh, g.kw}},
-                           make_node(dil, windows));
-    auto cols = make_node(prim::reshape_<dyn_shape<4>>{{g.N, g.groups, g.oh * g.ow, Cg * g.kh * g.kw}},
-                          make_node(prim::permute_<0, 1, 3, 4, 2, 5, 6>{}, split));  // N, g, L, K
-    auto wt = make_node(prim::permute_<0, 2, 1>{},
-                        make_node(prim::reshape_<dyn_shape<3>>{{g.groups, Og, Cg * g.kh * g.kw}}, w));  // g, K, Og
-    auto y = make_node(prim::permute_<0, 1, 3, 2>{}, make_node(prim::matmul_{}, cols, wt));  // N, g, Og, L
-    return make_node(prim::reshape_<result_shape<X, W>>{{g.N, g.O, g.oh, g.ow}}, y);
-  }
-};
-
-/// conv2d's weight gradient (autograd's VJP of conv2d, below): children x (N, C, H, W) and the
-/// output gradient g (N, O, oh, ow); the result has the weight's sizes. Decomposed into a
-/// convolution of x (channels as the batch) with g (images as the channels); CUDA runs it as
-/// im2col + one GEMM over all positions per group (backend/cuda/conv.cuh).
-struct conv2d_weight {
-  static constexpr bool is_prim = false;
-  static constexpr std::string_view name = "conv2d_weight";
-  conv2d forward;          // the convolution differentiated
-  sizes_t<4> weight_sizes{};
-  template <class X, class G>
-  using result_type = value_type_of<X>;
-  template <class X, class G>
-  using result_shape = dyn_shape<4>;
-  template <class X, class G>
-  sizes_t<4> sizes(const X&, const G&) const {
-    return weight_sizes;
-  }
-  /// dw = conv2d(x as (C/G, G*N, H, W), g as (O, N, oh, ow); stride dil, dilation stride, the
-  /// forward's padding, groups G) = (C/G, O, kh', kw') with kh' >= kh, sliced to kh, kw and
-  /// permuted to (O, C/G, kh, kw).
-  template <class X, class G>
-  auto decompose(const X& x, const G& g) const {
-    const auto xs = x.sizes();
-    const auto geo = forward.geometry(xs, weight_sizes);
-    const std::int64_t groups = geo.groups, Cg = geo.C / groups;
-    auto x5 = make_node(prim::reshape_<dyn_shape<5>>{{xs[0], groups, Cg, geo.H, geo.W}}, x);
-    auto xt = make_node(prim::reshape_<dyn_shape<4>>{{Cg, groups * xs[0], geo.H, geo.W}},
-                        make_node(prim::permute_<2, 1, 0, 3, 4>{}, x5));
-    auto gt = make_node(prim::permute_<1, 0, 2, 3>{}, g);
-    conv2d op;
-    op.groups = groups;
-    for (std::size_t i = 0; i < 2; ++i) {
-      op.stride[i] = forward.dilation[i];
-      op.dilation[i] = forward.stride[i];
-      op.pad_low[i] = forward.pad_low[i];
-      op.pad_high[i] = forward.pad_high[i];
-    }
-    auto full = make_node(op, xt, gt);  // (C/G, O, kh', kw')
-    auto cut = make_node(prim::slice_<4>{{0, 0, 0, 0}, {Cg, geo.O, geo.kh, geo.kw}, {1, 1, 1, 1}}, full);
-    return make_node(prim::permute_<1, 0, 2, 3>{}, cut);
-  }
-};
-}  // namespace aten
 
 namespace detail {
 template <class X, class W>
@@ -398,9 +276,6 @@ auto conv_transpose2d(const X& x, const W& w, const B& bias, const conv_transpos
 // ---------------------------------------------------------------------------------------------
 // pooling
 namespace detail {
-struct pool_plan {
-  std::array<std::int64_t, 2> k{}, s{}, p{}, d{}, out{}, extra{};
-};
 /// torch's pooling output size (ceil_mode: the last window must start inside the input or the
 /// left padding) and the extra high padding that makes every window fit the padded input.
 inline pool_plan plan_pool(const sizes_t<4>& xs, const ints<2>& kernel, const ints<2>& stride,
@@ -431,51 +306,8 @@ inline pool_plan plan_pool(const sizes_t<4>& xs, const ints<2>& kernel, const in
   }
   return pl;
 }
-/// The windows (N, C, oh, ow, kh, kw) of x padded with `value`.
-template <class X>
-auto pool_windows(const X& x, const pool_plan& pl, double value) {
-  const auto xs = x.sizes();
-  const std::int64_t keh = pl.d[0] * (pl.k[0] - 1) + 1, kew = pl.d[1] * (pl.k[1] - 1) + 1;
-  prim::unfold_<2> uh;
-  uh.size = keh, uh.step = pl.s[0];
-  prim::unfold_<3> uw;
-  uw.size = kew, uw.step = pl.s[1];
-  auto padded = make_node(
-      prim::pad_<4>{{0, 0, pl.p[0], pl.p[1]}, {0, 0, pl.p[0] + pl.extra[0], pl.p[1] + pl.extra[1]}, {0, 0, 0, 0}, value},
-      x);
-  prim::slice_<6> pick{{0, 0, 0, 0, 0, 0}, {xs[0], xs[1], pl.out[0], pl.out[1], keh, kew}, {1, 1, 1, 1, pl.d[0], pl.d[1]}};
-  return make_node(pick, make_node(uw, make_node(uh, padded)));
-}
 }  // namespace detail
 
-namespace aten {
-/// max_pool2d as a composite: the windows' amax (decompose) or, on the CPU, a direct loop.
-struct max_pool2d {
-  static constexpr bool is_prim = false;
-  static constexpr std::string_view name = "max_pool2d";
-  detail::pool_plan plan;
-  template <class X>
-  using result_type = value_type_of<X>;
-  template <class X>
-  using result_shape = shape<shape_of<X>::template extent<0>, shape_of<X>::template extent<1>, dyn, dyn>;
-  template <class X>
-  sizes_t<4> sizes(const X& x) const {
-    const auto xs = x.sizes();
-    return {xs[0], xs[1], plan.out[0], plan.out[1]};
-  }
-  template <class T>
-  static constexpr double lowest() {
-    return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<double>::infinity()
-                                                : static_cast<double>(std::numeric_limits<T>::lowest());
-  }
-  /// The reference: pad with -inf (the lowest value for integers), window view, amax.
-  template <class X>
-  auto decompose(const X& x) const {
-    return make_node(prim::reduce_<prim::amax_kind, false, 4, 5>{},
-                     detail::pool_windows(x, plan, lowest<value_type_of<X>>()));
-  }
-};
-}  // namespace aten
 
 
 /// max_pool2d(x, kernel, {.stride = kernel, .padding, .dilation, .ceil_mode}) for x (N, C, H, W);
@@ -849,151 +681,3 @@ auto pad(const X& x, const std::int64_t (&pads)[N], double value = 0.0) {
 }
 
 }  // namespace tenet
-
-// ---------------------------------------------------------------------------------------------
-// conv2d's own rules, its entry of the rule table (prims/rule_table.hpp; autograd keeps conv2d
-// whole). Its JVP is bilinear; its VJP's two gradients are convolutions, so they run
-// on each backend's native conv2d (im2col + GEMM) instead of the decomposition's window views
-// and scatter-adds. With x (N, C, H, W), w (O, C/G, kh, kw), g (N, O, oh, ow):
-//   dx = conv2d(g spread by stride - 1 zeros and padded by dil*(k-1) - pad_low (a crop where
-//        negative) / whatever reaches H at the end, w flipped with its channel dims swapped per
-//        group; dilation dil, groups G)
-//   dw = aten::conv2d_weight(x, g) (above: a convolution of x with g, or CUDA's own GEMMs).
-namespace tenet::detail {
-template <class X, class W>
-inline constexpr bool runs_natively<ag::autograd_backend, aten::conv2d, X, W> = true;
-}  // namespace tenet::detail
-
-namespace tenet::detail::ag {
-template <>
-struct rules<aten::conv2d> {
-  template <class E, class G>
-  static void vjp(const E& e, const G& g) {
-    const auto& x = std::get<0>(e.children);
-    const auto& w = std::get<1>(e.children);
-    const auto xs = x.sizes(), ws = w.sizes();
-    const auto geo = e.op.geometry(xs, ws);
-    const auto gv = value(exact(g, e.sizes()));
-    if (xs[0] == 0 || geo.O == 0 || geo.oh * geo.ow == 0 || ws[1] == 0) {
-      // nothing to convolve: the decomposition's VJP gives the zeros
-      backprop(detail::apply_tuple([&](const auto&... c) { return e.op.decompose(c...); }, e.children), g);
-      return;
-    }
-    const std::int64_t groups = geo.groups, Cg = geo.C / groups, Og = geo.O / groups;
-    const std::int64_t k[2] = {geo.kh, geo.kw}, st[2] = {geo.stride_h, geo.stride_w}, dil[2] = {geo.dil_h, geo.dil_w};
-    // (the far-side padding follows from in, out and the low side: spread.high below)
-    const std::int64_t plo[2] = {geo.pad_top, geo.pad_left};
-    const std::int64_t in[2] = {geo.H, geo.W}, out[2] = {geo.oh, geo.ow};
-    if (needs_grad(x)) {
-      const auto wv = forward_value(w);
-      prim::pad_<4> spread{};
-      aten::conv2d op;
-      op.groups = groups;
-      for (std::size_t i = 0; i < 2; ++i) {
-        spread.interior[2 + i] = st[i] - 1;
-        spread.low[2 + i] = dil[i] * (k[i] - 1) - plo[i];
-        spread.high[2 + i] = in[i] + plo[i] - (out[i] - 1) * st[i] - 1;
-        op.dilation[i] = dil[i];
-      }
-      auto flipped = make_node(prim::slice_<4>{{0, 0, k[0] - 1, k[1] - 1}, {ws[0], ws[1], -1, -1}, {1, 1, -1, -1}}, wv);
-      auto w5 = make_node(prim::reshape_<dyn_shape<5>>{{groups, Og, Cg, k[0], k[1]}}, flipped);
-      auto wt = make_node(prim::reshape_<dyn_shape<4>>{{geo.C, Og, k[0], k[1]}},
-                          make_node(prim::permute_<0, 2, 1, 3, 4>{}, w5));
-      backprop(x, make_node(op, make_node(spread, gv), wt));
-    }
-    if (needs_grad(w)) backprop(w, make_node(aten::conv2d_weight{e.op, ws}, forward_value(x), gv));
-  }
-  /// The tangent: conv2d is bilinear, conv(tx, w) + conv(x, tw).
-  template <class E>
-  static auto jvp(const E& e, jvp_context& ctx) {
-    const auto& x = std::get<0>(e.children);
-    const auto& w = std::get<1>(e.children);
-    return pw::add(value(make_node(e.op, value(tangent(x, ctx)), forward_value(w))),
-                   value(make_node(e.op, forward_value(x), value(tangent(w, ctx)))));
-  }
-};
-}  // namespace tenet::detail::ag
-
-// ---------------------------------------------------------------------------------------------
-// max_pool2d's own VJP and JVP (autograd keeps it whole): each output's gradient goes to ONE
-// element of its window, torch's max index: the first maximum, the last NaN when the window holds
-// NaNs, the first element inside the input when the whole window is -inf. The decomposition's
-// amax rule would split a tie evenly and send NaN to every element of a window holding a NaN (and
-// a NaN output gradient to all of them). Computed with prims on any device: the windows' argmax,
-// then a where() against the window positions (not a product, so a NaN output gradient reaches
-// only the chosen element, as torch's scatter).
-namespace tenet::detail {
-template <class X>
-inline constexpr bool runs_natively<ag::autograd_backend, aten::max_pool2d, X> = true;
-}  // namespace tenet::detail
-
-namespace tenet::detail::ag {
-template <>
-struct rules<aten::max_pool2d> {
-  /// (N, C, oh, ow, kh kw) sizes of the flattened windows.
-  template <class E>
-  static sizes_t<5> flat_sizes(const E& e) {
-    const auto ys = e.sizes();
-    return {ys[0], ys[1], ys[2], ys[3], e.op.plan.k[0] * e.op.plan.k[1]};
-  }
-  /// The windows of v (pad value `pad`) as (N, C, oh, ow, kh kw).
-  template <class V>
-  static auto flat_windows(const V& v, const pool_plan& pl, const sizes_t<5>& fs, double pad) {
-    return make_node(prim::reshape_<dyn_shape<5>>{fs}, pool_windows(v, pl, pad));
-  }
-  /// Whether each window position (N, C, oh, ow, kh kw) is the one the output's gradient goes to.
-  template <class E>
-  static auto chosen(const E& e) {
-    using T = value_type_of<E>;
-    const auto& pl = e.op.plan;
-    const auto fs = flat_sizes(e);
-    const std::int64_t K = fs[4];
-    const device dev = forward_value(e).device();
-    const auto flat = value(flat_windows(forward_value(std::get<0>(e.children)), pl, fs, aten::max_pool2d::lowest<T>()));
-    const auto first_max = value(make_node(prim::reduce_<prim::argmax_kind, true, 4>{}, flat));
-    // the last NaN: the first one of the reversed window
-    const auto nan_rev = value(make_node(flip_dim<5>(fs, 4), make_node(prim::convert_element_type_<std::int64_t>{},
-                                                                        make_node(prim::isnan_{}, flat))));
-    const auto last_nan = value(make_node(prim::sub_{}, scalar<std::int64_t>{K - 1},
-                                          make_node(prim::reduce_<prim::argmax_kind, true, 4>{}, nan_rev)));
-    // an all -inf window: torch's first element inside the input (not a padding position)
-    Tensor<std::int64_t, dyn_shape<5>> first_inside(sizes_t<5>{1, 1, fs[2], fs[3], 1}, tenet::cpu);  // host-written
-    for (std::int64_t oy = 0; oy < fs[2]; ++oy) {
-      for (std::int64_t ox = 0; ox < fs[3]; ++ox) {
-        std::int64_t i = 0, j = 0;
-        while (i + 1 < pl.k[0] && oy * pl.s[0] - pl.p[0] + i * pl.d[0] < 0) ++i;
-        while (j + 1 < pl.k[1] && ox * pl.s[1] - pl.p[1] + j * pl.d[1] < 0) ++j;
-        first_inside.data()[oy * fs[3] + ox] = i * pl.k[1] + j;
-      }
-    }
-    const auto y5 = as_sizes<5>(forward_value(e), sizes_t<5>{fs[0], fs[1], fs[2], fs[3], 1});
-    const auto at = value(make_node(
-        prim::where_{}, make_node(prim::isnan_{}, y5), last_nan,
-        make_node(prim::where_{}, make_node(prim::eq_{}, y5, scalar<T>{-std::numeric_limits<T>::infinity()}),
-                  first_inside.to(dev), first_max)));
-    Tensor<std::int64_t, dyn_shape<5>> positions(sizes_t<5>{1, 1, 1, 1, K}, tenet::cpu);
-    for (std::int64_t k = 0; k < K; ++k) positions.data()[k] = k;
-    return value(make_node(prim::eq_{}, at, positions.to(dev)));
-  }
-  template <class E, class G>
-  static void vjp(const E& e, const G& g) {
-    using T = value_type_of<E>;
-    const auto& x = std::get<0>(e.children);
-    const auto& pl = e.op.plan;
-    const auto fs = flat_sizes(e);
-    const auto g5 = as_sizes<5>(exact(g, e.sizes()), sizes_t<5>{fs[0], fs[1], fs[2], fs[3], 1});
-    const auto gw = value(make_node(prim::where_{}, chosen(e), g5, scalar<T>{T(0)}));
-    const sizes_t<6> ws{fs[0], fs[1], fs[2], fs[3], pl.k[0], pl.k[1]};
-    backprop(pool_windows(x, pl, aten::max_pool2d::lowest<T>()), as_sizes<6>(gw, ws));
-  }
-  /// The tangent: each output's tangent is its chosen element's.
-  template <class E>
-  static auto jvp(const E& e, jvp_context& ctx) {
-    using T = value_type_of<E>;
-    const auto tx = value(tangent(std::get<0>(e.children), ctx));
-    const auto fs = flat_sizes(e);
-    return make_node(prim::reduce_<prim::sum_kind, false, 4>{},
-                     make_node(prim::where_{}, chosen(e), flat_windows(tx, e.op.plan, fs, 0.0), scalar<T>{T(0)}));
-  }
-};
-}  // namespace tenet::detail::ag

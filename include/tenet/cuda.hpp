@@ -22,7 +22,7 @@
 
 #include <tenet/tenet.hpp>
 
-#include <tenet/backend/cuda/autograd.cuh>  // backward and optimizer kernels (autograd/device.hpp)
+#include <tenet/backend/cuda/autograd.cuh>  // backward and optimizer kernels (backend/training.hpp)
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/backend/cuda/gemm.hpp>
 #include <tenet/backend/cuda/runtime.hpp>

@@ -74,7 +74,7 @@ constexpr device metal(int index = 0) { return {device_type::metal, index}; }
 
 namespace detail {
 inline device& default_device_slot() {
-  thread_local device d = cpu;
+  thread_local device d = tenet::cpu;
   return d;
 }
 /// Throws unless a backend for `d` is compiled into this translation unit.

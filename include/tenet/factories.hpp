@@ -161,28 +161,26 @@ Tensor<T, shape<dyn, dyn>> tensor(std::initializer_list<std::initializer_list<T>
 inline void manual_seed(std::uint64_t seed) { detail::default_generator().manual_seed(seed); }
 
 namespace detail {
-#if defined(__CUDACC__)
-namespace cuda {
-template <class T>
-void fill_random(device dev, T* out, std::int64_t n, const random_fill& r);  // backend/cuda/random.cuh
+/// A backend without a random-fill kernel: false (fill_random fills a host buffer and copies it).
+template <class B, class T>
+bool run_fill_random(B, device, T*, std::int64_t, const random_fill&) {
+  return false;
 }
-#endif
-/// Fills t (any device) with the draw r: in place for a CPU tensor; on a CUDA tensor by a kernel
-/// in a translation unit nvcc compiles (the same values: the stream is defined per element),
-/// else in a host buffer copied to t's device.
+/// Fills t (any device) with the draw r: in place for a CPU tensor; on a device tensor by its
+/// backend's kernel where this translation unit has one (CUDA under nvcc; the same values: the
+/// stream is defined per element), else in a host buffer copied to t's device.
 template <class T, class S>
 void fill_random(const Tensor<T, S>& t, const random_fill& r) {
   if (t.device().is_cpu()) {
     fill_random_on_host(t.data(), t.numel(), r);
     return;
   }
-#if defined(__CUDACC__)
-  if (t.device().type == device_type::cuda && t.is_contiguous()) {
+  if (t.is_contiguous() && has_backend(t.device())) {  // the device's kernel (CUDA: backend/cuda/random.cuh)
     fill_random_on_host(static_cast<T*>(nullptr), 0, r);  // the bounds' value_error, before any launch
-    cuda::fill_random<T>(t.device(), t.data(), t.numel(), r);
-    return;
+    const device d = t.device();
+    if (on_backend<bool>(d, "a random draw", [&](auto b) { return run_fill_random(b, d, t.data(), t.numel(), r); }))
+      return;
   }
-#endif
   Tensor<T, S> h(t.sizes(), tenet::cpu);
   fill_random_on_host(h.data(), h.numel(), r);
   copy_bytes(t.data(), t.device(), h.data(), tenet::cpu, static_cast<std::size_t>(t.numel()) * sizeof(T));

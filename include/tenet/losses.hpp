@@ -2,7 +2,7 @@
 #define TENET_PUBLIC_HEADER_INCLUDED 1
 // Classification losses (torch.nn.functional.nll_loss and cross_entropy), decompositions into
 // log_softmax, the gather_ prim and reductions. The reduction is a template argument, as for the
-// regression losses in functional.hpp: `cross_entropy<reduction::sum>(logits, target)`.
+// regression losses in nn_functional.hpp: `cross_entropy<reduction::sum>(logits, target)`.
 //
 // Layout, as torch: input [N, C] or [N, C, d1, ...] (classes in dim 1), or [C] unbatched; class-
 // index targets [N] / [N, d1, ...] / [] of int64. The mean is torch's weighted mean:
@@ -13,7 +13,7 @@
 #include <string>
 #include <type_traits>
 
-#include <tenet/functional.hpp>
+#include <tenet/nn_functional.hpp>
 #include <tenet/indexing.hpp>
 #include <tenet/ops.hpp>
 

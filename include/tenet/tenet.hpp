@@ -11,7 +11,6 @@
 #include <tenet/error.hpp>
 #include <tenet/explain.hpp>
 #include <tenet/factories.hpp>
-#include <tenet/functional.hpp>
 #include <tenet/indexing.hpp>
 #include <tenet/io.hpp>
 #include <tenet/losses.hpp>

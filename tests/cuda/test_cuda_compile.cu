@@ -212,6 +212,34 @@ TEST_CASE("compile on CUDA: linear + bias + gelu and an MLP block", "[cuda][comp
   }
 }
 
+/// The plan of e on its device (tenet::plan) has as many kernels as evaluating e launches.
+template <class E>
+void check_plan_matches(const E& e, const char* what) {
+  const auto p = tenet::plan(e);
+  const std::int64_t k0 = detail::kernels_launched();
+  (void)eval(e);
+  const std::int64_t k = detail::kernels_launched() - k0;
+  INFO(what << "\n" << p.text());
+  CHECK(p.size() == k);
+  CHECK(k >= 1);
+}
+
+TEST_CASE("plan and explain on CUDA tensors: cuda_gpu's lowering, as many kernels as run", "[cuda][compile]") {
+  F2 w = rnd(64, 32, 0.1f), x = rnd(16, 32), y = rnd(16, 32);
+  F1 b = rnd1(64, 0.1f);
+  check_plan_matches(gelu(x * 2.0f + y) * 3.0f, "one pointwise kernel");
+  check_plan_matches(softmax<-1>(x * 2.0f), "a row kernel with its producer");
+  check_plan_matches(sum<1>(x * y), "a reduction with its prologue");
+  check_plan_matches(var<-1>(x), "var's row kernel");
+  check_plan_matches(relu(linear(x, w, b)), "cuBLASLt with the bias + relu epilogue");
+  check_plan_matches(exp(x - amax<1>(x, keepdim)) + sum<0>(y, keepdim), "several kernels");
+  CHECK(tenet::plan(gelu(x * 2.0f + y)).size() == 1);
+  const std::string text = tenet::explain(relu(linear(x, w, b)));
+  INFO(text);
+  CHECK(has(text, "prim graph for cuda_gpu"));
+  CHECK(has(text, "kernel plan for cuda_gpu"));
+}
+
 // gather checks its indices without a synchronization (the fault record, runtime.hpp), so a
 // CUDA graph holds it; a bad index in a replay is index_error at the next wait, as eager.
 TEST_CASE("compile on CUDA: gather is captured in the graph; bad indices still throw", "[cuda][compile]") {

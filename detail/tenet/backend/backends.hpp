@@ -25,6 +25,20 @@ R call_backend(const device& d, const char* what, F& f) {
   }
 }
 
+/// Whether this translation unit has a backend for d's device type (the CPU's always; CUDA's in
+/// a unit nvcc compiles).
+inline bool has_backend(const device& d) {
+  switch (d.type) {
+    case device_type::cuda:
+      return !std::is_void_v<typename backend_of<device_type::cuda>::type>;
+    case device_type::metal:
+      return !std::is_void_v<typename backend_of<device_type::metal>::type>;
+    case device_type::cpu:
+    default:
+      return true;
+  }
+}
+
 template <class R, class F>
 R on_backend(const device& d, const char* what, F&& f) {
   switch (d.type) {

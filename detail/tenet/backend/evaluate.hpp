@@ -453,3 +453,4 @@ auto eval(const E& e) {
 }  // namespace tenet
 
 #include <tenet/backend/backends.hpp>
+#include <tenet/backend/training.hpp>  // the device side of training (autograd/device.hpp)

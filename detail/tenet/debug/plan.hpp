@@ -324,6 +324,26 @@ struct plan_sink {
     k.flops += static_cast<double>(ops.size()) * static_cast<double>(numel_of(e));
     return add(std::move(k), reads, e);
   }
+  /// Any other pattern (a backend's own, as CUDA's gemm+bias_act): its kind, the reads of its
+  /// operands (a fused tree's leaves and ops), and what the pattern says of itself
+  /// (`describe(e, fused, flops)`, optional).
+  template <class P, class B, class E, class... O>
+  plan_value pattern(B, const E& e, pattern_output, const O&... o) {
+    planned_kernel k;
+    k.kind = P::kind;
+    std::vector<plan_value> reads;
+    auto take = [&](const plan_mat& x) {
+      if (x.tree) {
+        k.fused.insert(k.fused.end(), x.ops.begin(), x.ops.end());
+        reads.insert(reads.end(), x.leaves.begin(), x.leaves.end());
+      } else {
+        reads.push_back(x.value);
+      }
+    };
+    (take(o), ...);
+    if constexpr (requires { P::describe(e, k.fused, k.flops); }) P::describe(e, k.fused, k.flops);
+    return add(std::move(k), reads, e);
+  }
 };
 
 /// Buffers live from the kernel that writes them to the last kernel that reads them (the result
@@ -348,14 +368,14 @@ inline void plan_memory(kernel_plan& p, int result_buffer) {
   }
 }
 
-/// The kernel plan the CPU backend runs for e (what evaluate(e) / `Tensor t = e;` does): the
-/// lowering of schedule/lower.hpp, recorded instead of run.
-template <Expression E>
-kernel_plan plan_cpu(const E& e) {
-  auto d = decompose<cpu_simd>(e);
+/// The kernel plan backend B runs for e (what evaluate(e) / `Tensor t = e;` does on B's device):
+/// the lowering of schedule/lower.hpp, recorded instead of run.
+template <class B, Expression E>
+kernel_plan plan_on(const E& e) {
+  auto d = decompose<B>(e);
   using D = decltype(d);
   plan_sink s;
-  plan_value r = lower_value<cpu_simd>(d, s);
+  plan_value r = lower_value<B>(d, s);
   if constexpr (Node<D>) {
     if constexpr (prim::is_view_prim<typename D::op_type>) {
       // a root view: copied when it views an input (or is not contiguous; counted here when the
@@ -372,6 +392,17 @@ kernel_plan plan_cpu(const E& e) {
   }
   plan_memory(s.b.plan, r.buffer);
   return s.b.plan;
+}
+/// The CPU backend's plan (tenet::compile plans the CPU's classes with it).
+template <Expression E>
+kernel_plan plan_cpu(const E& e) {
+  return plan_on<cpu_simd>(e);
+}
+/// The plan of the backend of e's device (the device of its tensors; the CPU for none).
+template <Expression E>
+kernel_plan plan_for_device(const E& e) {
+  return on_backend<kernel_plan>(expr_device(e), "tenet::plan",
+                                 [&](auto b) { return plan_on<decltype(b)>(e); });
 }
 
 inline std::string bytes_text(std::int64_t n) {

@@ -126,7 +126,7 @@ struct storage {
   using release_fn = void (*)(void*, std::size_t, device) noexcept;
   void* data = nullptr;
   std::size_t bytes = 0;
-  device dev = cpu;
+  device dev = tenet::cpu;
   const device_backend_hooks* hooks = nullptr;  // device memory: the backend that frees it
   release_fn release = nullptr;                 // memory adopted with its own deleter (pinned host memory)
   std::shared_ptr<void> owner;                  // a block inside memory someone else owns (a planned arena)

@@ -8,9 +8,8 @@
 #include <optional>
 #include <string>
 
-#include <tenet/functional.hpp>
-#include <tenet/indexing.hpp>
 #include <tenet/nn_functional.hpp>
+#include <tenet/indexing.hpp>
 #include <tenet/nn/init.hpp>
 #include <tenet/nn/module.hpp>
 

@@ -28,6 +28,7 @@
 #include <tenet/error.hpp>
 #include <tenet/tensor.hpp>
 #include <tenet/tensor_dict.hpp>
+#include <tenet/backend/backends.hpp>  // has_backend
 
 namespace tenet::nn {
 
@@ -242,10 +243,7 @@ class Module {
   /// kept, gradients dropped). A CPU build holds CPU tensors only: `to(cpu)` keeps them, another
   /// device throws device_error (no backend for it compiled in); CUDA needs an nvcc-compiled caller.
   Module& to(tenet::device d) {
-#if defined(__CUDACC__)
-    if (d.type != device_type::cuda)  // (an nvcc-compiled caller has the CUDA backend)
-#endif
-      tenet::detail::require_backend(d, "Module::to");
+    if (!tenet::detail::has_backend(d)) tenet::detail::require_backend(d, "Module::to");
     for (auto& [n, r] : named_parameters()) {
       if (r.device() == d) continue;
       try {

@@ -8,7 +8,6 @@
 #include <optional>
 #include <string>
 
-#include <tenet/functional.hpp>
 #include <tenet/nn_functional.hpp>
 #include <tenet/nn/init.hpp>
 #include <tenet/nn/module.hpp>

@@ -1,7 +1,7 @@
 #pragma once
 #define TENET_PUBLIC_HEADER_INCLUDED 1
 // nn::utils::clip_grad_norm_ and clip_grad_value_ (torch.nn.utils). CPU gradients: host loops;
-// gradients on a device: its kernels (autograd/device.hpp; CUDA in nvcc-compiled code), the total
+// gradients on a device: its kernels (backend/training.hpp; CUDA in nvcc-compiled code), the total
 // norm summed in double as on the CPU; the partial sums of all of a device's gradients come to the
 // host in one copy (one wait per device and call).
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <tenet/autograd/device.hpp>
+#include <tenet/backend/training.hpp>
 #include <tenet/error.hpp>
 #include <tenet/nn/module.hpp>
 
@@ -83,7 +83,7 @@ inline double clip_grad_norm_(const std::vector<tensor_ref>& params, double max_
       std::size_t slot = 0;
       while (slot < devices.size() && !(devices[slot].dev == d)) ++slot;
       if (slot == devices.size()) devices.push_back(on_device{d, 0, {}});
-      const std::int64_t count = detail::norm_partial_count(d, n);  // (autograd/device.hpp)
+      const std::int64_t count = detail::norm_partial_count(d, n);  // (backend/training.hpp)
       from_device.push_back({sums.size(), share{slot, devices[slot].total, count}});
       devices[slot].total += count;
     } else if (norm_type == 2.0) {  // the usual case: a * a (std::pow is a libm call per element)

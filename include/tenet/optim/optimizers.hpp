@@ -14,7 +14,7 @@
 // double are supported. step(grads) takes the gradients explicitly (one per parameter, undefined to
 // skip one), for gradients that do not come from autograd. Parameters on a CUDA device (in
 // nvcc-compiled code): every optimizer updates them with one kernel each, the CPU loop's formula,
-// their state on the device (autograd/device.hpp).
+// their state on the device (backend/training.hpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include <tenet/autograd/device.hpp>  // the updates of parameters on a device (CUDA)
+#include <tenet/backend/training.hpp>  // the updates of parameters on a device (CUDA)
 #include <tenet/error.hpp>
 #include <tenet/nn/module.hpp>
 #include <tenet/tensor_dict.hpp>

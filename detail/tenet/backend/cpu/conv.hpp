@@ -11,19 +11,11 @@
 #include <vector>
 
 #include <tenet/backend/cpu/gemm.hpp>
+#include <tenet/decomp/conv.hpp>  // conv2d_geometry
 
 #include <omp.h>
 
 namespace tenet::detail::cpu {
-
-/// The geometry of one conv2d: input N x C x H x W, weight O x C/groups x kh x kw, output
-/// N x O x oh x ow; padding low (top/left) and high (bottom/right) may differ ("same").
-struct conv2d_geometry {
-  std::int64_t N = 0, C = 0, H = 0, W = 0, O = 0, kh = 0, kw = 0, groups = 1;
-  std::int64_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
-  std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-  std::int64_t oh = 0, ow = 0;
-};
 
 /// col[(c * kh + i) * kw + j][oy * ow + ox] = x[c][oy*sh - pt + i*dh][ox*sw - pl + j*dw] (0 outside).
 template <class T>

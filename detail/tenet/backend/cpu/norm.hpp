@@ -2,7 +2,7 @@
 #include <tenet/detail_check.hpp>
 #include <tenet/config.hpp>
 // layer_norm and rms_norm over the trailing dims, run natively (composites the CPU backend
-// declares; functional.hpp keeps their decompositions as the reference the tests hold these to).
+// declares; decomp/norm.hpp keeps their decompositions as the reference the tests hold these to).
 // One row at a time, while it stays in cache: pass 1 sums the row, pass 2 sums the squared
 // deviations from the mean (two passes, as the decomposition: no cancellation of E[x^2] - E[x]^2),
 // pass 3 writes (x - mean) * rsqrt(var + eps) * w + b. A row of 1024 floats is 4 KiB, so passes 2

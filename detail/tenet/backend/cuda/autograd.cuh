@@ -12,6 +12,8 @@
 
 #include <cuda_runtime.h>
 
+#include <tenet/backend/cuda/gemm.hpp>  // linear_weight_bias_grad
+#include <tenet/backend/cuda/native.hpp>  // cuda_gpu
 #include <tenet/backend/cuda/pointwise.cuh>  // grid_for, check_launch
 #include <tenet/backend/cuda/runtime.hpp>
 #include <tenet/tensor.hpp>
@@ -372,3 +374,58 @@ void clip_apply(device dev, T* g, std::int64_t n, bool clamp, T c, T lo, T hi) {
 }
 
 }  // namespace tenet::detail::cuda
+
+// ---------------------------------------------------------------------------------------------
+// The CUDA backend's training kernels, found by backend/training.hpp's on_backend calls.
+namespace tenet::detail {
+// (shapes as template parameters: a rank inside dyn_shape<R> is not deduced)
+template <class T, class Sg, class S>
+void run_sum_to(cuda_gpu, const Tensor<T, Sg>& g, const Tensor<T, S>& out) {
+  cuda::sum_to_into<T, rank_of<Tensor<T, Sg>>, rank_of<Tensor<T, S>>>(g, out);
+}
+template <class T, class Sx, class Sg, class Sw, class Sb>
+bool run_linear_weight_bias_grad(cuda_gpu, const Tensor<T, Sx>& x, const Tensor<T, Sg>& g, const Tensor<T, Sw>& dw,
+                                 const Tensor<T, Sb>& db) {
+  return cuda::linear_weight_bias_grad<T>(x, g, dw, db);
+}
+template <class T, class Sv, class Sb, std::size_t RV, std::size_t RB>
+void run_view_backward(cuda_gpu, const Tensor<T, Sv>& g, const sizes_t<RV>& vstrides, std::int64_t voffset,
+                       const Tensor<T, Sb>& out, const sizes_t<RB>& bstrides, std::int64_t boffset, std::int64_t lo,
+                       std::int64_t hi) {
+  cuda::view_backward_into<T, RV, RB>(g, vstrides, voffset, out, bstrides, boffset, lo, hi);
+}
+template <class T>
+void run_sgd(cuda_gpu, device dev, T* p, const T* g, T* buf, std::int64_t n, compute_t<T> wd, compute_t<T> mu,
+             compute_t<T> keep, compute_t<T> neg_lr, bool maximize, bool nesterov, bool use_wd, bool fresh) {
+  cuda::optim_sgd<T>(dev, p, g, buf, n, wd, mu, keep, neg_lr, maximize, nesterov, use_wd, fresh);
+}
+template <class T>
+void run_adam(cuda_gpu, device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, compute_t<T> neg_step_size,
+              compute_t<T> bc2_sqrt, compute_t<T> w1, compute_t<T> b2, compute_t<T> w2, compute_t<T> eps,
+              compute_t<T> wd, compute_t<T> decay, bool maximize, bool use_wd, bool decoupled) {
+  cuda::optim_adam<T>(dev, p, g, m, v, vmax, n, neg_step_size, bc2_sqrt, w1, b2, w2, eps, wd, decay, maximize, use_wd,
+                      decoupled);
+}
+template <class T>
+void run_rmsprop(cuda_gpu, device dev, T* p, const T* g, T* sq, T* buf, T* ga, std::int64_t n, compute_t<T> alpha,
+                 compute_t<T> w, compute_t<T> eps, compute_t<T> wd, compute_t<T> mu, compute_t<T> neg_lr,
+                 bool maximize, bool use_wd) {
+  cuda::optim_rmsprop<T>(dev, p, g, sq, buf, ga, n, alpha, w, eps, wd, mu, neg_lr, maximize, use_wd);
+}
+template <class T>
+void run_adagrad(cuda_gpu, device dev, T* p, const T* g, T* sum, std::int64_t n, compute_t<T> neg_clr,
+                 compute_t<T> eps, compute_t<T> wd, bool maximize, bool use_wd) {
+  cuda::optim_adagrad<T>(dev, p, g, sum, n, neg_clr, eps, wd, maximize, use_wd);
+}
+inline std::int64_t clip_norm_partial_count(cuda_gpu, device dev, std::int64_t n) {
+  return cuda::clip_norm_blocks(dev, n);
+}
+template <class T>
+void run_clip_norm_partials(cuda_gpu, device dev, const T* g, std::int64_t n, double p, bool inf, double* part) {
+  cuda::clip_norm_partials<T>(dev, g, n, p, inf, part);
+}
+template <class T>
+void run_clip(cuda_gpu, device dev, T* g, std::int64_t n, bool clamp, T c, T lo, T hi) {
+  cuda::clip_apply<T>(dev, g, n, clamp, c, lo, hi);
+}
+}  // namespace tenet::detail

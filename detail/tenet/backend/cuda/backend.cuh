@@ -17,9 +17,11 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 #include <type_traits>
 
 #include <tenet/autocast.hpp>
+#include <tenet/backend/cuda/autograd.cuh>  // the training kernels (backend/training.hpp)
 #include <tenet/backend/cuda/conv.cuh>
 #include <tenet/backend/cuda/native.hpp>
 #include <tenet/backend/cuda/gemm.hpp>
@@ -313,6 +315,19 @@ struct bias_act_pattern {
     const std::int64_t K = std::get<0>(mm.children).sizes()[1];
     if (mm.sizes() != es || bias.sizes()[0] != es[1] || K == 0 || es[0] == 0 || es[1] == 0) return false;
     return expr_device(e).type == device_type::cuda;
+  }
+  /// For the kernel plan: the ops it fuses and its FLOPs (the GEMM's 2 M N K, the bias and the
+  /// activation one per element each).
+  template <class E>
+  static void describe(const E& e, std::vector<std::string>& fused, double& flops) {
+    const auto [mm, bias] = parts(e);
+    const double K = static_cast<double>(std::get<0>(mm.children).sizes()[1]);
+    const double n = static_cast<double>(e.sizes()[0]) * static_cast<double>(e.sizes()[1]);
+    constexpr auto act = cuda::bias_act<E>::kind;
+    fused.insert(fused.end(), {"matmul", "add"});
+    if constexpr (act == cuda::bias_act_kind::relu) fused.push_back("relu");
+    if constexpr (act == cuda::bias_act_kind::gelu_tanh) fused.push_back("gelu_tanh");
+    flops += 2.0 * n * K + (act == cuda::bias_act_kind::bias ? 1.0 : 2.0) * n;
   }
   template <class B, class S, class E>
   static auto lower(const E& e, S& s) {

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include <tenet/backend/cpu/conv.hpp>  // conv2d_geometry
+#include <tenet/decomp/conv.hpp>  // conv2d_geometry
 #include <tenet/backend/cuda/gemm.hpp>
 #include <tenet/backend/cuda/pointwise.cuh>
 #include <tenet/backend/cuda/runtime.hpp>
@@ -59,14 +59,14 @@ __global__ void im2col_kernel(const T* __restrict__ x, T* __restrict__ cols, im2
 /// C*kh*kw rows of an image's columns, and per group Og outputs over K = C/groups*kh*kw.
 struct conv_gemm_dims {
   std::int64_t L, rows, Og, K;
-  explicit conv_gemm_dims(const cpu::conv2d_geometry& g)
+  explicit conv_gemm_dims(const conv2d_geometry& g)
       : L(g.oh * g.ow), rows(g.C * g.kh * g.kw), Og(g.O / g.groups), K(g.C / g.groups * g.kh * g.kw) {}
 };
 
 /// Writes the columns of images [0, nb) of x (any strides) into cols: layout (nb, C*kh*kw, L), or
 /// (C*kh*kw, nb, L) when RowsOuter.
 template <class T, bool RowsOuter>
-void launch_im2col(const T* x, const sizes_t<4>& xst, T* cols, const cpu::conv2d_geometry& g, std::int64_t nb,
+void launch_im2col(const T* x, const sizes_t<4>& xst, T* cols, const conv2d_geometry& g, std::int64_t nb,
                    const device& dev) {
   const conv_gemm_dims dims(g);
   const std::int64_t total = nb * dims.rows * dims.L;
@@ -111,7 +111,7 @@ std::int64_t conv_chunk(std::int64_t n, std::int64_t per_image) {
 /// out (N, O, oh, ow; fresh, contiguous, on x's device) = conv2d of x (N, C, H, W; any strides)
 /// with w (O, C/groups, kh, kw; contiguous), geometry g.
 template <class T>
-void run_conv2d(T* out, const T* x, const sizes_t<4>& xst, const T* w, const cpu::conv2d_geometry& g,
+void run_conv2d(T* out, const T* x, const sizes_t<4>& xst, const T* w, const conv2d_geometry& g,
                 const device& dev) {
   static_assert(lt_supported<T>);
   const auto [L, rows, Og, K] = conv_gemm_dims(g);
@@ -159,7 +159,7 @@ void run_conv2d(T* out, const T* x, const sizes_t<4>& xst, const T* w, const cpu
 /// chunk of images the columns in (C*kh*kw, nb, L) layout, then per group one GEMM over all the
 /// chunk's positions, dw[g] (O/g x K) += gp[g] (O/g x nb*L) . col[g]^T (nb*L x K).
 template <class T>
-void run_conv2d_weight(T* dw, const T* x, const sizes_t<4>& xst, const T* gp, const cpu::conv2d_geometry& g,
+void run_conv2d_weight(T* dw, const T* x, const sizes_t<4>& xst, const T* gp, const conv2d_geometry& g,
                        const device& dev) {
   static_assert(lt_supported<T>);
   const auto [L, rows, Og, K] = conv_gemm_dims(g);

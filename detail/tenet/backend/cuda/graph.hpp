@@ -41,6 +41,7 @@
 
 #include <cuda_runtime.h>
 
+#include <tenet/backend/compile_state.hpp>
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/backend/cuda/pointwise.cuh>
 #include <tenet/backend/cuda/runtime.hpp>
@@ -608,7 +609,7 @@ class graph_class final : public device_class_state {
   std::vector<pointwise_trial> trials_;
 };
 
-/// compile's entry for a shape class of CUDA arguments (declared in compile.hpp).
+/// compile's entry for a shape class of CUDA arguments (run_compiled below).
 template <class F, class... Args>
 compile_result_t<F, Args...> compiled_call(std::unique_ptr<device_class_state>& state, F& fn, const compile_options& opt,
                                            compile_stats& stats, const std::vector<std::int64_t>& extents,
@@ -634,3 +635,13 @@ compile_result_t<F, Args...> compiled_call(std::unique_ptr<device_class_state>& 
 }
 
 }  // namespace tenet::detail::cuda
+
+namespace tenet::detail {
+/// tenet::compile's call for a class of CUDA tensors (backend/compile_state.hpp).
+template <class F, class... Args>
+compile_result_t<F, Args...> run_compiled(cuda_gpu, std::unique_ptr<device_class_state>& state, F& fn,
+                                          const compile_options& opt, compile_stats& stats,
+                                          const std::vector<std::int64_t>& extents, const Args&... args) {
+  return cuda::compiled_call(state, fn, opt, stats, extents, args...);
+}
+}  // namespace tenet::detail

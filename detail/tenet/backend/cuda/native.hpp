@@ -44,6 +44,10 @@ struct bias_act_pattern;  // backend/cuda/backend.cuh
 /// (its run functions: backend/cuda/backend.cuh).
 struct cuda_gpu {
   static constexpr const char* name() { return "cuda_gpu"; }
+  /// It has the device kernels of training (backend/cuda/autograd.cuh: run_sum_to, run_adam, ...):
+  /// backend/training.hpp's fallbacks refuse to compile for it, so an overload that does not match
+  /// is a compile error, not a device_error at run time.
+  static constexpr bool has_training_kernels = true;
   static constexpr device_type device = device_type::cuda;
   using patterns = pattern_list<bias_act_pattern>;
   /// It decomposes and lowers every expression on a CUDA device, and runs every node: a composite

@@ -32,10 +32,8 @@ inline constexpr int pointwise_threads = 256;
 /// The pointwise kernel's launch configuration on this thread: threads per block and the cap on
 /// blocks per SM of its grid-stride grid (tenet::compile's max_autotune sets it per shape class).
 /// 32 blocks of 256 threads per SM (four times what an SM holds at once, so each thread runs a few
-/// loop steps and blocks that finish early are replaced): on an H200, five alternating rounds on
-/// 64 Mi elements gave gelu(x*a+b)*c fp32 3787-3806 GB/s with 16 and 3939-3941 with 32 (cudaMemcpy
-/// 4166), bf16 2593-2603 / 2635-2643, x * 2 fp32 3857-3874 / 3919-3941, dropout fp32 2722-2738 /
-/// 2670-2679 (its Philox leaf prefers fewer blocks); 64 blocks gave 3883-3900 for the fp32 gelu.
+/// loop steps and blocks that finish early are replaced): faster than 16 or 64 on an H200 for
+/// every measured workload but dropout (docs/cuda.md, "Launch-parameter measurements").
 struct pointwise_launch {
   int threads = pointwise_threads;
   int blocks_per_sm = 32;
@@ -378,13 +376,10 @@ template <class U, class S, std::size_t R>
 struct dpw_is_tensor_leaf<pointwise_tree<Tensor<U, S>, R>> : std::true_type {};
 
 /// 16-byte groups each thread keeps in flight per loop step of the flat kernel. 16-bit outputs: 1
-/// (on an H100 the bf16 gelu(x*a+b)*c, then bound by its arithmetic, fell from 2509 to 2347 GB/s
-/// with 4: more registers, fewer warps; with paired lanes and gelu's Phi fit, an H200 gave 3865
-/// with 1 against 3780 with 2). 4- and 8-byte outputs: 4, except a plain copy (a tensor leaf)
-/// 8 and a tree that draws random numbers (Philox: many registers per group) 2. On an H200, two
-/// rounds each, 64 Mi fp32, GB/s for 2 / 4 / 8 groups: gelu(x*a+b)*c 3830-3837 / 3926-3931 /
-/// 3754-3758, copy_ 3984-3988 / 3714-3717 / 4026-4034 (cudaMemcpy 4156-4168), dropout 3319-3321 /
-/// 2677-2680 / 1614-1616.
+/// (more groups cost registers and warps where bf16 is bound by arithmetic). 4- and 8-byte
+/// outputs: 4, except a plain copy (a tensor leaf) 8 and a tree that draws random numbers
+/// (Philox: many registers per group) 2. The figures behind each choice: docs/cuda.md,
+/// "Launch-parameter measurements".
 template <class T, class Tree>
 inline constexpr int flat_groups_per_step =
     sizeof(T) < 4 ? 1 : dpw_is_tensor_leaf<Tree>::value ? 8 : dpw_draws<Tree>::value ? 2 : 4;
@@ -445,9 +440,8 @@ struct out_layout {
 /// lay.sizes[1] columns a whole number of 16-byte groups, every leaf's column stride 0 or 1, read
 /// with load_at3 (a row bias; a per-channel scale over N, C, H x W): groups as in the flat
 /// kernel, each group's row and column from one division, or with a second row dim from two
-/// 32-bit multiply-highs (fast_divisor; fewer than 2^30 groups): a 64-bit division per group
-/// held the per-channel case at 0.13 ms for 32 x 64 x 112 x 112 fp32, the divisors take it to
-/// 0.077 (H200).
+/// 32-bit multiply-highs (fast_divisor; fewer than 2^30 groups), which take the per-channel case
+/// to about 60% of a 64-bit division's time (docs/cuda.md, "Launch-parameter measurements").
 template <class T, std::size_t R, class Tree>
 __global__ void pointwise_strided_kernel(T* __restrict__ out, Tree tree, out_layout<T, R> lay, std::int64_t n) {
   if (lay.nd == -2) {

@@ -126,3 +126,12 @@ void fill_random(device dev, T* out, std::int64_t n, const random_fill& r) {
 }
 
 }  // namespace tenet::detail::cuda
+
+namespace tenet::detail {
+/// The CUDA backend's random fill (include/tenet/factories.hpp fill_random).
+template <class T>
+bool run_fill_random(cuda_gpu, device dev, T* out, std::int64_t n, const random_fill& r) {
+  cuda::fill_random<T>(dev, out, n, r);
+  return true;
+}
+}  // namespace tenet::detail

@@ -218,13 +218,12 @@ __global__ void row_vec_kernel(row_args<T> a, Src src) {
 /// as loaded (converted to float in each pass: half the registers of row_vec_kernel's float copy)
 /// and issues the loads of its next row before reducing the current one, so that a block has
 /// memory in flight while it reduces. A one-row-per-block kernel loads, then reduces and stores
-/// with nothing in flight: on an H200, 8192 x 4096 bf16 softmax 2935-2951 GB/s against 3344-3362
-/// with this kernel (docs/cuda.md). softmax computes exp twice (sum, then output): ex2.approx for
-/// 16-bit types, cheap.
+/// with nothing in flight, about 12% slower on bf16 softmax rows. softmax computes exp twice (sum,
+/// then output): ex2.approx for 16-bit types, cheap.
 /// Registers are capped at 72 a thread for softmax (7 blocks of 128 threads per SM; registers are
 /// given per warp in steps of 8 a thread) and 80 for the others (6 blocks; bf16 log_softmax
-/// spilled at 72). Left alone, ptxas gave bf16 layer_norm 91 (5 blocks): on an H200, 8192 x 4096
-/// bf16, 3246-3263 GB/s with 91, 3357-3375 with 80 (64: spills, 3034).
+/// spilled at 72; ptxas alone gave bf16 layer_norm 91 registers, 5 blocks, and 3% less). The
+/// figures: docs/cuda.md, "Launch-parameter measurements".
 template <row_kind K, int V, class T>
 __global__ void __maxnreg__(K == row_kind::softmax ? 72 : 80) row_pipe_kernel(row_args<T> a, const T* __restrict__ x) {
   using A = compute_t<T>;
@@ -436,9 +435,7 @@ void launch_rows(const row_args<T>& a, const Src& src, bool src_aligned) {
   } else if (vec && nv > 256 && nv <= 512) {
     // 256 threads of 2 vectors rather than 128 of 4 (2048 fp32 rows; 4096 bf16 ones fed by a
     // producer tree): fewer registers per thread (bf16 softmax 31 against 47, layer_norm 40
-    // against 55), so more rows per SM. On an H200, four alternating rounds over 8192 x 4096 bf16
-    // (measured before contiguous 16-bit rows went to row_pipe_kernel): softmax 2941-2955 GB/s
-    // against 2903-2912, layer_norm 2860-2865 against 2769-2776 (512 threads of 1 vector: 2136 / 2314)
+    // against 55), so more rows per SM (docs/cuda.md, "Launch-parameter measurements")
     row_vec_kernel<K, false, 2, T, Src><<<static_cast<unsigned>(a.rows), 256, 0, s>>>(a, src);
   } else if (vec && nv <= 1024 * V) {
     int threads = 64;

@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include <tenet/backend/cpu/conv.hpp>  // conv2d_geometry
+#include <tenet/decomp/conv.hpp>  // conv2d_geometry
 #include <tenet/backend/cuda/gemm.hpp>
 #include <tenet/backend/cuda/pointwise.cuh>  // grid_for, check_launch
 #include <tenet/backend/cuda/runtime.hpp>
@@ -31,7 +31,7 @@ namespace tenet::detail::cuda {
 /// transforms would round in 16 bits), or an image whose transformed values pass 256 MiB. A
 /// chunk's 16 (C + O) values per tile stay under 256 MiB and 2^30 (32-bit indices in the kernels).
 template <class T>
-std::int64_t winograd_chunk(const cpu::conv2d_geometry& g) {
+std::int64_t winograd_chunk(const conv2d_geometry& g) {
   if constexpr (!std::is_same_v<T, float> && !std::is_same_v<T, double>) {
     return 0;
   } else {
@@ -241,7 +241,7 @@ __global__ void wino_grad_weight_kernel(const T* __restrict__ dU, T* __restrict_
 
 /// The input transform of images [0, nb) of x into V (layout [16][S][C][Ps]).
 template <class T>
-void wino_transform_input(const T* x, const sizes_t<4>& xst, T* V, const cpu::conv2d_geometry& g,
+void wino_transform_input(const T* x, const sizes_t<4>& xst, T* V, const conv2d_geometry& g,
                           const wino_tiles& tl, const device& dev) {
   constexpr int threads = 256;
   wino_input_kernel<T><<<grid_for(g.C * tl.S * tl.Ps, threads, dev.index), threads, 0, current_stream()>>>(
@@ -251,7 +251,7 @@ void wino_transform_input(const T* x, const sizes_t<4>& xst, T* V, const cpu::co
 }
 
 /// The tiling of a chunk of nb images under geometry g, in S slices.
-inline wino_tiles wino_tiling(const cpu::conv2d_geometry& g, std::int64_t nb, std::int64_t S = 1) {
+inline wino_tiles wino_tiling(const conv2d_geometry& g, std::int64_t nb, std::int64_t S = 1) {
   const std::int64_t th = (g.oh + 1) / 2, tw = (g.ow + 1) / 2, P = nb * th * tw;
   return {static_cast<std::int32_t>(th), static_cast<std::int32_t>(tw), static_cast<std::int32_t>(th * tw),
           static_cast<std::int32_t>(P),  static_cast<std::int32_t>(S),  static_cast<std::int32_t>((P + S - 1) / S)};
@@ -260,7 +260,7 @@ inline wino_tiles wino_tiling(const cpu::conv2d_geometry& g, std::int64_t nb, st
 /// out (N, O, oh, ow; fresh, contiguous) = conv2d of x (N, C, H, W; any strides) with w (O, C, 3,
 /// 3; contiguous), geometry g, in chunks of chunk = winograd_chunk<T>(g) > 0 images.
 template <class T>
-void run_conv2d_winograd(T* out, const T* x, const sizes_t<4>& xst, const T* w, const cpu::conv2d_geometry& g,
+void run_conv2d_winograd(T* out, const T* x, const sizes_t<4>& xst, const T* w, const conv2d_geometry& g,
                          std::int64_t chunk, const device& dev) {
   const std::int64_t full = wino_tiling(g, chunk).P;
   const std::int64_t OC = g.O * g.C;
@@ -291,7 +291,7 @@ void run_conv2d_winograd(T* out, const T* x, const sizes_t<4>& xst, const T* w, 
 /// DM = A dy A^T, then dU[xi] (O x C) += DM[xi] (O x P) . V[xi]^T (P x C), one batched GEMM;
 /// finally dw = G^T dU G.
 template <class T>
-void run_conv2d_weight_winograd(T* dw, const T* x, const sizes_t<4>& xst, const T* gp, const cpu::conv2d_geometry& g,
+void run_conv2d_weight_winograd(T* dw, const T* x, const sizes_t<4>& xst, const T* gp, const conv2d_geometry& g,
                                 std::int64_t chunk, const device& dev) {
   const std::int64_t full = wino_tiling(g, chunk).P;
   const std::int64_t OC = g.O * g.C, L = g.oh * g.ow;
