@@ -117,4 +117,13 @@ void pad_into(const prim::pad_<R>& op, const X& x, const Out& out, Run&& run) {
   run(dst, src);
 }
 
+/// t viewed with rank max(R, 1) (a 0-dim tensor as one element of a 1-D one).
+template <class T, class S>
+auto at_least_1d(const Tensor<T, S>& t) {
+  if constexpr (S::rank == 0)
+    return t.template reshape<1>();
+  else
+    return t;
+}
+
 }  // namespace tenet::detail

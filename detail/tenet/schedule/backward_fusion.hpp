@@ -38,6 +38,7 @@
 #include <tenet/autograd/jvp.hpp>
 #include <tenet/autograd/record.hpp>
 #include <tenet/autograd/vjp.hpp>
+#include <tenet/decomp/composite.hpp>  // same_as_input
 #include <tenet/expr/node.hpp>
 #include <tenet/expr/shared.hpp>
 #include <tenet/prims/rules.hpp>
@@ -59,18 +60,9 @@ struct fused_backward_scope {
 };
 
 /// The marker of a pointwise region whose backward runs fused (not a prim: decompose removes it).
-struct fused_region {
-  static constexpr bool is_prim = false;
+struct fused_region : aten::same_as_input {
   static constexpr bool cse_transparent = true;  // expr/cse.hpp keys its child
   static constexpr std::string_view name = "fused_backward_region";
-  template <class C>
-  using result_type = value_type_of<C>;
-  template <class C>
-  using result_shape = shape_of<C>;
-  template <class C>
-  static auto sizes(const C& c) {
-    return c.sizes();
-  }
   template <class X>
   auto decompose(const X& x) const {
     return x;

@@ -291,7 +291,7 @@ void run_kernel(cpu_simd, const prim::uniform_<T, S>& op, const E&, const Out& o
 template <std::int64_t D, class E, class Out, class X, class I>
 void run_kernel(cpu_simd, const prim::gather_<D>&, const E&, const Out& out, const X& x, const I& idx) {
   constexpr std::size_t d = prim::detail_indexing::norm_dim<X::rank, D>();
-  cpu::run_gather(cpu::at_least_1d(out), cpu::at_least_1d(x), cpu::at_least_1d(idx), d);
+  cpu::run_gather(at_least_1d(out), at_least_1d(x), at_least_1d(idx), d);
 }
 
 template <std::int64_t D, prim::scatter_op Op, class E, class Out, class X, class I, class Src>
@@ -299,12 +299,12 @@ void run_kernel(cpu_simd, const prim::scatter_<D, Op>& op, const E&, const Out& 
                 const Src& src) {
   constexpr std::size_t d = prim::detail_indexing::norm_dim<X::rank, D>();
   cpu::run_pointwise(out, self);
-  const auto o1 = cpu::at_least_1d(out);
-  const auto i1 = cpu::at_least_1d(idx);
+  const auto o1 = at_least_1d(out);
+  const auto i1 = at_least_1d(idx);
   if constexpr (Src::rank == 0 && X::rank != 0)
     cpu::run_scatter<Op>(o1, i1, src, d, op.include_self);
   else
-    cpu::run_scatter<Op>(o1, i1, cpu::at_least_1d(src), d, op.include_self);
+    cpu::run_scatter<Op>(o1, i1, at_least_1d(src), d, op.include_self);
 }
 
 template <std::size_t R, class E, class Out, class X>

@@ -208,14 +208,5 @@ void run_scatter(const Tensor<T, SO>& out, const Tensor<I, SI>& idx, const Tenso
   }
 }
 
-/// x viewed with rank max(R, 1) (a 0-dim tensor as one element of a 1-D one).
-template <class T, class S>
-auto at_least_1d(const Tensor<T, S>& t) {
-  if constexpr (S::rank == 0)
-    return t.template reshape<1>();
-  else
-    return t;
-}
-
 }  // namespace tenet::detail::cpu
 

@@ -39,15 +39,6 @@
 
 namespace tenet::detail::cuda {
 
-/// t viewed with rank max(R, 1) (a 0-dim tensor as one element of a 1-D one).
-template <class T, class S>
-auto at_least_1d(const Tensor<T, S>& t) {
-  if constexpr (S::rank == 0)
-    return t.template reshape<1>();
-  else
-    return t;
-}
-
 /// Calls f(src, aligned) with the row kernels' input for the producer m of a row node, m's index
 /// space read in row-major order: a contiguous tensor, or a pointwise tree whose leaves are
 /// contiguous in that order or broadcast scalars (fused into the row kernel); anything else is
@@ -457,7 +448,7 @@ void run_sort_both(cuda_gpu, const X& x, std::size_t dim, bool descending, const
 template <std::int64_t D, class E, class Out, class X, class I>
 void run_kernel(cuda_gpu, const prim::gather_<D>&, const E&, const Out& out, const X& x, const I& idx) {
   constexpr std::size_t d = prim::detail_indexing::norm_dim<X::rank, D>();
-  cuda::run_gather(cuda::at_least_1d(out), cuda::at_least_1d(x), cuda::at_least_1d(idx), d);
+  cuda::run_gather(at_least_1d(out), at_least_1d(x), at_least_1d(idx), d);
 }
 
 template <std::int64_t D, prim::scatter_op Op, class E, class Out, class X, class I, class Src0>
@@ -468,9 +459,9 @@ void run_kernel(cuda_gpu, const prim::scatter_<D, Op>& op, const E&, const Out& 
   constexpr std::size_t d = prim::detail_indexing::norm_dim<X::rank, D>();
   cuda::run_pointwise(out, self);
   if constexpr (decltype(src)::rank == 0 && X::rank != 0)
-    cuda::run_scatter<Op>(cuda::at_least_1d(out), cuda::at_least_1d(idx), src, d, op.include_self);
+    cuda::run_scatter<Op>(at_least_1d(out), at_least_1d(idx), src, d, op.include_self);
   else
-    cuda::run_scatter<Op>(cuda::at_least_1d(out), cuda::at_least_1d(idx), cuda::at_least_1d(src), d, op.include_self);
+    cuda::run_scatter<Op>(at_least_1d(out), at_least_1d(idx), at_least_1d(src), d, op.include_self);
 }
 
 template <std::size_t R, class E, class Out, class X>
