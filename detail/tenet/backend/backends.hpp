@@ -15,14 +15,10 @@
 
 namespace tenet::detail {
 
-template <class B, class R, class F>
-R call_backend(const device& d, const char* what, F& f) {
-  if constexpr (std::is_void_v<B>) {
-    require_backend(d, what);  // throws: this translation unit has no such backend
-    throw device_error(std::string("tenet: no backend for ") + d.str());
-  } else {
-    return f(B{});
-  }
+/// Throws device_error: this translation unit has no backend for d's device type.
+[[noreturn]] inline void no_backend(const device& d, const char* what) {
+  require_backend(d, what);
+  throw device_error(std::string("tenet: no backend for ") + d.str());
 }
 
 /// Whether this translation unit has a backend for d's device type (the CPU's always; CUDA's in
@@ -39,16 +35,29 @@ inline bool has_backend(const device& d) {
   }
 }
 
+// on_backend is instantiated once per caller's lambda, that is once per expression node: a device
+// type without a backend in this unit costs no instantiation of its own (no_backend is a plain
+// function).
 template <class R, class F>
 R on_backend(const device& d, const char* what, F&& f) {
+  using Cuda = typename backend_of<device_type::cuda>::type;
+  using Metal = typename backend_of<device_type::metal>::type;
+  using Cpu = typename backend_of<device_type::cpu>::type;
+  static_assert(!std::is_void_v<Cpu>, "tenet: internal: no CPU backend");
   switch (d.type) {
     case device_type::cuda:
-      return call_backend<typename backend_of<device_type::cuda>::type, R>(d, what, f);
+      if constexpr (std::is_void_v<Cuda>)
+        no_backend(d, what);
+      else
+        return f(Cuda{});
     case device_type::metal:
-      return call_backend<typename backend_of<device_type::metal>::type, R>(d, what, f);
+      if constexpr (std::is_void_v<Metal>)
+        no_backend(d, what);
+      else
+        return f(Metal{});
     case device_type::cpu:
     default:
-      return call_backend<typename backend_of<device_type::cpu>::type, R>(d, what, f);
+      return f(Cpu{});
   }
 }
 

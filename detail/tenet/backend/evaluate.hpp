@@ -122,17 +122,15 @@ struct run_sink {
     e.cache->emplace(v);
     return **e.cache;
   }
-  template <class E>
-  std::optional<std::string> cse_key(const E& e) {
-    if (!current_cse_table()) return std::nullopt;
-    return detail::cse_key(e);
+  bool cse_enabled() const {
+    return current_cse_table() != nullptr;
   }
   template <class E>
-  const result_tensor_t<E>* find_cached(const E&, const std::optional<std::string>& key) {
-    return key ? cse_find<result_tensor_t<E>>(*key) : nullptr;
+  const result_tensor_t<E>* find_cached(const E&, const std::string& key) {
+    return cse_find<result_tensor_t<E>>(key);
   }
   template <class E, class V>
-  result_tensor_t<E> store_cached(const E&, const std::optional<std::string>& key, const V& v) {
+  result_tensor_t<E> store_cached(const E&, const std::string* key, const V& v) {
     if (key) cse_store(*key, result_tensor_t<E>(v));
     return v;
   }

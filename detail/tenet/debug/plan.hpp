@@ -49,6 +49,7 @@ struct planned_kernel {
   std::string output;               // dtype, shape and sizes of what it writes
   std::vector<int> reads;           // buffers (intermediates) it reads
   int writes = -1;                  // the buffer it writes
+  std::string note;                 // why this kernel (scaled_dot_product_attention: the variant chosen)
 };
 
 struct kernel_plan {
@@ -95,21 +96,6 @@ struct plan_builder {
   std::map<const void*, plan_value> shared;  // shared values already planned
   std::map<std::string, bool> inputs_seen;
   std::map<std::string, plan_value> cse;  // kernels already planned, by their CSE key (expr/cse.hpp)
-
-  /// The value of a kernel already planned with e's key, if any.
-  template <class E>
-  std::optional<plan_value> reuse(const E& e, std::optional<std::string>& key) {
-    key = cse_key(e);
-    if (!key) return std::nullopt;
-    auto it = cse.find(*key);
-    if (it == cse.end()) return std::nullopt;
-    ++plan.cse_hits;
-    return it->second;
-  }
-  plan_value remember(const std::optional<std::string>& key, plan_value v) {
-    if (key) cse.emplace(*key, v);
-    return v;
-  }
 
   int add_kernel(planned_kernel k, const std::vector<plan_value>& reads, std::int64_t out_bytes) {
     std::map<std::string, bool> seen;
@@ -197,21 +183,20 @@ struct plan_sink {
     b.shared.emplace(e.cache.get(), v);
     return v;
   }
-  template <class E>
-  std::optional<std::string> cse_key(const E& e) {
-    return detail::cse_key(e);
+  bool cse_enabled() const {
+    return true;
   }
   template <class E>
-  const plan_value* find_cached(const E&, const std::optional<std::string>& key) {
-    if (!key) return nullptr;
-    auto it = b.cse.find(*key);
+  const plan_value* find_cached(const E&, const std::string& key) {
+    auto it = b.cse.find(key);
     if (it == b.cse.end()) return nullptr;
     ++b.plan.cse_hits;
     return &it->second;
   }
   template <class E>
-  plan_value store_cached(const E&, const std::optional<std::string>& key, plan_value v) {
-    return b.remember(key, v);
+  plan_value store_cached(const E&, const std::string* key, plan_value v) {
+    if (key) b.cse.emplace(*key, v);
+    return v;
   }
   template <class E>
   plan_value add(planned_kernel k, const std::vector<plan_value>& reads, const E& e) {
@@ -268,6 +253,8 @@ struct plan_sink {
         k.kind = std::string(Op::name);  // a prim's own kernel, or a native composite (conv2d, max_pool2d)
       }
     }
+    if constexpr (requires { Op::kernel_flops(e); }) k.flops = Op::kernel_flops(e);
+    if constexpr (requires { Op::template kernel_note<B>(e); }) k.note = Op::template kernel_note<B>(e);
     k.fused.push_back(label);
     return add(std::move(k), reads, e);
   }
@@ -438,6 +425,7 @@ inline std::string kernel_plan::text() const {
       s += ")";
     }
     s += ", writes " + bytes_text(k.bytes_written) + ", " + flops_text(k.flops) + "\n";
+    if (!k.note.empty()) s += "    " + k.note + "\n";
   }
   s += "  total: " + std::to_string(size()) + (size() == 1 ? " kernel, " : " kernels, ") + std::to_string(views) +
        (views == 1 ? " view" : " views") + " (no copy), " + std::to_string(cse_hits) + " reused (CSE), " + bytes_text(bytes()) + " moved, " + flops_text(flops()) + "\n";

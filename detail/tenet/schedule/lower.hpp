@@ -26,7 +26,8 @@
 //   s.operand(v) -> O      a value read whole     s.tree(e, O...) -> O  an elementwise node
 //   s.view(e, V) -> O      a view prim
 //   s.find_shared(e) -> optional-like V, s.store_shared(e, V) -> V: a share()d value, once per evaluation
-//   s.cse_key(e), s.find_cached(e, key), s.store_cached(e, key, V) -> V: CSE, a kernel already run
+//   s.cse_enabled() -> bool, s.find_cached(e, key), s.store_cached(e, key*, V) -> V: CSE, a kernel
+//                          already run (key: e's structural key, expr/cse.hpp; null: e has none)
 //   s.node(B{}, e, O...) -> V                 a node kernel, on backend B's terms
 //   s.pointwise(e, O) -> V                    a pointwise kernel
 //   s.value(e, O) -> V     O itself when it is a value, else a pointwise kernel
@@ -34,11 +35,13 @@
 //   s.product(mm, X) -> O  the GEMM pattern's product, read from its output
 //   s.template pattern<P>(B{}, e, X, O...) -> V   a fused pattern's kernel, on backend B
 #include <cstddef>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 
 #include <tenet/expr/concepts.hpp>
+#include <tenet/expr/cse.hpp>
 #include <tenet/expr/node.hpp>
 #include <tenet/expr/shared.hpp>
 #include <tenet/prims/elementwise.hpp>
@@ -171,25 +174,31 @@ auto lower_operand(const E& e, S& s) {
     } else if constexpr (prim::is_view_prim<Op>) {
       return s.view(e, lower_value<B>(std::get<0>(e.children), s));
     } else {
-      const auto key = s.cse_key(e);
-      const auto* v = s.find_cached(e, key);
-      return s.operand(v ? *v : s.store_cached(e, key, lower_node<B>(e, s)));
+      std::string key;
+      const bool keyed = s.cse_enabled() && append_cse_key(key, e);
+      const auto* v = keyed ? s.find_cached(e, key) : nullptr;
+      return s.operand(v ? *v : s.store_cached(e, keyed ? &key : nullptr, lower_node<B>(e, s)));
     }
   }
 }
 
-/// The root of an elementwise tree: the first of B's patterns that applies, else one pointwise kernel.
+/// The root of an elementwise tree: the first of B's patterns that applies, else one pointwise
+/// kernel. Patterns are tried in order, and only those that are candidates for E's type (most
+/// trees are candidates for none, and then cost one instantiation here).
 template <class B, class S, class E>
 auto lower_elementwise_root(const E& e, S& s, pattern_list<>) {
   return s.pointwise(e, lower_operand<B>(e, s));
 }
 template <class B, class S, class E, class P, class... Ps>
 auto lower_elementwise_root(const E& e, S& s, pattern_list<P, Ps...>) {
-  using V = decltype(lower_elementwise_root<B>(e, s, pattern_list<>{}));
-  if constexpr (P::template candidate<E>())
+  if constexpr (!P::template candidate<E>() && !(Ps::template candidate<E>() || ...)) {
+    return s.pointwise(e, lower_operand<B>(e, s));
+  } else if constexpr (!P::template candidate<E>()) {
+    return lower_elementwise_root<B>(e, s, pattern_list<Ps...>{});
+  } else {
+    using V = decltype(lower_elementwise_root<B>(e, s, pattern_list<>{}));
     return P::applies(e) ? V(P::template lower<B>(e, s)) : V(lower_elementwise_root<B>(e, s, pattern_list<Ps...>{}));
-  else
-    return V(lower_elementwise_root<B>(e, s, pattern_list<Ps...>{}));
+  }
 }
 
 /// The value of e: a Tensor leaf as it is; an elementwise tree as one kernel (a pattern or a
@@ -201,9 +210,10 @@ auto lower_value(const E& e, S& s) {
     return s.value(e, s.input(e));
   } else if constexpr (Node<E> && !SharedNode<E>) {
     if constexpr (prim::is_elementwise_op<typename E::op_type>) {
-      const auto key = s.cse_key(e);
-      const auto* v = s.find_cached(e, key);
-      return v ? *v : s.store_cached(e, key, lower_elementwise_root<B>(e, s, typename B::patterns{}));
+      std::string key;
+      const bool keyed = s.cse_enabled() && append_cse_key(key, e);
+      const auto* v = keyed ? s.find_cached(e, key) : nullptr;
+      return v ? *v : s.store_cached(e, keyed ? &key : nullptr, lower_elementwise_root<B>(e, s, typename B::patterns{}));
     } else {
       return s.value(e, lower_operand<B>(e, s));
     }
