@@ -98,8 +98,28 @@ def mlp_train_step(model, opt, x, y):
     return loss
 
 
+def sdpa_inputs(grad=False):
+    q, k, v = (torch.randn(4, 12, 1024, 64) for _ in range(3))
+    if grad:
+        return tuple(t.requires_grad_() for t in (q, k, v)) + (torch.randn(4, 12, 1024, 64),)
+    return q, k, v
+
+
+def sdpa_math(q, k, v):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel(SDPBackend.MATH):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+def sdpa_fwd_bwd(q, k, v, g, causal):
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    (out * g).sum().backward()
+    return q.grad
+
+
 # workloads that need autograd (run outside inference_mode)
-TRAINING = {"adamw_step_mlp784", "mlp_train_b256_adamw", "mlp_train_b256_adamw_compiled"}
+TRAINING = {"adamw_step_mlp784", "mlp_train_b256_adamw", "mlp_train_b256_adamw_compiled",
+            "sdpa_b4h12_l1024_e64_fwdbwd", "sdpa_b4h12_l1024_e64_causal_fwdbwd"}
 
 
 def workloads():
@@ -135,6 +155,17 @@ def workloads():
     yield ("mlp_train_b256_adamw", "steps/s", mlp_train_inputs, mlp_train_step, 1.0)
     # the same step; tenet's row is its compiled training step (compile + backward_of)
     yield ("mlp_train_b256_adamw_compiled", "steps/s", mlp_train_inputs, mlp_train_step, 1.0)
+    # bench/sdpa.cpp: nominal FLOPs 4 B H L S E (halved when causal); forward + backward 3.5 times that
+    sdpa_flops = 4.0 * 4 * 12 * 1024 * 1024 * 64 / 1e9
+    yield ("sdpa_b4h12_l1024_e64", "GFLOP/s", sdpa_inputs,
+           lambda q, k, v: F.scaled_dot_product_attention(q, k, v), sdpa_flops)
+    yield ("sdpa_b4h12_l1024_e64_causal", "GFLOP/s", sdpa_inputs,
+           lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), sdpa_flops / 2)
+    yield ("sdpa_b4h12_l1024_e64_math", "GFLOP/s", sdpa_inputs, sdpa_math, sdpa_flops)
+    yield ("sdpa_b4h12_l1024_e64_fwdbwd", "GFLOP/s", lambda: sdpa_inputs(True),
+           lambda q, k, v, g: sdpa_fwd_bwd(q, k, v, g, False), 3.5 * sdpa_flops)
+    yield ("sdpa_b4h12_l1024_e64_causal_fwdbwd", "GFLOP/s", lambda: sdpa_inputs(True),
+           lambda q, k, v, g: sdpa_fwd_bwd(q, k, v, g, True), 3.5 * sdpa_flops / 2)
     params = resnet_stage1_params()
     yield ("resnet18_stage1_b8", "img/s", lambda: (resnet_param(0, 1.0, 0.0, 8, 3, 224, 224),),
            lambda x: resnet_stage1(x, params), 8.0)

@@ -3,6 +3,7 @@
 // tenet: PyTorch 2.0 at C++ compile time. The one header users include.
 #include <tenet/activations.hpp>
 #include <tenet/autocast.hpp>
+#include <tenet/attention.hpp>
 #include <tenet/autograd.hpp>
 #include <tenet/compile.hpp>
 #include <tenet/conv.hpp>

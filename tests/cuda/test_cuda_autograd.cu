@@ -69,3 +69,22 @@ TEST_CASE("cuda autograd: accumulation, retain_graph, its error, autograd::grad,
 }
 
 int main(int argc, char** argv) { return tenet::test::run_or_skip("tenet CUDA autograd tests", argc, argv); }
+
+TEST_CASE("cuda autograd: scaled_dot_product_attention's gradients (the math backward) against the CPU's") {
+  using S4 = dyn_shape<4>;
+  manual_seed(12);
+  const auto q0 = randn<float, S4>(1, 4, 19, 8), k0 = randn<float, S4>(1, 2, 23, 8), v0 = randn<float, S4>(1, 2, 23, 4);
+  const auto w = randn<float, S4>(1, 4, 19, 4);
+  auto grads = [&](device d) {
+    auto q = q0.to(d), k = k0.to(d), v = v0.to(d);
+    q.requires_grad_(), k.requires_grad_(), v.requires_grad_();
+    Tensor<float, shape<>> loss = sum(scaled_dot_product_attention(q, k, v, {.is_causal = true, .enable_gqa = true}) * w.to(d));
+    loss.backward();
+    return std::make_tuple(q.grad(), k.grad(), v.grad());
+  };
+  const auto [gq, gk, gv] = grads(tenet::cuda(0));
+  const auto [cq, ck, cv] = grads(tenet::cpu);
+  check_close(gq, cq, 1e-4, 1e-5);
+  check_close(gk, ck, 1e-4, 1e-5);
+  check_close(gv, cv, 1e-4, 1e-5);
+}

@@ -137,6 +137,8 @@ bool append_cse_key(std::string& k, const E& e) {
   } else if constexpr (Node<E>) {
     using Op = typename E::op_type;
     if constexpr (std::is_empty_v<Op>) {
+    } else if constexpr (requires(std::string& t) { e.op.append_key(t); }) {
+      e.op.append_key(k);  // an op with floating parameters says which bytes identify it
     } else if constexpr (std::has_unique_object_representations_v<Op>) {
       append_bytes(k, e.op);
     } else {

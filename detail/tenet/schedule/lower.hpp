@@ -74,7 +74,7 @@ auto lower_operand(const E& e, S& s);
 // The walk below calls no lambdas: a closure's type is named after the function it is written in,
 // so a lambda here would name every subtree's whole expression type, and nvcc's front ends pay
 // for such names over again (docs/design.md, "Compile cost of the trees"). Arities are spelled out
-// (at most four children), operands lowered left to right, one variable each.
+// (at most six children), operands lowered left to right, one variable each.
 
 /// Operand I of node kernel e: the tree producing it when B's kernel fuses it, else its value.
 template <class B, class Op, std::size_t I, class S, class C>
@@ -94,7 +94,7 @@ template <class B, class Run, class S, class E>
 auto lower_node_with(const E& e, S& s, Run& run) {
   using Op = typename E::op_type;
   constexpr std::size_t N = arity<E>;
-  static_assert(N <= 4, "tenet: internal: a node kernel with more than 4 operands");
+  static_assert(N <= 6, "tenet: internal: a node kernel with more than 6 operands");
   const auto& ch = e.children;
   if constexpr (N == 0) {
     return run(B{}, e);
@@ -110,12 +110,27 @@ auto lower_node_with(const E& e, S& s, Run& run) {
     auto o1 = lower_node_operand<B, Op, 1>(std::get<1>(ch), s);
     auto o2 = lower_node_operand<B, Op, 2>(std::get<2>(ch), s);
     return run(B{}, e, o0, o1, o2);
-  } else {
+  } else if constexpr (N == 4) {
     auto o0 = lower_node_operand<B, Op, 0>(std::get<0>(ch), s);
     auto o1 = lower_node_operand<B, Op, 1>(std::get<1>(ch), s);
     auto o2 = lower_node_operand<B, Op, 2>(std::get<2>(ch), s);
     auto o3 = lower_node_operand<B, Op, 3>(std::get<3>(ch), s);
     return run(B{}, e, o0, o1, o2, o3);
+  } else if constexpr (N == 5) {  // attention's backward
+    auto o0 = lower_node_operand<B, Op, 0>(std::get<0>(ch), s);
+    auto o1 = lower_node_operand<B, Op, 1>(std::get<1>(ch), s);
+    auto o2 = lower_node_operand<B, Op, 2>(std::get<2>(ch), s);
+    auto o3 = lower_node_operand<B, Op, 3>(std::get<3>(ch), s);
+    auto o4 = lower_node_operand<B, Op, 4>(std::get<4>(ch), s);
+    return run(B{}, e, o0, o1, o2, o3, o4);
+  } else {
+    auto o0 = lower_node_operand<B, Op, 0>(std::get<0>(ch), s);
+    auto o1 = lower_node_operand<B, Op, 1>(std::get<1>(ch), s);
+    auto o2 = lower_node_operand<B, Op, 2>(std::get<2>(ch), s);
+    auto o3 = lower_node_operand<B, Op, 3>(std::get<3>(ch), s);
+    auto o4 = lower_node_operand<B, Op, 4>(std::get<4>(ch), s);
+    auto o5 = lower_node_operand<B, Op, 5>(std::get<5>(ch), s);
+    return run(B{}, e, o0, o1, o2, o3, o4, o5);
   }
 }
 

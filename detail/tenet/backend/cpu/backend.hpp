@@ -18,6 +18,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include <tenet/backend/cpu/attention.hpp>
 #include <tenet/backend/cpu/conv.hpp>
 #include <tenet/backend/cpu/elementwise.hpp>
 #include <tenet/backend/cpu/gemm_epilogue.hpp>
@@ -32,6 +33,7 @@
 #include <tenet/backend/cpu/softmax.hpp>
 #include <tenet/backend/cpu/sort.hpp>
 #include <tenet/backend/registry.hpp>
+#include <tenet/decomp/attention.hpp>
 #include <tenet/decomp/decompose.hpp>
 #include <tenet/prims/indexing.hpp>
 #include <tenet/prims/iota.hpp>
@@ -169,6 +171,14 @@ inline constexpr bool runs_natively<cpu_simd, aten::conv2d, X, W> =
     std::is_same_v<value_type_of<X>, float> || std::is_same_v<value_type_of<X>, double>;
 template <class X>
 inline constexpr bool runs_natively<cpu_simd, aten::max_pool2d, X> = true;
+// scaled_dot_product_attention: the tiled kernel (flash; memory_efficient with a mask) for the
+// floating types, and math (the decomposition, run from the kernel below) for every input.
+template <class Forced, class... C>
+inline constexpr bool runs_natively<cpu_simd, aten::sdpa<Forced>, C...> = true;
+template <class Forced, class... C>
+inline constexpr bool runs_natively<cpu_simd, aten::sdpa_grad<Forced>, C...> = true;
+template <class T>
+inline constexpr std::uint8_t sdpa_kernels<cpu_simd, T> = is_floating_v<T> ? 0b111 : 0b100;
 // Pointwise composites run inside the fused loop (their `apply`), every dtype.
 template <class Op, class C>
   requires std::is_same_v<typename Op::group, prim::pointwise_composite_group>
@@ -254,6 +264,98 @@ void run_kernel(cpu_simd, const aten::conv2d&, const E& e, const Out& out, const
   const auto w = w0.contiguous();
   const auto g = e.op.geometry(x.sizes(), w.sizes());
   cpu::run_conv2d(x.data(), w.data(), out.data(), g);
+}
+
+template <class T, class S, class E>
+void assign(const Tensor<T, S>& dst, const E& e);  // backend/evaluate.hpp
+template <Expression E>
+auto evaluate_untracked(const E& e);  // backend/evaluate.hpp
+
+/// A stage of a composite's staged decomposition (aten::sdpa::math_with): decomposed and evaluated
+/// now, on the backend of its device.
+struct evaluate_stage {
+  template <class X>
+  auto operator()(const X& x) const {
+    return evaluate_untracked(x);
+  }
+};
+
+/// scaled_dot_product_attention: the variant select_sdpa picks (decomp/attention.hpp); flash and
+/// memory_efficient run the tiled kernel (attention.hpp), math its decomposition.
+template <class Forced, class E, class Out, class Q, class K, class V, class... M>
+void run_kernel(cpu_simd, const aten::sdpa<Forced>& op, const E& e, const Out& out, const Q& q, const K& k, const V& v,
+                const M&... m) {
+  using T = value_type_of<E>;
+  if (select_sdpa<cpu_simd>(e).variant == sdpa_backend::math) {
+    assign(out, op.math_with(evaluate_stage{}, q, k, v, m...));
+    return;
+  }
+  if constexpr (is_floating_v<T>) {
+    const auto d = op.dims(q, k, v, m...);
+    cpu::attn_problem pr;
+    pr.batch = d.batch, pr.hq = d.hq, pr.group = d.hkv == 0 ? 1 : d.hq / d.hkv;
+    pr.L = d.L, pr.S = d.S, pr.E = d.E, pr.Ev = d.Ev;
+    pr.scale = op.scale, pr.causal = op.is_causal;
+    constexpr std::size_t R = rank_of<Q>;
+    auto target = q.sizes();
+    target[R - 1] = d.S;  // the scores' sizes (batch..., hq, L, S)
+    auto kv_target = target;
+    if constexpr (R >= 3) kv_target[R - 3] = d.hkv;
+    auto op_of = [&](const auto& t, auto tgt) {
+      return cpu::attn_operand_of(static_cast<const value_type_of<decltype(t)>*>(t.data()), t.sizes(), t.strides(), tgt);
+    };
+    const auto qo = op_of(q, target), ko = op_of(k, kv_target), vo = op_of(v, kv_target);
+    if constexpr (sizeof...(M) == 0) {
+      cpu::attention_tiled<void>(pr, qo, ko, vo, cpu::attn_operand<T>{}, out.data());
+    } else {
+      using MT = value_type_of<std::tuple_element_t<0, std::tuple<M...>>>;
+      const auto mo = op_of(m..., target);
+      cpu::attention_tiled<MT>(pr, qo, ko, vo, mo, out.data());
+    }
+  }
+}
+
+/// scaled_dot_product_attention's backward: the tiled kernel when the forward's variant is a tiled
+/// one, else the decomposition (the math backward).
+template <class Forced, class E, class Out, class Q, class K, class V, class O, class G, class... M>
+void run_kernel(cpu_simd, const aten::sdpa_grad<Forced>& op, const E& e, const Out& out, const Q& q, const K& k,
+                const V& v, const O& o, const G& g, const M&... m) {
+  using T = value_type_of<E>;
+  if (select_sdpa<cpu_simd>(e).variant == sdpa_backend::math) {
+    assign(out, op.decompose_with(evaluate_stage{}, q, k, v, o, g, m...));
+    return;
+  }
+  if constexpr (is_floating_v<T>) {
+    const auto d = op.forward.dims(q, k, v, m...);
+    cpu::attn_problem pr;
+    pr.batch = d.batch, pr.hq = d.hq, pr.group = d.hkv == 0 ? 1 : d.hq / d.hkv;
+    pr.L = d.L, pr.S = d.S, pr.E = d.E, pr.Ev = d.Ev;
+    pr.scale = op.forward.scale, pr.causal = op.forward.is_causal;
+    constexpr std::size_t R = rank_of<Q>;
+    auto target = q.sizes();
+    target[R - 1] = d.S;
+    auto kv_target = target;
+    if constexpr (R >= 3) kv_target[R - 3] = d.hkv;
+    auto op_of = [&](const auto& t, auto tgt) {
+      return cpu::attn_operand_of(static_cast<const value_type_of<decltype(t)>*>(t.data()), t.sizes(), t.strides(), tgt);
+    };
+    const auto qo = op_of(q, target), ko = op_of(k, kv_target), vo = op_of(v, kv_target);
+    const auto oo = op_of(o, target), go = op_of(g, target);
+    std::int64_t nq = 1, nk = 1;
+    for (auto s : q.sizes()) nq *= s;
+    for (auto s : k.sizes()) nk *= s;
+    T* base = out.data();
+    if constexpr (sizeof...(M) == 0) {
+      cpu::attention_backward_tiled<void>(pr, qo, ko, vo, oo, go, cpu::attn_operand<T>{}, base, base + nq, base + nq + nk);
+    } else {
+      using MT = value_type_of<std::tuple_element_t<0, std::tuple<M...>>>;
+      std::int64_t nv = 1;
+      for (auto s : v.sizes()) nv *= s;
+      cpu::attention_backward_tiled<MT>(pr, qo, ko, vo, oo, go, op_of(m..., target), base, base + nq, base + nq + nk);
+      // an additive mask's slot: its gradient is not wanted here (else math was selected)
+      std::fill(base + nq + nk + nv, base + out.numel(), T(0));
+    }
+  }
 }
 
 /// max_pool2d: one pass over each window, NaN propagating as amax does (conv.hpp).

@@ -3,6 +3,7 @@
 #include <tenet/config.hpp>
 // Which elementwise prims the CPU backend runs on xsimd batches, and how. A prim without an entry
 // runs through its scalar `apply` (still fused and threaded); see elementwise.hpp.
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 
@@ -229,6 +230,23 @@ TENET_INLINE auto hmax(const B& b) {
   b.store_aligned(v);
   T m = v[0];
   for (std::size_t i = 1; i < B::size; ++i) m = v[i] > m ? v[i] : m;
+  return m;
+}
+/// The maximum of a[0, n) (-inf for n = 0), two batches at a time. A NaN may be skipped: callers
+/// that go on to exp(a - max) and sum see it there (softmax, attention).
+template <class T>
+T row_max(const T* a, std::int64_t n) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
+  B m0(-std::numeric_limits<T>::infinity()), m1 = m0;
+  std::int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    m0 = xsimd::max(m0, B::load_unaligned(a + i));
+    m1 = xsimd::max(m1, B::load_unaligned(a + i + W));
+  }
+  for (; i + W <= n; i += W) m0 = xsimd::max(m0, B::load_unaligned(a + i));
+  T m = hmax(xsimd::max(m0, m1));
+  for (; i < n; ++i) m = a[i] > m ? a[i] : m;
   return m;
 }
 template <class B>

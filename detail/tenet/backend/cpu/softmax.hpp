@@ -27,20 +27,12 @@ void softmax_row(const T* a, T* y, std::int64_t L) {
   constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
   // pass 1: max. A NaN need not be tracked here: exp(NaN - m) makes the sum NaN in pass 2, and
   // every output of the row is then NaN, as in PyTorch.
-  std::int64_t i = 0;
-  B m0(-std::numeric_limits<T>::infinity()), m1 = m0;
-  for (; i + 2 * W <= L; i += 2 * W) {
-    m0 = xsimd::max(m0, B::load_unaligned(a + i));
-    m1 = xsimd::max(m1, B::load_unaligned(a + i + W));
-  }
-  for (; i + W <= L; i += W) m0 = xsimd::max(m0, B::load_unaligned(a + i));
-  T m = hmax(xsimd::max(m0, m1));
-  for (; i < L; ++i) m = a[i] > m ? a[i] : m;
+  T m = row_max(a, L);
   if (std::isinf(m) && m < 0) m = T(0);  // all -inf: exp(-inf) = 0, sum 0 -> nan, as torch
   // pass 2: exp(x - m), summed (log_softmax only sums)
   B s0(T(0)), s1(T(0));
   const B bm(m);
-  i = 0;
+  std::int64_t i = 0;
   for (; i + 2 * W <= L; i += 2 * W) {
     const B e0 = xsimd::exp(B::load_unaligned(a + i) - bm);  // x - m <= 0: no overflow
     const B e1 = xsimd::exp(B::load_unaligned(a + i + W) - bm);

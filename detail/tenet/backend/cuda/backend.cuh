@@ -504,6 +504,27 @@ void run_kernel(cuda_gpu, const aten::var_<Keep, D...>&, const E& e, const Out& 
   cuda::run_var_node(e, out, x);
 }
 
+/// scaled_dot_product_attention and its backward: the variant select_sdpa picks (math, the only one
+/// CUDA has yet), its decomposition run in stages (aten::sdpa::math_with).
+struct cuda_evaluate_stage {
+  device where;  // a stage without a device of its own (the causal mask's indices) moves here
+  template <class X>
+  auto operator()(const X& x) const {
+    auto t = evaluate_untracked(x);
+    return t.device() == where ? t : t.to(where);
+  }
+};
+template <class Forced, class E, class Out, class... O>
+void run_kernel(cuda_gpu, const aten::sdpa<Forced>& op, const E& e, const Out& out, const O&... operands) {
+  (void)select_sdpa<cuda_gpu>(e);  // throws, with every variant's reason, when math may not run
+  assign(out, op.math_with(cuda_evaluate_stage{out.device()}, operands...));
+}
+template <class Forced, class E, class Out, class... O>
+void run_kernel(cuda_gpu, const aten::sdpa_grad<Forced>& op, const E& e, const Out& out, const O&... operands) {
+  (void)select_sdpa<cuda_gpu>(e);
+  assign(out, op.decompose_with(cuda_evaluate_stage{out.device()}, operands...));
+}
+
 /// Any other node: a composite the CPU runs natively (layer_norm, rms_norm, ...) and CUDA does
 /// not yet runs its decomposition, which holds prims only; a prim without a CUDA kernel throws.
 template <class Op, class E, class Out, class... O>

@@ -22,6 +22,7 @@
 #include <tenet/backend/registry.hpp>
 #include <tenet/decomp/decompose.hpp>
 #include <tenet/decomp/activations.hpp>
+#include <tenet/decomp/attention.hpp>
 #include <tenet/decomp/moments.hpp>
 #include <tenet/decomp/norm.hpp>
 #include <tenet/decomp/softmax.hpp>
@@ -144,6 +145,12 @@ inline constexpr bool runs_natively<cuda_gpu, aten::conv2d_weight, X, G> =
     cuda_row_dtype<value_type_of<X>> && std::is_same_v<value_type_of<X>, value_type_of<G>>;
 template <class X>
 inline constexpr bool runs_natively<cuda_gpu, aten::max_pool2d, X> = true;
+// scaled_dot_product_attention and its backward: kept whole, so that a run_kernel overload
+// (backend.cuh) runs the selection and then the decomposition (CUDA has no attention kernel yet).
+template <class Forced, class... C>
+inline constexpr bool runs_natively<cuda_gpu, aten::sdpa<Forced>, C...> = true;
+template <class Forced, class... C>
+inline constexpr bool runs_natively<cuda_gpu, aten::sdpa_grad<Forced>, C...> = true;
 
 template <class Op, class C>
   requires std::is_same_v<typename Op::group, prim::pointwise_composite_group>

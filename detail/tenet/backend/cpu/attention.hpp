@@ -1,0 +1,354 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// The CPU's tiled attention (the flash and memory_efficient variants of
+// scaled_dot_product_attention, decomp/attention.hpp): for each (batch, head, block of BQ query
+// rows) one task, the tasks spread over OpenMP threads. A task keeps its query block, a BQ x BK
+// block of scores and its BQ x Ev output accumulator in float, and walks the keys in blocks of BK:
+//
+//   S = (Q · scale) Kᵀ                  gemm_ex on the block (K read through its strides)
+//   S += mask / S = -inf where masked    the attn_mask's block (memory_efficient), the causal
+//                                        triangle (blocks wholly above the diagonal are skipped)
+//   m' = max(m, rowmax S); P = exp(S - m'); l = l e^(m - m') + rowsum P; O = O e^(m - m') + P V
+//
+// and writes O / l (0 for a row whose keys are all masked out, as torch). Memory is O(BQ (BK + Ev))
+// per thread: the L x S scores are never stored, nor is the causal mask. 16-bit inputs are read
+// into float blocks; everything accumulates in float (double for double inputs).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include <xsimd/xsimd.hpp>
+
+#include <omp.h>
+
+#include <tenet/backend/cpu/gemm.hpp>
+#include <tenet/backend/cpu/simd.hpp>
+#include <tenet/dtype.hpp>
+
+namespace tenet::detail::cpu {
+
+/// An attention operand as (batch, heads, rows, cols): the offset of each flattened batch index
+/// (the dims before the heads, any strides) and element strides (0: broadcast).
+template <class T>
+struct attn_operand {
+  const T* p = nullptr;
+  std::vector<std::int64_t> boff;
+  std::int64_t sh = 0, sr = 0, sc = 0;
+};
+
+struct attn_problem {
+  std::int64_t batch = 1, hq = 1, group = 1, L = 0, S = 0, E = 0, Ev = 0;
+  double scale = 1;
+  bool causal = false;
+};
+
+/// Tile sizes: query rows per task and keys per block.
+/// (B=4, H=12, L=S=1024, E=64 fp32 on 2 AVX-512 cores: 64 x 256 gave 187 GFLOP/s, 128 x 256 195,
+/// 128 x 512 213-226, 256 x 512 237, 128 x 1024 216; 128 x 512 keeps 8 tasks per head for threads.)
+inline constexpr std::int64_t attn_block_q = 128;
+inline constexpr std::int64_t attn_block_k = 512;
+
+/// Whether s[0, n) holds a NaN (a row whose maximum came out -inf: all masked, or NaN).
+template <class A>
+bool attn_has_nan(const A* s, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j)
+    if (s[j] != s[j]) return true;
+  return false;
+}
+
+/// s[0, n) = exp(s - m); returns their sum.
+template <class A>
+A attn_exp_sum(A* s, std::int64_t n, A m) {
+  using B = xsimd::batch<A>;
+  constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
+  const B bm(m);
+  B acc(A(0));
+  std::int64_t j = 0;
+  for (; j + W <= n; j += W) {
+    const B e = xsimd::exp(B::load_unaligned(s + j) - bm);
+    e.store_unaligned(s + j);
+    acc += e;
+  }
+  A sum = hsum(acc);
+  for (; j < n; ++j) {
+    s[j] = std::exp(s[j] - m);
+    sum += s[j];
+  }
+  return sum;
+}
+
+/// out (batch, hq, L, Ev), contiguous = attention of q (batch, hq, L, E), k and v (batch,
+/// hq / group, S, E | Ev) with mask M: void (none), bool (false: masked out) or the inputs' type
+/// (added to the scores).
+template <class M, class T>
+void attention_tiled(const attn_problem& pr, const attn_operand<T>& q, const attn_operand<T>& k,
+                     const attn_operand<T>& v, const attn_operand<std::conditional_t<std::is_void_v<M>, T, M>>& mask,
+                     T* out) {
+  using A = std::conditional_t<std::is_same_v<T, double>, double, float>;  // accumulation type
+  constexpr bool direct = std::is_same_v<T, A>;  // K and V read in place (else converted per block)
+  constexpr A neg_inf = -std::numeric_limits<A>::infinity();
+  const std::int64_t BQ = attn_block_q, BK = attn_block_k;
+  const std::int64_t L = pr.L, S = pr.S, E = pr.E, Ev = pr.Ev;
+  const std::int64_t qblocks = (L + BQ - 1) / BQ;
+  const std::int64_t tasks = pr.batch * pr.hq * qblocks;
+  if (tasks == 0 || Ev == 0) return;
+  const A scale = static_cast<A>(pr.scale);
+  const double work = 2.0 * static_cast<double>(L) * static_cast<double>(S) * static_cast<double>(E + Ev) *
+                      static_cast<double>(pr.batch * pr.hq);
+  const int threads = (omp_in_parallel() || work < 2e6) ? 1 : omp_get_max_threads();
+
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<A> qf(static_cast<std::size_t>(BQ * std::max<std::int64_t>(E, 1)));
+    std::vector<A> sf(static_cast<std::size_t>(BQ * BK));
+    std::vector<A> of(static_cast<std::size_t>(BQ * Ev)), pv(static_cast<std::size_t>(BQ * Ev));
+    std::vector<A> kf(direct ? 0 : static_cast<std::size_t>(BK * std::max<std::int64_t>(E, 1)));
+    std::vector<A> vf(direct ? 0 : static_cast<std::size_t>(BK * Ev));
+    std::vector<A> mrow(static_cast<std::size_t>(BQ)), lrow(static_cast<std::size_t>(BQ));
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t t = 0; t < tasks; ++t) {
+      const std::int64_t qb = t % qblocks, bh = t / qblocks;
+      const std::int64_t b = bh / pr.hq, h = bh % pr.hq, hk = h / pr.group;
+      const std::int64_t i0 = qb * BQ, nq = std::min(BQ, L - i0);
+      const T* qp = q.p + q.boff[static_cast<std::size_t>(b)] + h * q.sh + i0 * q.sr;
+      const T* kp = k.p + k.boff[static_cast<std::size_t>(b)] + hk * k.sh;
+      const T* vp = v.p + v.boff[static_cast<std::size_t>(b)] + hk * v.sh;
+      for (std::int64_t r = 0; r < nq; ++r)
+        for (std::int64_t c = 0; c < E; ++c) qf[r * E + c] = static_cast<A>(qp[r * q.sr + c * q.sc]) * scale;
+      std::fill(mrow.begin(), mrow.begin() + nq, neg_inf);
+      std::fill(lrow.begin(), lrow.begin() + nq, A(0));
+      std::fill(of.begin(), of.begin() + nq * Ev, A(0));
+      // top-left causal: query i sees keys j <= i, so this block needs keys below i0 + nq
+      const std::int64_t kv_end = pr.causal ? std::min(S, i0 + nq) : S;
+      for (std::int64_t j0 = 0; j0 < kv_end; j0 += BK) {
+        const std::int64_t nk = std::min(BK, kv_end - j0);
+        // scores
+        const A* kb;
+        std::int64_t krs, kcs;  // element (kk, j) of Kᵀ at kb[kk * krs + j * kcs]
+        if constexpr (direct) {
+          kb = kp + j0 * k.sr, krs = k.sc, kcs = k.sr;
+        } else {
+          for (std::int64_t j = 0; j < nk; ++j)
+            for (std::int64_t c = 0; c < E; ++c) kf[j * E + c] = static_cast<A>(kp[(j0 + j) * k.sr + c * k.sc]);
+          kb = kf.data(), krs = 1, kcs = E;
+        }
+        gemm_ex<A>(qf.data(), E, 1, kb, krs, kcs, sf.data(), BK, nq, nk, E);
+        // mask, causal triangle, online softmax
+        for (std::int64_t r = 0; r < nq; ++r) {
+          A* s = sf.data() + r * BK;
+          const std::int64_t i = i0 + r;
+          if constexpr (!std::is_void_v<M>) {
+            const auto* mp = mask.p + mask.boff[static_cast<std::size_t>(b)] + h * mask.sh + i * mask.sr + j0 * mask.sc;
+            if constexpr (std::is_same_v<M, bool>) {
+              for (std::int64_t j = 0; j < nk; ++j)
+                if (!mp[j * mask.sc]) s[j] = neg_inf;
+            } else {
+              for (std::int64_t j = 0; j < nk; ++j) s[j] += static_cast<A>(mp[j * mask.sc]);
+            }
+          }
+          std::int64_t n = nk;  // keys of this block the row may see
+          if (pr.causal) n = std::clamp<std::int64_t>(i - j0 + 1, 0, nk);
+          for (std::int64_t j = n; j < nk; ++j) s[j] = A(0);  // P = 0 there (below)
+          A mx = row_max<A>(s, n);
+          A* o = of.data() + r * Ev;
+          const A m_old = mrow[static_cast<std::size_t>(r)];
+          if (mx == neg_inf && attn_has_nan<A>(s, n)) mx = std::numeric_limits<A>::quiet_NaN();
+          const A m_new = mx != mx ? mx : std::max(m_old, mx);
+          if (m_new == neg_inf) {  // every key so far masked out: nothing to add
+            std::fill(s, s + n, A(0));
+            continue;
+          }
+          const A alpha = m_old == neg_inf ? A(0) : std::exp(m_old - m_new);
+          const A sum = attn_exp_sum<A>(s, n, m_new);
+          lrow[static_cast<std::size_t>(r)] = lrow[static_cast<std::size_t>(r)] * alpha + sum;
+          mrow[static_cast<std::size_t>(r)] = m_new;
+          if (alpha != A(1))
+            for (std::int64_t c = 0; c < Ev; ++c) o[c] *= alpha;
+        }
+        // O += P V
+        const A* vb;
+        std::int64_t vrs, vcs;
+        if constexpr (direct) {
+          vb = vp + j0 * v.sr, vrs = v.sr, vcs = v.sc;
+        } else {
+          for (std::int64_t j = 0; j < nk; ++j)
+            for (std::int64_t c = 0; c < Ev; ++c) vf[j * Ev + c] = static_cast<A>(vp[(j0 + j) * v.sr + c * v.sc]);
+          vb = vf.data(), vrs = Ev, vcs = 1;
+        }
+        gemm_ex<A>(sf.data(), BK, 1, vb, vrs, vcs, pv.data(), Ev, nq, Ev, nk);
+        for (std::int64_t x = 0; x < nq * Ev; ++x) of[x] += pv[x];
+      }
+      T* op = out + (bh * L + i0) * Ev;
+      for (std::int64_t r = 0; r < nq; ++r) {
+        const A l = lrow[static_cast<std::size_t>(r)];
+        const A inv = l == A(0) ? A(0) : A(1) / l;  // no key seen: 0, as torch
+        for (std::int64_t c = 0; c < Ev; ++c) op[r * Ev + c] = static_cast<T>(of[r * Ev + c] * inv);
+      }
+    }
+  }
+}
+
+/// The backward of attention_tiled, without dropout: dq (batch, hq, L, E), dk and dv (batch,
+/// hkv, S, E | Ev), contiguous, from the forward's output o and its gradient g (batch, hq, L, Ev).
+/// One task per (batch, kv head): its dk and dv accumulate in float over the q heads of its group
+/// and their query blocks. Per block of BQ query rows, with the row's keys K[0, n) (n = S, or the
+/// causal end):
+///   P = softmax(Q scale Kᵀ + mask) (the whole row block, kept: BQ x n floats)
+///   dP = g Vᵀ; dS = P (dP - D), D = rowsum(g o); dV += Pᵀ g; dQ = dS K scale; dK += dSᵀ Q scale
+/// five products, as the math backward, and no log-sum-exp to save: the row block's softmax is
+/// recomputed whole.
+template <class M, class T>
+void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, const attn_operand<T>& k,
+                              const attn_operand<T>& v, const attn_operand<T>& o, const attn_operand<T>& g,
+                              const attn_operand<std::conditional_t<std::is_void_v<M>, T, M>>& mask, T* dq_out,
+                              T* dk_out, T* dv_out) {
+  using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  constexpr bool direct = std::is_same_v<T, A>;
+  constexpr A neg_inf = -std::numeric_limits<A>::infinity();
+  const std::int64_t BQ = attn_block_q;
+  const std::int64_t L = pr.L, S = pr.S, E = pr.E, Ev = pr.Ev;
+  const std::int64_t hkv = pr.hq / pr.group;
+  const std::int64_t tasks = pr.batch * hkv;
+  const A scale = static_cast<A>(pr.scale);
+  // dq of every query (including those with no key: 0), dk and dv of every key (0 where no query sees it)
+  std::fill(dq_out, dq_out + pr.batch * pr.hq * L * E, T(0));
+  if (tasks == 0) return;
+  const double work = 5.0 * static_cast<double>(L) * static_cast<double>(S) * static_cast<double>(E + Ev) *
+                      static_cast<double>(pr.batch * pr.hq);
+  const int threads = (omp_in_parallel() || work < 2e6) ? 1 : omp_get_max_threads();
+  const std::int64_t W = std::max<std::int64_t>(S, 1);
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<A> qf(static_cast<std::size_t>(BQ * std::max<std::int64_t>(E, 1)));
+    std::vector<A> gf(static_cast<std::size_t>(BQ * std::max<std::int64_t>(Ev, 1)));
+    std::vector<A> p(static_cast<std::size_t>(BQ * W)), dp(static_cast<std::size_t>(BQ * W));
+    std::vector<A> dk(static_cast<std::size_t>(S * E)), dv(static_cast<std::size_t>(S * Ev));
+    std::vector<A> tk(static_cast<std::size_t>(S * std::max(E, Ev))), tq(static_cast<std::size_t>(BQ * E));
+    std::vector<A> kf(direct ? 0 : static_cast<std::size_t>(S * E)), vf(direct ? 0 : static_cast<std::size_t>(S * Ev));
+    std::vector<A> drow(static_cast<std::size_t>(BQ));
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t t = 0; t < tasks; ++t) {
+      const std::int64_t b = t / hkv, hk = t % hkv;
+      const T* kp = k.p + k.boff[static_cast<std::size_t>(b)] + hk * k.sh;
+      const T* vp = v.p + v.boff[static_cast<std::size_t>(b)] + hk * v.sh;
+      const A* kb;
+      const A* vb;
+      std::int64_t ksr, ksc, vsr, vsc;  // K (S x E) and V (S x Ev) element strides
+      if constexpr (direct) {
+        kb = kp, ksr = k.sr, ksc = k.sc, vb = vp, vsr = v.sr, vsc = v.sc;
+      } else {
+        for (std::int64_t j = 0; j < S; ++j) {
+          for (std::int64_t c = 0; c < E; ++c) kf[j * E + c] = static_cast<A>(kp[j * k.sr + c * k.sc]);
+          for (std::int64_t c = 0; c < Ev; ++c) vf[j * Ev + c] = static_cast<A>(vp[j * v.sr + c * v.sc]);
+        }
+        kb = kf.data(), ksr = E, ksc = 1, vb = vf.data(), vsr = Ev, vsc = 1;
+      }
+      std::fill(dk.begin(), dk.end(), A(0));
+      std::fill(dv.begin(), dv.end(), A(0));
+      for (std::int64_t h = hk * pr.group; h < (hk + 1) * pr.group; ++h) {
+        for (std::int64_t i0 = 0; i0 < L; i0 += BQ) {
+          const std::int64_t nq = std::min(BQ, L - i0);
+          const std::int64_t n = pr.causal ? std::min(S, i0 + nq) : S;  // keys any row of the block sees
+          if (n == 0) continue;
+          const T* qp = q.p + q.boff[static_cast<std::size_t>(b)] + h * q.sh + i0 * q.sr;
+          const T* gp = g.p + g.boff[static_cast<std::size_t>(b)] + h * g.sh + i0 * g.sr;
+          const T* op = o.p + o.boff[static_cast<std::size_t>(b)] + h * o.sh + i0 * o.sr;
+          for (std::int64_t r = 0; r < nq; ++r) {
+            for (std::int64_t c = 0; c < E; ++c) qf[r * E + c] = static_cast<A>(qp[r * q.sr + c * q.sc]) * scale;
+            A dsum = 0;
+            for (std::int64_t c = 0; c < Ev; ++c) {
+              const A gv = static_cast<A>(gp[r * g.sr + c * g.sc]);
+              gf[r * Ev + c] = gv;
+              dsum += gv * static_cast<A>(op[r * o.sr + c * o.sc]);
+            }
+            drow[static_cast<std::size_t>(r)] = dsum;
+          }
+          // P: the scores, masked, softmax per row
+          gemm_ex<A>(qf.data(), E, 1, kb, ksc, ksr, p.data(), W, nq, n, E);
+          for (std::int64_t r = 0; r < nq; ++r) {
+            A* s = p.data() + r * W;
+            const std::int64_t i = i0 + r;
+            if constexpr (!std::is_void_v<M>) {
+              const auto* mp = mask.p + mask.boff[static_cast<std::size_t>(b)] + h * mask.sh + i * mask.sr;
+              if constexpr (std::is_same_v<M, bool>) {
+                for (std::int64_t j = 0; j < n; ++j)
+                  if (!mp[j * mask.sc]) s[j] = neg_inf;
+              } else {
+                for (std::int64_t j = 0; j < n; ++j) s[j] += static_cast<A>(mp[j * mask.sc]);
+              }
+            }
+            const std::int64_t seen = pr.causal ? std::clamp<std::int64_t>(i + 1, 0, n) : n;
+            A mx = row_max<A>(s, seen);
+            if (mx == neg_inf && attn_has_nan<A>(s, seen)) mx = std::numeric_limits<A>::quiet_NaN();
+            if (mx == neg_inf) {  // no key: P = 0 (and so dq = 0)
+              std::fill(s, s + n, A(0));
+              continue;
+            }
+            const A sum = attn_exp_sum<A>(s, seen, mx);
+            const A inv = A(1) / sum;
+            for (std::int64_t j = 0; j < seen; ++j) s[j] *= inv;
+            std::fill(s + seen, s + n, A(0));
+          }
+          // dP = g Vᵀ, then dS = P (dP - D) in place
+          gemm_ex<A>(gf.data(), Ev, 1, vb, vsc, vsr, dp.data(), W, nq, n, Ev);
+          for (std::int64_t r = 0; r < nq; ++r) {
+            const A* pr_ = p.data() + r * W;
+            A* d = dp.data() + r * W;
+            const A dr = drow[static_cast<std::size_t>(r)];
+            for (std::int64_t j = 0; j < n; ++j) d[j] = pr_[j] * (d[j] - dr);
+          }
+          // dV += Pᵀ g
+          gemm_ex<A>(p.data(), 1, W, gf.data(), Ev, 1, tk.data(), Ev, n, Ev, nq);
+          for (std::int64_t x = 0; x < n * Ev; ++x) dv[x] += tk[x];
+          // dK += dSᵀ (Q scale)
+          gemm_ex<A>(dp.data(), 1, W, qf.data(), E, 1, tk.data(), E, n, E, nq);
+          for (std::int64_t x = 0; x < n * E; ++x) dk[x] += tk[x];
+          // dQ = dS K scale
+          gemm_ex<A>(dp.data(), W, 1, kb, ksr, ksc, tq.data(), E, nq, E, n);
+          T* dqp = dq_out + ((b * pr.hq + h) * L + i0) * E;
+          for (std::int64_t x = 0; x < nq * E; ++x) dqp[x] = static_cast<T>(tq[x] * scale);
+        }
+      }
+      T* dkp = dk_out + (b * hkv + hk) * S * E;
+      T* dvp = dv_out + (b * hkv + hk) * S * Ev;
+      for (std::int64_t x = 0; x < S * E; ++x) dkp[x] = static_cast<T>(dk[x]);
+      for (std::int64_t x = 0; x < S * Ev; ++x) dvp[x] = static_cast<T>(dv[x]);
+    }
+  }
+}
+
+/// An operand of rank R laid over the scores' (batch..., heads, rows, cols) sizes `target`
+/// (sizes, strides: the operand's, right-aligned, broadcast where its extent is 1 or missing).
+template <class T, std::size_t R, std::size_t RT>
+attn_operand<T> attn_operand_of(const T* p, const std::array<std::int64_t, R>& sizes,
+                                const std::array<std::int64_t, R>& strides, const std::array<std::int64_t, RT>& target) {
+  static_assert(R <= RT && RT >= 2);
+  std::array<std::int64_t, RT> st{};  // strides over target's dims, 0 where broadcast
+  for (std::size_t i = 0; i < R; ++i) {
+    const std::size_t j = RT - R + i;
+    st[j] = sizes[i] == 1 && target[j] != 1 ? 0 : strides[i];
+  }
+  attn_operand<T> o;
+  o.p = p;
+  o.sc = st[RT - 1], o.sr = st[RT - 2];
+  if constexpr (RT >= 3) o.sh = st[RT - 3];
+  std::int64_t batch = 1;
+  for (std::size_t i = 0; i + 3 < RT; ++i) batch *= target[i];
+  o.boff.assign(static_cast<std::size_t>(batch), 0);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    std::int64_t rem = b, off = 0;
+    for (std::size_t i = RT >= 3 ? RT - 3 : 0; i-- > 0;) {
+      off += (rem % target[i]) * st[i];
+      rem /= target[i];
+    }
+    o.boff[static_cast<std::size_t>(b)] = off;
+  }
+  return o;
+}
+
+}  // namespace tenet::detail::cpu

@@ -1,0 +1,141 @@
+// Gradients of scaled_dot_product_attention: against PyTorch's (reference/attention.txt: q, k, v
+// and an additive mask, for sum(out * w)) with each variant running the forward, against central
+// finite differences in float64, and the forward-mode tangent against the reverse mode.
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include <tenet/tenet.hpp>
+
+#include "gradcheck.hpp"
+#include "reference.hpp"
+
+using namespace tenet;
+using tenet_test::check_close;
+using tenet_test::get_case;
+using tenet_test::make;
+
+namespace {
+const std::string kFile = "attention.txt";
+
+template <class T, std::size_t R>
+void grad_case(const std::string& name, sdpa_backend variant) {
+  using S = dyn_shape<R>;
+  const auto& c = get_case(kFile, name);
+  INFO(name << " forward by " << sdpa_backend_name(variant));
+  sdpa_kernel only({variant});
+  auto q = make<T, S>(c.at("q")), k = make<T, S>(c.at("k")), v = make<T, S>(c.at("v"));
+  q.requires_grad_(), k.requires_grad_(), v.requires_grad_();
+  const auto w = make<T, S>(c.at("w"));
+  sdpa_options o;
+  o.is_causal = c.at("causal").values[0] != 0;
+  o.enable_gqa = c.at("gqa").values[0] != 0;
+  if (c.at("scale").values[0] > 0) o.scale = c.at("scale").values[0];
+  const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-10;
+  if (c.count("mask")) {
+    auto m = make<T, S>(c.at("mask"));
+    m.requires_grad_();
+    Tensor<T, S> y = scaled_dot_product_attention(q, k, v, m, o);
+    Tensor<T, shape<>> loss = sum(y * w);
+    loss.backward();
+    check_close(m.grad(), c.at("dmask"), tol, tol);
+  } else {
+    Tensor<T, S> y = scaled_dot_product_attention(q, k, v, o);
+    Tensor<T, shape<>> loss = sum(y * w);
+    loss.backward();
+  }
+  check_close(q.grad(), c.at("dq"), tol, tol);
+  check_close(k.grad(), c.at("dk"), tol, tol);
+  check_close(v.grad(), c.at("dv"), tol, tol);
+}
+}  // namespace
+
+TEST_CASE("autograd sdpa: gradients against torch, the forward by each variant", "[autograd][attention]") {
+  for (auto b : {sdpa_backend::flash, sdpa_backend::memory_efficient, sdpa_backend::math}) {
+    for (const char* n : {"basic_f32", "causal_long_q", "causal_long_k", "blocks_causal_f32", "gqa_f32", "scale_f32"}) {
+      const std::string name = n;
+      grad_case<float, 4>(name.find("_f32") == std::string::npos ? name + "_f32" : name, b);
+    }
+    grad_case<double, 4>("basic_f64", b);
+    grad_case<double, 4>("gqa_f64", b);
+  }
+  for (auto b : {sdpa_backend::memory_efficient, sdpa_backend::math}) {
+    grad_case<float, 4>("float_mask_f32", b);
+    grad_case<float, 4>("float_mask_bcast_f32", b);
+    grad_case<double, 4>("float_mask_f64", b);
+  }
+}
+
+TEST_CASE("autograd sdpa: finite differences (float64), masks, causal, GQA", "[autograd][attention]") {
+  using M4 = Tensor<double, dyn_shape<4>>;
+  const M4 q = tenet_test::filled<4>({1, 4, 3, 5}, -1, 1, 0.1);
+  const M4 k = tenet_test::filled<4>({1, 2, 4, 5}, -1, 1, 0.3);
+  const M4 v = tenet_test::filled<4>({1, 2, 4, 3}, -1, 1, 0.7);
+  tenet_test::gradcheck([](const auto& a, const auto& b, const auto& c) {
+    return scaled_dot_product_attention(a, b, c, {.is_causal = true, .enable_gqa = true});
+  }, q, k, v);
+  const Tensor<double, dyn_shape<2>> m = tenet_test::filled<2>({3, 4}, -1, 1, 0.2);
+  tenet_test::gradcheck([](const auto& a, const auto& b, const auto& c, const auto& mm) {
+    return scaled_dot_product_attention(a, b, c, mm, {.scale = 0.7, .enable_gqa = true});
+  }, q, k, v, m);
+}
+
+TEST_CASE("autograd sdpa: forward mode (JVP) against finite differences", "[autograd][attention]") {
+  using M4 = Tensor<double, dyn_shape<4>>;
+  const M4 q = tenet_test::filled<4>({1, 2, 3, 4}, -1, 1, 0.1);
+  const M4 k = tenet_test::filled<4>({1, 2, 5, 4}, -1, 1, 0.3);
+  const M4 v = tenet_test::filled<4>({1, 2, 5, 2}, -1, 1, 0.7);
+  tenet_test::jvpcheck([](const auto& a, const auto& b, const auto& c) {
+    return scaled_dot_product_attention(a, b, c, {.is_causal = true});
+  }, q, k, v);
+}
+
+TEST_CASE("autograd sdpa: the tiled backward agrees with the math backward across blocks", "[autograd][attention]") {
+  using S4 = dyn_shape<4>;
+  manual_seed(5);
+  for (bool causal : {false, true}) {
+    INFO("causal " << causal);
+    const auto q0 = randn<float, S4>(1, 4, 300, 16), k0 = randn<float, S4>(1, 2, 700, 16), v0 = randn<float, S4>(1, 2, 700, 8);
+    const auto w = randn<float, S4>(1, 4, 300, 8);
+    auto grads = [&](sdpa_backend b) {
+      sdpa_kernel only({b});
+      auto q = q0.clone(), k = k0.clone(), v = v0.clone();
+      q.requires_grad_(), k.requires_grad_(), v.requires_grad_();
+      Tensor<float, shape<>> loss = sum(scaled_dot_product_attention(q, k, v, {.is_causal = causal, .enable_gqa = true}) * w);
+      loss.backward();
+      return std::make_tuple(q.grad(), k.grad(), v.grad());
+    };
+    const auto [fq, fk, fv] = grads(sdpa_backend::flash);
+    const auto [mq, mk, mv] = grads(sdpa_backend::math);
+    for (auto [a, b] : {std::pair{fq, mq}, std::pair{fk, mk}, std::pair{fv, mv}}) {
+      const double diff = eval(amax(abs(a - b))).item(), scale = eval(amax(abs(b))).item();
+      INFO("max difference " << diff << ", max magnitude " << scale);
+      CHECK(diff <= 5e-5 * (1.0 + scale));
+    }
+  }
+}
+
+TEST_CASE("autograd sdpa: a compiled training step gives eager autograd's gradients", "[autograd][attention][compile]") {
+  using S4 = dyn_shape<4>;
+  manual_seed(9);
+  const auto q0 = randn<float, S4>(2, 2, 40, 16), k0 = randn<float, S4>(2, 2, 50, 16), v0 = randn<float, S4>(2, 2, 50, 8);
+  const auto w = randn<float, S4>(2, 2, 40, 8);
+  auto fresh = [](const auto& x) {
+    auto t = x.clone();
+    t.requires_grad_();
+    return t;
+  };
+  auto q = fresh(q0), k = fresh(k0), v = fresh(v0);
+  auto step = compile([&](const Tensor<float, S4>& ww) {
+    return backward_of(sum(scaled_dot_product_attention(q, k, v, {.is_causal = true}) * ww));
+  });
+  const float loss = step(w).item();
+  auto qe = fresh(q0), ke = fresh(k0), ve = fresh(v0);
+  Tensor<float, shape<>> eager = sum(scaled_dot_product_attention(qe, ke, ve, {.is_causal = true}) * w);
+  eager.backward();
+  CHECK(loss == Approx(eager.item()).epsilon(1e-5));
+  for (auto [a, b] : {std::pair{q.grad(), qe.grad()}, std::pair{k.grad(), ke.grad()}, std::pair{v.grad(), ve.grad()}}) {
+    REQUIRE(a.defined());
+    CHECK(eval(amax(abs(a - b))).item() <= 1e-5f * (1.0f + eval(amax(abs(b))).item()));
+  }
+}
