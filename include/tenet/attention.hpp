@@ -32,7 +32,7 @@ namespace tenet {
 /// scaled_dot_product_attention's arguments after q, k, v and the mask (torch's keywords).
 struct sdpa_options {
   bool is_causal = false;        // key j is masked out for query i when j > i (top-left triangle)
-  std::optional<double> scale;   // the scores' factor; 1 / sqrt(E) when not given
+  std::optional<double> scale = std::nullopt;  // the scores' factor; 1 / sqrt(E) when not given
   double dropout_p = 0.0;        // each attention weight zeroed with this probability (Philox)
   bool enable_gqa = false;       // q's heads (dim -3) a multiple of k's and v's: grouped-query attention
 };

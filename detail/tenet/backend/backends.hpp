@@ -15,6 +15,12 @@
 
 namespace tenet::detail {
 
+/// f(B{}) (a template, so that a discarded branch of on_backend does not name B{} for a void B).
+template <class B, class R, class F>
+R call_backend(F& f) {
+  return f(B{});
+}
+
 /// Throws device_error: this translation unit has no backend for d's device type.
 [[noreturn]] inline void no_backend(const device& d, const char* what) {
   require_backend(d, what);
@@ -49,12 +55,12 @@ R on_backend(const device& d, const char* what, F&& f) {
       if constexpr (std::is_void_v<Cuda>)
         no_backend(d, what);
       else
-        return f(Cuda{});
+        return call_backend<Cuda, R>(f);
     case device_type::metal:
       if constexpr (std::is_void_v<Metal>)
         no_backend(d, what);
       else
-        return f(Metal{});
+        return call_backend<Metal, R>(f);
     case device_type::cpu:
     default:
       return f(Cpu{});
