@@ -280,8 +280,36 @@ struct evaluate_stage {
   }
 };
 
+/// The tiled kernels' problem for the attention op `op` (a forward's), and its operands laid over
+/// the scores' sizes (q, o, g, the mask) or over the key/value heads (k, v).
+template <std::size_t R>
+struct attention_layout {
+  cpu::attn_problem pr;
+  sizes_t<R> scores{}, kv{};
+  template <class X>
+  auto operand(const X& t, bool key_side = false) const {
+    return cpu::attn_operand_of(static_cast<const value_type_of<X>*>(t.data()), t.sizes(), t.strides(),
+                                key_side ? kv : scores);
+  }
+};
+template <class Forced, class Q, class K, class V, class... M>
+attention_layout<rank_of<Q>> attention_layout_of(const aten::sdpa<Forced>& op, const Q& q, const K& k, const V& v,
+                                                 const M&... m) {
+  constexpr std::size_t R = rank_of<Q>;
+  const auto d = op.dims(q, k, v, m...);
+  attention_layout<R> a;
+  a.pr.batch = d.batch, a.pr.hq = d.hq, a.pr.group = d.hkv == 0 ? 1 : d.hq / d.hkv;
+  a.pr.L = d.L, a.pr.S = d.S, a.pr.E = d.E, a.pr.Ev = d.Ev;
+  a.pr.scale = op.scale, a.pr.causal = op.is_causal;
+  a.scores = q.sizes();
+  a.scores[R - 1] = d.S;  // (batch..., hq, L, S)
+  a.kv = a.scores;
+  if constexpr (R >= 3) a.kv[R - 3] = d.hkv;
+  return a;
+}
+
 /// scaled_dot_product_attention: the variant select_sdpa picks (decomp/attention.hpp); flash and
-/// memory_efficient run the tiled kernel (attention.hpp), math its decomposition.
+/// memory_efficient run the tiled kernel (attention.hpp), math its decomposition in stages.
 template <class Forced, class E, class Out, class Q, class K, class V, class... M>
 void run_kernel(cpu_simd, const aten::sdpa<Forced>& op, const E& e, const Out& out, const Q& q, const K& k, const V& v,
                 const M&... m) {
@@ -291,32 +319,19 @@ void run_kernel(cpu_simd, const aten::sdpa<Forced>& op, const E& e, const Out& o
     return;
   }
   if constexpr (is_floating_v<T>) {
-    const auto d = op.dims(q, k, v, m...);
-    cpu::attn_problem pr;
-    pr.batch = d.batch, pr.hq = d.hq, pr.group = d.hkv == 0 ? 1 : d.hq / d.hkv;
-    pr.L = d.L, pr.S = d.S, pr.E = d.E, pr.Ev = d.Ev;
-    pr.scale = op.scale, pr.causal = op.is_causal;
-    constexpr std::size_t R = rank_of<Q>;
-    auto target = q.sizes();
-    target[R - 1] = d.S;  // the scores' sizes (batch..., hq, L, S)
-    auto kv_target = target;
-    if constexpr (R >= 3) kv_target[R - 3] = d.hkv;
-    auto op_of = [&](const auto& t, auto tgt) {
-      return cpu::attn_operand_of(static_cast<const value_type_of<decltype(t)>*>(t.data()), t.sizes(), t.strides(), tgt);
-    };
-    const auto qo = op_of(q, target), ko = op_of(k, kv_target), vo = op_of(v, kv_target);
+    const auto a = attention_layout_of(op, q, k, v, m...);
+    const auto qo = a.operand(q), ko = a.operand(k, true), vo = a.operand(v, true);
     if constexpr (sizeof...(M) == 0) {
-      cpu::attention_tiled<void>(pr, qo, ko, vo, cpu::attn_operand<T>{}, out.data());
+      cpu::attention_tiled<void>(a.pr, qo, ko, vo, cpu::attn_operand<T>{}, out.data());
     } else {
       using MT = value_type_of<std::tuple_element_t<0, std::tuple<M...>>>;
-      const auto mo = op_of(m..., target);
-      cpu::attention_tiled<MT>(pr, qo, ko, vo, mo, out.data());
+      cpu::attention_tiled<MT>(a.pr, qo, ko, vo, a.operand(m...), out.data());
     }
   }
 }
 
-/// scaled_dot_product_attention's backward: the tiled kernel when the forward's variant is a tiled
-/// one, else the decomposition (the math backward).
+/// scaled_dot_product_attention's backward: the tiled kernel when the selection gives a tiled
+/// variant, else the math backward in stages. The result is dq, dk, dv (and a mask's slot) flat.
 template <class Forced, class E, class Out, class Q, class K, class V, class O, class G, class... M>
 void run_kernel(cpu_simd, const aten::sdpa_grad<Forced>& op, const E& e, const Out& out, const Q& q, const K& k,
                 const V& v, const O& o, const G& g, const M&... m) {
@@ -326,34 +341,19 @@ void run_kernel(cpu_simd, const aten::sdpa_grad<Forced>& op, const E& e, const O
     return;
   }
   if constexpr (is_floating_v<T>) {
-    const auto d = op.forward.dims(q, k, v, m...);
-    cpu::attn_problem pr;
-    pr.batch = d.batch, pr.hq = d.hq, pr.group = d.hkv == 0 ? 1 : d.hq / d.hkv;
-    pr.L = d.L, pr.S = d.S, pr.E = d.E, pr.Ev = d.Ev;
-    pr.scale = op.forward.scale, pr.causal = op.forward.is_causal;
-    constexpr std::size_t R = rank_of<Q>;
-    auto target = q.sizes();
-    target[R - 1] = d.S;
-    auto kv_target = target;
-    if constexpr (R >= 3) kv_target[R - 3] = d.hkv;
-    auto op_of = [&](const auto& t, auto tgt) {
-      return cpu::attn_operand_of(static_cast<const value_type_of<decltype(t)>*>(t.data()), t.sizes(), t.strides(), tgt);
-    };
-    const auto qo = op_of(q, target), ko = op_of(k, kv_target), vo = op_of(v, kv_target);
-    const auto oo = op_of(o, target), go = op_of(g, target);
-    std::int64_t nq = 1, nk = 1;
-    for (auto s : q.sizes()) nq *= s;
-    for (auto s : k.sizes()) nk *= s;
-    T* base = out.data();
+    const auto a = attention_layout_of(op.forward, q, k, v, m...);
+    const auto qo = a.operand(q), ko = a.operand(k, true), vo = a.operand(v, true);
+    const auto oo = a.operand(o), go = a.operand(g);
+    T* dq = out.data();
+    T* dk = dq + q.numel();
+    T* dv = dk + k.numel();
     if constexpr (sizeof...(M) == 0) {
-      cpu::attention_backward_tiled<void>(pr, qo, ko, vo, oo, go, cpu::attn_operand<T>{}, base, base + nq, base + nq + nk);
+      cpu::attention_backward_tiled<void>(a.pr, qo, ko, vo, oo, go, cpu::attn_operand<T>{}, dq, dk, dv);
     } else {
       using MT = value_type_of<std::tuple_element_t<0, std::tuple<M...>>>;
-      std::int64_t nv = 1;
-      for (auto s : v.sizes()) nv *= s;
-      cpu::attention_backward_tiled<MT>(pr, qo, ko, vo, oo, go, op_of(m..., target), base, base + nq, base + nq + nk);
+      cpu::attention_backward_tiled<MT>(a.pr, qo, ko, vo, oo, go, a.operand(m...), dq, dk, dv);
       // an additive mask's slot: its gradient is not wanted here (else math was selected)
-      std::fill(base + nq + nk + nv, base + out.numel(), T(0));
+      std::fill(dv + v.numel(), out.data() + out.numel(), T(0));
     }
   }
 }
