@@ -426,3 +426,14 @@ TEST_CASE("nn_functional: empty inputs") {
   CHECK(dropout(x, 0.5).numel() == 0);
   CHECK(eval(group_norm(x, 3)).numel() == 0);
 }
+
+TEST_CASE("nn modules run in a program built without autograd (TENET_AUTOGRAD=0)") {
+  // registering a parameter once called requires_grad_(true), which throws without autograd
+  nn::Linear<4, 3> fc;
+  CHECK(!fc.weight.requires_grad());
+  const Tensor<float, shape<2, 4>> x = ones<float, shape<2, 4>>();
+  const Tensor<float, shape<2, 3>> y = fc(x);
+  const Tensor<float, shape<3>> want = sum<1>(fc.weight) + fc.bias;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) CHECK(y(i, j) == Approx(want(j)).epsilon(1e-5));
+}

@@ -23,6 +23,7 @@
 #include <tenet/nn/linear.hpp>
 #include <tenet/nn/module.hpp>
 #include <tenet/nn/normalization.hpp>
+#include <tenet/nn/transformer.hpp>
 #include <tenet/nn/utils.hpp>
 #include <tenet/nn_functional.hpp>
 #include <tenet/ops.hpp>

@@ -314,8 +314,10 @@ class Module {
   void register_parameter(const std::string& name, Tensor<T, S>& t) {
     check_name(name);
     params_.push_back({name, tensor_ref(std::make_shared<detail::typed_slot<T, S>>(t))});
-    if constexpr (detail::has_autograd<T, S>)
-      if constexpr (is_floating_v<T>) t.requires_grad_(true);  // a parameter requires grad, as torch's nn.Parameter
+    // a parameter requires grad, as torch's nn.Parameter; not in a program without autograd
+    // (TENET_AUTOGRAD=0), where the modules still run their forward
+    if constexpr (detail::has_autograd<T, S> && TENET_AUTOGRAD != 0)
+      if constexpr (is_floating_v<T>) t.requires_grad_(true);
   }
   /// A buffer (running statistics, counters): in the state_dict when persistent, never a parameter.
   template <class T, class S>
