@@ -308,3 +308,38 @@ TEST_CASE("nn::TransformerEncoderLayer / DecoderLayer / Encoder / Transformer ag
     check_grad(t, c, "tgt");
   }
 }
+
+TEST_CASE("nn::TransformerEncoder: the padded fast path equals the dense path on the real positions") {
+  for (const bool bf : {true, false}) {
+    INFO("batch_first " << bf);
+    nn::TransformerEncoder<E, H, FF> enc(2, {.dropout = 0.0, .batch_first = bf}, true);
+    enc.eval();
+    tenet::no_grad guard;
+    const std::int64_t N = 3, S = 5;
+    const std::int64_t len[N] = {5, 2, 0};
+    Tensor<float, shape<dyn, dyn, E>> x = bf ? randn<float, shape<dyn, dyn, E>>(N, S) : randn<float, shape<dyn, dyn, E>>(S, N);
+    Tensor<bool, shape<dyn, dyn>> pad = zeros<bool, shape<dyn, dyn>>(N, S);
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t j = len[n]; j < S; ++j) pad(n, j) = true;
+    const Tensor<float, shape<dyn, dyn, E>> fast = enc(x, {.src_key_padding_mask = pad});
+    enc.enable_nested_tensor = false;
+    const Tensor<float, shape<dyn, dyn, E>> dense = enc(x, {.src_key_padding_mask = pad});
+    std::int64_t zeros_seen = 0;
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t j = 0; j < S; ++j)
+        for (int e = 0; e < E; ++e) {
+          const float f = bf ? fast(n, j, e) : fast(j, n, e), d = bf ? dense(n, j, e) : dense(j, n, e);
+          if (j < len[n]) {
+            CHECK(f == Approx(d).epsilon(1e-5).margin(1e-5));
+          } else {
+            zeros_seen += f == 0.0f;
+          }
+        }
+    CHECK(zeros_seen == (0 + 3 + 5) * E);  // padded positions are 0, as torch's nested path gives
+    // padding inside a sequence: the dense path
+    enc.enable_nested_tensor = true;
+    pad(1, 0) = true;
+    const Tensor<float, shape<dyn, dyn, E>> holes = enc(x, {.src_key_padding_mask = pad});
+    CHECK((bf ? holes(1, 0, 0) : holes(0, 1, 0)) != 0.0f);
+  }
+}

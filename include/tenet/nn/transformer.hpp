@@ -20,6 +20,7 @@
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <tenet/attention.hpp>
 #include <tenet/join.hpp>
@@ -43,6 +44,7 @@ class attention_mask {
     static_assert(S::rank >= 1 && S::rank <= 3, "tenet: an attention mask has rank 1, 2 or 3");
     if (!m.defined()) return;
     rank_ = S::rank;
+    from_bool_ = std::is_same_v<U, bool>;
     const auto s = m.sizes();
     std::int64_t d[3] = {1, 1, 1};
     for (std::size_t i = 0; i < S::rank; ++i) d[3 - S::rank + i] = s[i];
@@ -56,6 +58,8 @@ class attention_mask {
   }
   bool defined() const { return rank_ != 0; }
   std::size_t rank() const { return rank_; }
+  /// Given as a bool mask.
+  bool from_bool() const { return from_bool_; }
   /// The mask's sizes as given (rank() of them).
   std::vector<std::int64_t> sizes() const {
     std::vector<std::int64_t> s;
@@ -66,6 +70,7 @@ class attention_mask {
 
  private:
   std::size_t rank_ = 0;
+  bool from_bool_ = false;
   Tensor<T, shape<dyn, dyn, dyn>> additive_;
 };
 
@@ -547,14 +552,21 @@ void clone_first(ModuleList<L>& list) {
 
 /// torch.nn.TransformerEncoder: num_layers copies of a TransformerEncoderLayer ("layers.N.…") and
 /// an optional final LayerNorm ("norm.…").
+///
+/// The padded fast path (torch's nested tensors, enable_nested_tensor): in eval mode, with no
+/// gradient to record, a batched input whose only mask is a bool src_key_padding_mask that pads
+/// each sequence at its end runs each sequence over its real positions only; the padded positions
+/// of the output are 0, as torch's.
 template <int DModel, int NHead, int DimFF = 2048, class T = float>
 class TransformerEncoder : public Module {
  public:
   ModuleList<TransformerEncoderLayer<DModel, NHead, DimFF, T>> layers;
   detail::layer_norm_layer<DModel, T> norm;
   bool has_norm;
+  bool enable_nested_tensor = true;
+  bool batch_first;
   TransformerEncoder(int num_layers, const transformer_layer_options& o = {}, bool final_norm = false)
-      : norm(o.layer_norm_eps, o.bias), has_norm(final_norm) {
+      : norm(o.layer_norm_eps, o.bias), has_norm(final_norm), batch_first(o.batch_first) {
     if (num_layers < 0) throw value_error("tenet: nn::TransformerEncoder: num_layers must be >= 0, got " + std::to_string(num_layers));
     for (int i = 0; i < num_layers; ++i) layers.append(o);
     detail::clone_first(layers);
@@ -563,10 +575,63 @@ class TransformerEncoder : public Module {
   }
   template <Expression X>
   auto operator()(const X& src, const encoder_layer_args<T>& a = {}) const {
-    detail::seq_t<T, rank_of<X>, DModel> x = src;
+    using Y = detail::seq_t<T, rank_of<X>, DModel>;
+    Y x = src;
+    if constexpr (rank_of<X> == 3) {
+      const auto lengths = padded_lengths(x, a);
+      if (!lengths.empty()) return padded_forward(x, lengths);
+    }
+    return dense(x, a);
+  }
+
+ private:
+  template <class Y>
+  Y dense(Y x, const encoder_layer_args<T>& a) const {
     for (const auto& l : layers) x = l(x, a);
     if (has_norm) x = norm(x);
     return x;
+  }
+  /// Each sequence's real length when the fast path applies, else nothing.
+  template <class Y>
+  std::vector<std::int64_t> padded_lengths(const Y& x, const encoder_layer_args<T>& a) const {
+    const auto& kpm = a.src_key_padding_mask;
+    if (!enable_nested_tensor || training() || !kpm.from_bool() || a.src_mask.defined() || a.is_causal) return {};
+    if (is_grad_enabled()) {
+      if (x.requires_grad()) return {};
+      for (const auto& [n, p] : named_parameters())
+        if (p.requires_grad()) return {};
+    }
+    const std::int64_t N = batch_first ? x.size(0) : x.size(1), S = batch_first ? x.size(1) : x.size(0);
+    const auto s = kpm.sizes();
+    if (s.size() != 2 || s[0] != N || s[1] != S) return {};  // the dense path reports the mismatch
+    const Tensor<T, shape<dyn, dyn, dyn>> m = kpm.additive().cpu().contiguous();
+    const T* p = m.data();
+    std::vector<std::int64_t> len(static_cast<std::size_t>(N));
+    for (std::int64_t n = 0; n < N; ++n) {
+      std::int64_t l = 0;
+      while (l < S && !(static_cast<float>(p[n * S + l]) < 0)) ++l;
+      for (std::int64_t j = l; j < S; ++j)
+        if (!(static_cast<float>(p[n * S + j]) < 0)) return {};  // padding inside a sequence
+      len[static_cast<std::size_t>(n)] = l;
+    }
+    return len;
+  }
+  template <class Y>
+  Y padded_forward(const Y& x, const std::vector<std::int64_t>& len) const {
+    Y out(x.sizes(), x.device());
+    out.zero_();
+    for (std::size_t n = 0; n < len.size(); ++n) {
+      const auto b = static_cast<std::int64_t>(n);
+      if (len[n] == 0) continue;
+      if (batch_first) {
+        const Y seq = x.template select<0>(b).template narrow<0>(0, len[n]).template unsqueeze<0>();
+        out.template select<0>(b).template narrow<0>(0, len[n]).copy_(dense(seq, {}).template select<0>(0));
+      } else {
+        const Y seq = x.template select<1>(b).template narrow<0>(0, len[n]).template unsqueeze<1>();
+        out.template select<1>(b).template narrow<0>(0, len[n]).copy_(dense(seq, {}).template select<1>(0));
+      }
+    }
+    return out;
   }
 };
 
