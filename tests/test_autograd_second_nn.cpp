@@ -35,6 +35,19 @@ TEST_CASE("autograd second order: softmax, log_softmax and composite ops", "[aut
   hesscheck([](const auto& a, const auto& w, const auto& c) { return layer_norm(a, w, c); }, ln, g, b);
 }
 
+TEST_CASE("autograd second order: scaled_dot_product_attention", "[autograd]") {
+  // its VJP is one sdpa_grad node; before stop 42 that node had no VJP of its own, so a program
+  // built with TENET_AUTOGRAD=2 that used attention did not compile
+  const M3 q = filled<3>({2, 3, 4}, -1, 1, 0.3), k = filled<3>({2, 5, 4}, -1.2, 0.9, 0.7);
+  const M3 v = filled<3>({2, 5, 4}, -0.8, 1.1, 0.45);
+  hesscheck([](const auto& a, const auto& b, const auto& c) {
+    return scaled_dot_product_attention(a, b, c, {.is_causal = true});
+  }, q, k, v);
+  const M mask = filled<2>({3, 5}, -1.5, 0.5, 0.2);  // additive, broadcast over the batch
+  hesscheck([](const auto& a, const auto& b, const auto& c, const auto& m) {
+    return scaled_dot_product_attention(a, b, c, m, {.scale = 0.7});
+  }, q, k, v, mask);
+}
 
 TEST_CASE("autograd second order: gather, scatter, scans, sort", "[autograd]") {
   const M x = filled<2>({3, 4}, 0.5, 1.5);

@@ -7,6 +7,8 @@
 //        in stages) whose flat result holds dq, dk, dv (and an additive mask's gradient), taken
 //        apart as views.
 //   JVP: the tangent pushed through the math variant (one lazy expression).
+// aten::sdpa_grad's own VJP (second order, TENET_AUTOGRAD=2): through its math decomposition, which
+// recomputes the weights from q and k (the saved output is not an input of it).
 #include <cstdint>
 
 #include <tenet/autograd/jvp.hpp>
@@ -68,6 +70,14 @@ struct rules<aten::sdpa<Forced>> {
   template <class E>
   static auto jvp(const E& e, jvp_context& ctx) {
     return tangent(detail::apply_tuple([&](const auto&... c) { return e.op.math(c...); }, e.children), ctx);
+  }
+};
+
+template <class Forced>
+struct rules<aten::sdpa_grad<Forced>> {
+  template <class E, class G>
+  static void vjp(const E& e, const G& g) {
+    backprop(detail::apply_tuple([&](const auto&... c) { return e.op.decompose(c...); }, e.children), g);
   }
 };
 }  // namespace tenet::detail::ag
