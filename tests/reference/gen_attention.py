@@ -23,7 +23,7 @@ def case(name, qs, ks, vs, mask=None, causal=False, scale=None, gqa=False, dtype
     m0 = mask() if callable(mask) else mask
     for sfx in dtypes:
         dt = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}[sfx]
-        q, k, v = (t.detach().to(dt).clone().requires_grad_(sfx in ("f32", "f64")) for t in (q0, k0, v0))
+        q, k, v = (t.detach().to(dt).clone().requires_grad_(True) for t in (q0, k0, v0))
         m = None
         if m0 is not None:
             m = m0 if m0.dtype == torch.bool else m0.detach().to(dt).clone().requires_grad_(sfx in ("f32", "f64"))
@@ -33,7 +33,7 @@ def case(name, qs, ks, vs, mask=None, causal=False, scale=None, gqa=False, dtype
                  scale=torch.tensor([scale if scale is not None else -1.0], dtype=torch.float64))
         if m is not None:
             t["mask"] = m.detach()
-        if sfx in ("f32", "f64"):
+        if True:  # gradients in every dtype (bf16 / f16: torch's CPU kernels, float accumulation)
             w = r(*out.shape).to(dt)
             (out * w).sum().backward()
             t.update(w=w, dq=q.grad, dk=k.grad, dv=v.grad)
