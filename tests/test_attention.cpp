@@ -159,11 +159,8 @@ TEST_CASE("sdpa: selection, explain and the errors that list every variant's rea
     CHECK_THAT(what, Catch::Contains("memory_efficient: not enabled (sdpa_kernel)"));
     CHECK_THAT(what, Catch::Contains("math: not enabled (sdpa_kernel)"));
   }
-  // dropout: only math has it yet
-  CHECK_THAT(explain(scaled_dot_product_attention(q, k, v, {.dropout_p = 0.2})),
-             Catch::Contains("variant: math (passed over: flash: dropout_p > 0"));
-  CHECK_THROWS_WITH(eval(scaled_dot_product_attention<sdpa::flash>(q, k, v, {.dropout_p = 0.2})),
-                    Catch::Contains("flash: dropout_p > 0") && Catch::Contains("math: another variant is forced"));
+  // dropout: the tiled kernels have it too
+  CHECK_THAT(explain(scaled_dot_product_attention(q, k, v, {.dropout_p = 0.2})), Catch::Contains("variant: flash"));
   // integer inputs have no kernel: a compile error (compile_fail tests); mask and causal together
   CHECK_THROWS_AS(scaled_dot_product_attention(q, k, v, mask, {.is_causal = true}), value_error);
 }
@@ -212,6 +209,29 @@ void check_agree(const Tensor<float, S>& a, const Tensor<float, S>& b, double to
   CHECK(diff <= tol * (1.0 + scale));
 }
 }  // namespace
+
+TEST_CASE("sdpa: dropout in the tiled kernels draws the math variant's mask", "[attention]") {
+  using S4 = dyn_shape<4>;
+  manual_seed(5);
+  const auto q = randn<float, S4>(2, 4, 150, 16), k = randn<float, S4>(2, 2, 700, 16), v = randn<float, S4>(2, 2, 700, 8);
+  const Tensor<bool, dyn_shape<2>> keep = rand<float, dyn_shape<2>>(150, 700) > 0.3f;
+  for (bool causal : {false, true}) {
+    INFO("causal " << causal);
+    const sdpa_options o{.is_causal = causal, .dropout_p = 0.25, .enable_gqa = true};
+    manual_seed(11);
+    const Tensor<float, S4> want = scaled_dot_product_attention<sdpa::math>(q, k, v, o);
+    manual_seed(11);
+    check_agree(Tensor<float, S4>(scaled_dot_product_attention<sdpa::flash>(q, k, v, o)), want);
+    manual_seed(11);
+    check_agree(Tensor<float, S4>(scaled_dot_product_attention<sdpa::memory_efficient>(q, k, v, o)), want);
+  }
+  manual_seed(12);
+  const Tensor<float, S4> want = scaled_dot_product_attention<sdpa::math>(q, k, v, keep, {.dropout_p = 0.5, .enable_gqa = true});
+  manual_seed(12);
+  check_agree(Tensor<float, S4>(scaled_dot_product_attention<sdpa::memory_efficient>(q, k, v, keep,
+                                                                                     {.dropout_p = 0.5, .enable_gqa = true})),
+              want);
+}
 
 TEST_CASE("sdpa: the tiled kernel agrees with math across many blocks (128 queries, 512 keys)", "[attention]") {
   using S4 = dyn_shape<4>;

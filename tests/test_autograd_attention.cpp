@@ -87,6 +87,37 @@ TEST_CASE("autograd sdpa: gradients against torch, the forward by each variant",
   }
 }
 
+TEST_CASE("autograd sdpa: dropout, the tiled backward against the math backward (same draw)", "[autograd][attention]") {
+  using S4 = dyn_shape<4>;
+  manual_seed(21);
+  const auto q0 = randn<float, S4>(1, 4, 140, 16), k0 = randn<float, S4>(1, 2, 600, 16), v0 = randn<float, S4>(1, 2, 600, 8);
+  const auto w = randn<float, S4>(1, 4, 140, 8);
+  for (const bool causal : {false, true}) {
+    INFO("causal " << causal);
+    const sdpa_options o{.is_causal = causal, .dropout_p = 0.3, .enable_gqa = true};
+    auto grads = [&](sdpa_backend b) {
+      sdpa_kernel only({b});
+      auto q = q0.clone(), k = k0.clone(), v = v0.clone();
+      q.requires_grad_(), k.requires_grad_(), v.requires_grad_();
+      manual_seed(31);
+      Tensor<float, S4> y = scaled_dot_product_attention(q, k, v, o);
+      Tensor<float, shape<>> loss = sum(y * w);
+      loss.backward();
+      return std::array<Tensor<float, S4>, 4>{y, q.grad(), k.grad(), v.grad()};
+    };
+    const auto m = grads(sdpa_backend::math);
+    for (auto b : {sdpa_backend::flash, sdpa_backend::memory_efficient}) {
+      const auto t = grads(b);
+      for (int i = 0; i < 4; ++i) {
+        INFO(sdpa_backend_name(b) << ", tensor " << i);
+        const double diff = tenet::eval(amax(abs(t[i] - m[i]))).item();
+        const double scale = tenet::eval(amax(abs(m[i]))).item();
+        CHECK(diff <= 3e-5 * (1.0 + scale));
+      }
+    }
+  }
+}
+
 TEST_CASE("autograd sdpa: finite differences (float64), masks, causal, GQA", "[autograd][attention]") {
   using M4 = Tensor<double, dyn_shape<4>>;
   const M4 q = tenet_test::filled<4>({1, 4, 3, 5}, -1, 1, 0.1);

@@ -318,6 +318,55 @@ class Program:
         t = torch.dot(a.t, b.t) if kind == "dot" else torch.matmul(a.t, b.t)
         return V(t, f"tenet::{fn}({a.cpp}, {b.cpp})"), fn
 
+    def attention(self):
+        """scaled_dot_product_attention of strided leaves: ranks 2-4, L != S, odd head dims, GQA,
+        bool and float masks broadcast from fewer dims, causal, scale, and a forced variant."""
+        r = self.rng
+        dt = r.choice([torch.float32, torch.float32, torch.float64] if self.grad else
+                      [torch.float32, torch.float32, torch.float64, torch.bfloat16, torch.float16])
+        rank = r.choice([2, 3, 4, 4])
+        L, S = r.choice([1, 2, 3, 5, 9]), r.choice([1, 2, 4, 7] if r.random() > 0.05 else [0])
+        E, Ev = r.choice([1, 3, 4, 8, 16]), r.choice([1, 2, 5, 8])
+        batch = [r.choice([1, 2, 3]) for _ in range(rank - 2)]
+        kv_batch = list(batch)
+        gqa = rank >= 3 and r.random() < 0.2
+        if gqa:
+            kv_batch[-1] = r.choice([1, 2])
+            batch[-1] = kv_batch[-1] * r.choice([1, 2, 3])
+        q = self.leaf(batch + [L, E], dt)
+        if r.random() < 0.3:
+            out = self.unary(q)
+            q = out[0] if out and out[0].t.dtype == dt else q
+        k, v = self.leaf(kv_batch + [S, E], dt), self.leaf(kv_batch + [S, Ev], dt)
+        mask_kind = r.choice(["none", "none", "causal", "bool", "float"])
+        m = None
+        if mask_kind in ("bool", "float"):
+            full = batch + [L, S]
+            sizes = full[r.randrange(len(full) - 1):]  # a suffix of at least (L, S)
+            sizes = [1 if r.random() < 0.25 else n for n in sizes]
+            m = self.leaf(sizes, torch.bool if mask_kind == "bool" else dt)
+        scale = None if r.random() < 0.6 else r.choice([0.3, 1.0, 1.7])
+        variants = ["", "", "math", "memory_efficient"] + (["flash"] if m is None else [])
+        if self.grad and mask_kind == "float":
+            variants = ["", "math"]  # the mask's gradient: only the math backward gives it
+        forced = r.choice(variants)
+        t = torch.nn.functional.scaled_dot_product_attention(
+            q.t, k.t, v.t, attn_mask=None if m is None else m.t, is_causal=mask_kind == "causal", scale=scale,
+            enable_gqa=gqa)
+        opts = []
+        if mask_kind == "causal":
+            opts.append(".is_causal = true")
+        if scale is not None:
+            opts.append(f".scale = {scale!r}")
+        if gqa:
+            opts.append(".enable_gqa = true")
+        args = f"{q.cpp}, {k.cpp}, {v.cpp}" + (f", {m.cpp}" if m is not None else "")
+        if opts:
+            args += ", tenet::sdpa_options{" + ", ".join(opts) + "}"
+        fn = "tenet::scaled_dot_product_attention" + (f"<tenet::sdpa::{forced}>" if forced else "")
+        return V(t, f"{fn}({args})"), "sdpa" + (f"<{forced}>" if forced else "") + (f".{mask_kind}" if m is not None or
+                                                                                      mask_kind == "causal" else "")
+
     def materialize(self, a):
         """Evaluates a into a named Tensor, then maybe a view or an in-place update of it."""
         r = self.rng
@@ -429,7 +478,7 @@ def finite_enough(t):
         bool(torch.isfinite(t.double()).any())
 
 
-def generate(seed, count, grad, name):
+def generate(seed, count, grad, name, attention=False):
     rng = random.Random(seed)
     ref = ReferenceFile()
     cases = []
@@ -438,11 +487,20 @@ def generate(seed, count, grad, name):
         i += 1
         p = Program(random.Random(rng.randrange(1 << 30)), grad)
         try:
-            v = p.expr(rng.choice([2, 3, 3, 4]))
+            if attention:  # an attention, maybe followed by one more op
+                v, op = p.attention()
+                p.ops.append(op)
+                if p.rng.random() < 0.5:
+                    out = p.unary(v) if p.rng.random() < 0.5 else p.with_scalar(v)
+                    if out is not None:
+                        v = out[0]
+                        p.ops.append(out[1])
+            else:
+                v = p.expr(rng.choice([2, 3, 3, 4]))
         except (RuntimeError, TypeError, ValueError):
             continue
         t = v.t
-        if len(p.ops) < 2 or t.numel() > 400 or not finite_enough(t):
+        if len(p.ops) < (1 if attention else 2) or t.numel() > 400 or not finite_enough(t):
             continue
         if grad:
             if not t.dtype.is_floating_point or not t.requires_grad or t.numel() == 0:
@@ -524,9 +582,10 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated case numbers to keep (a finding kept as a "
                     "regression case)")
     ap.add_argument("--append", action="store_true", help="append to --cpp and --ref instead of writing them")
+    ap.add_argument("--attention", action="store_true", help="programs of scaled_dot_product_attention")
     args = ap.parse_args()
     torch.set_default_dtype(torch.float32)
-    ref, cases = generate(args.seed, args.count, args.grad, args.name)
+    ref, cases = generate(args.seed, args.count, args.grad, args.name, args.attention)
     skip = {int(s) for s in args.skip.split(",") if s}
     only = {int(s) for s in args.only.split(",") if s}
     keep = [i for i in range(len(cases)) if i not in skip and (not only or i in only)]
@@ -534,7 +593,7 @@ def main():
     key = "kFuzzFile"
     text = "" if args.append else HEADER.format(torch=torch.__version__.split("+")[0], ref=refname, key=key)
     text += f"// gen_fuzz.py --seed {args.seed} --count {args.count} --name {args.name}" + \
-        (" --grad" if args.grad else "") + (f" --only {args.only}" if args.only else "") + "\n\n"
+        (" --grad" if args.grad else "") + (" --attention" if args.attention else "") + (f" --only {args.only}" if args.only else "") + "\n\n"
     text += "\n\n".join(cpp_case(cases[i][0], cases[i][1], cases[i][2], cases[i][3], key) for i in keep) + "\n\n"
     with open(args.cpp, "a" if args.append else "w") as f:
         f.write(text)

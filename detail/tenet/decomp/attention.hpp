@@ -423,7 +423,7 @@ struct sdpa {
 /// the forward's output o, its gradient g and the attn_mask if any; the result is dq, dk, dv and,
 /// for an additive mask, its gradient (zeros unless mask_grad), flattened one after the other
 /// (the VJP takes them apart as views). The CPU runs the tiled backward where it is eligible
-/// (no dropout, no mask gradient); otherwise, and on other backends, the math backward runs in
+/// (no mask gradient); otherwise, and on other backends, the math backward runs in
 /// stages (decompose_with, staged as sdpa::math_with):
 ///   P = weights, Pd = P keep (dropout), dV = Pdᵀ g, dP = (g Vᵀ) keep,
 ///   dS = P (dP - rowsum(dP P)), dQ = dS K scale, dK = dSᵀ Q scale, dmask = dS summed to the mask
@@ -588,7 +588,6 @@ std::string sdpa_ineligible(sdpa_backend b, const E& e) {
   if (b == sdpa_backend::math) return {};
   if (b == sdpa_backend::flash && sdpa_mask_kind<E> != attn_mask_kind::none)
     return "an attn_mask is given (flash takes is_causal only)";
-  if (op.dropout_p > 0) return "dropout_p > 0 (the tiled kernels have no dropout yet)";
   return {};
 }
 

@@ -11,6 +11,9 @@
 //                                        triangle (blocks wholly above the diagonal are skipped)
 //   m' = max(m, rowmax S); P = exp(S - m'); l = l e^(m - m') + rowsum P; O = O e^(m - m') + P V
 //
+// With dropout, P is multiplied by the keep factor of each score (0 where its Philox draw is
+// below p, else 1 / (1 - p): the draw of the math variant, element (row, key) of the scores) after
+// l has summed it and before P V.
 // and writes O / l (0 for a row whose keys are all masked out, as torch). Memory is O(BQ (BK + Ev))
 // per thread: the L x S scores are never stored, nor is the causal mask. 16-bit inputs are read
 // into float blocks; everything accumulates in float (double for double inputs).
@@ -29,6 +32,7 @@
 #include <tenet/backend/cpu/gemm.hpp>
 #include <tenet/backend/cpu/simd.hpp>
 #include <tenet/dtype.hpp>
+#include <tenet/runtime/philox.hpp>
 
 namespace tenet::detail::cpu {
 
@@ -45,7 +49,28 @@ struct attn_problem {
   std::int64_t batch = 1, hq = 1, group = 1, L = 0, S = 0, E = 0, Ev = 0;
   double scale = 1;
   bool causal = false;
+  double dropout_p = 0;  // > 0: dropout's draw is the Philox stream (seed, offset), one value per score
+  std::uint64_t seed = 0, offset = 0;
 };
+
+/// s[0, n) *= dropout's keep factor of scores (row, j0 .. j0 + n), row the flattened (batch,
+/// head, query) index: 0 where the score's draw is < p, else 1 / (1 - p), as the math variant's
+/// where(uniform < p, 0, 1 / (1 - p)) in the accumulation type A.
+template <class A>
+void attn_dropout_row(const attn_problem& pr, std::int64_t row, std::int64_t j0, A* s, std::int64_t n) {
+  const A p = static_cast<A>(pr.dropout_p);
+  const A keep = static_cast<A>(pr.dropout_p < 1 ? 1.0 / (1.0 - pr.dropout_p) : 0.0);
+  constexpr unsigned words = uniform_words_per_element<A>();
+  const std::int64_t k0 = row * pr.S + j0;
+  std::uint64_t at = ~std::uint64_t{0};
+  uint4x32 block{};
+  for (std::int64_t j = 0; j < n; ++j) {
+    const std::int64_t k = k0 + j;
+    const std::uint64_t bi = philox_block_of(k, words);
+    if (bi != at) block = philox_block(pr.seed, pr.offset, bi), at = bi;
+    s[j] *= uniform_element<A>(block, k, 0.0, 1.0) < p ? A(0) : keep;
+  }
+}
 
 /// Tile sizes: query rows per task and keys per block.
 /// (B=4, H=12, L=S=1024, E=64 fp32 on 2 AVX-512 cores: 64 x 256 gave 187 GFLOP/s, 128 x 256 195,
@@ -167,6 +192,7 @@ void attention_tiled(const attn_problem& pr, const attn_operand<T>& q, const att
           const A sum = attn_exp_sum<A>(s, n, m_new);
           lrow[static_cast<std::size_t>(r)] = lrow[static_cast<std::size_t>(r)] * alpha + sum;
           mrow[static_cast<std::size_t>(r)] = m_new;
+          if (pr.dropout_p > 0) attn_dropout_row<A>(pr, bh * L + i, j0, s, n);
           if (alpha != A(1))
             for (std::int64_t c = 0; c < Ev; ++c) o[c] *= alpha;
         }
@@ -193,7 +219,7 @@ void attention_tiled(const attn_problem& pr, const attn_operand<T>& q, const att
   }
 }
 
-/// The backward of attention_tiled, without dropout: dq (batch, hq, L, E), dk and dv (batch,
+/// The backward of attention_tiled: dq (batch, hq, L, E), dk and dv (batch,
 /// hkv, S, E | Ev), contiguous, from the forward's output o and its gradient g (batch, hq, L, Ev).
 /// One task per (batch, kv head): its dk and dv accumulate in float over the q heads of its group
 /// and their query blocks. Per block of BQ query rows, with the row's keys K[0, n) (n = S, or the
@@ -201,7 +227,8 @@ void attention_tiled(const attn_problem& pr, const attn_operand<T>& q, const att
 ///   P = softmax(Q scale Kᵀ + mask) (the whole row block, kept: BQ x n floats)
 ///   dP = g Vᵀ; dS = P (dP - D), D = rowsum(g o); dV += Pᵀ g; dQ = dS K scale; dK += dSᵀ Q scale
 /// five products, as the math backward, and no log-sum-exp to save: the row block's softmax is
-/// recomputed whole.
+/// recomputed whole. With dropout (keep factors Z of the forward's draw): dP = (g Vᵀ) Z,
+/// dV += (P Z)ᵀ g, and D = rowsum(g o) = rowsum(P dP) still.
 template <class M, class T>
 void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, const attn_operand<T>& k,
                               const attn_operand<T>& v, const attn_operand<T>& o, const attn_operand<T>& g,
@@ -231,6 +258,7 @@ void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, 
     std::vector<A> tk(static_cast<std::size_t>(S * std::max(E, Ev))), tq(static_cast<std::size_t>(BQ * E));
     std::vector<A> kf(direct ? 0 : static_cast<std::size_t>(S * E)), vf(direct ? 0 : static_cast<std::size_t>(S * Ev));
     std::vector<A> drow(static_cast<std::size_t>(BQ));
+    std::vector<A> zrow(pr.dropout_p > 0 ? static_cast<std::size_t>(W) : 0);
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t t = 0; t < tasks; ++t) {
       const std::int64_t b = t / hkv, hk = t % hkv;
@@ -297,12 +325,21 @@ void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, 
           // dP = g Vᵀ, then dS = P (dP - D) in place
           gemm_ex<A>(gf.data(), Ev, 1, vb, vsc, vsr, dp.data(), W, nq, n, Ev);
           for (std::int64_t r = 0; r < nq; ++r) {
-            const A* pr_ = p.data() + r * W;
+            A* pr_ = p.data() + r * W;
             A* d = dp.data() + r * W;
             const A dr = drow[static_cast<std::size_t>(r)];
-            for (std::int64_t j = 0; j < n; ++j) d[j] = pr_[j] * (d[j] - dr);
+            if (pr.dropout_p > 0) {
+              std::fill(zrow.begin(), zrow.begin() + n, A(1));
+              attn_dropout_row<A>(pr, (b * pr.hq + h) * L + i0 + r, 0, zrow.data(), n);
+              for (std::int64_t j = 0; j < n; ++j) {
+                d[j] = pr_[j] * (d[j] * zrow[static_cast<std::size_t>(j)] - dr);
+                pr_[j] *= zrow[static_cast<std::size_t>(j)];  // P Z, for dV
+              }
+            } else {
+              for (std::int64_t j = 0; j < n; ++j) d[j] = pr_[j] * (d[j] - dr);
+            }
           }
-          // dV += Pᵀ g
+          // dV += Pᵀ g (P Z with dropout)
           gemm_ex<A>(p.data(), 1, W, gf.data(), Ev, 1, tk.data(), Ev, n, Ev, nq);
           for (std::int64_t x = 0; x < n * Ev; ++x) dv[x] += tk[x];
           // dK += dSᵀ (Q scale)

@@ -301,6 +301,7 @@ attention_layout<rank_of<Q>> attention_layout_of(const aten::sdpa<Forced>& op, c
   a.pr.batch = d.batch, a.pr.hq = d.hq, a.pr.group = d.hkv == 0 ? 1 : d.hq / d.hkv;
   a.pr.L = d.L, a.pr.S = d.S, a.pr.E = d.E, a.pr.Ev = d.Ev;
   a.pr.scale = op.scale, a.pr.causal = op.is_causal;
+  a.pr.dropout_p = op.dropout_p, a.pr.seed = op.seed, a.pr.offset = op.offset;
   a.scores = q.sizes();
   a.scores[R - 1] = d.S;  // (batch..., hq, L, S)
   a.kv = a.scores;
