@@ -390,6 +390,7 @@ generation generate(const GPT2<C>& model, const std::vector<std::int64_t>& promp
   return g;
 }
 
+#ifndef GPT2_MODEL_ONLY  // bench/gpt2.cpp takes the model and generate() only
 // ------------------------------------------------------------------------------------------------
 // tokens as text
 
@@ -675,3 +676,4 @@ int main(int argc, char** argv) {
     return 2;
   }
 }
+#endif  // GPT2_MODEL_ONLY
