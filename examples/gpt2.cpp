@@ -41,6 +41,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -273,6 +274,7 @@ struct GPT2 : nn::Module {
         continue;  // HF's causal-mask buffers, not parameters
       d.insert(n, t);
     }
+    check_config(d, where);
     try {
       load_state_dict(d, /*strict=*/true);
     } catch (const error& e) {
@@ -288,6 +290,26 @@ struct GPT2 : nn::Module {
   }
 
  private:
+  /// A file of another configuration: one short message (instead of a list of every key).
+  static void check_config(const tensor_dict& d, const std::string& where) {
+    const auto text = [](const std::vector<std::int64_t>& s) {
+      std::string t = "[";
+      for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+      return t + "]";
+    };
+    const std::string cfg = std::string(" (config ") + C::name + ": vocab_size " + std::to_string(C::vocab_size) +
+                            ", n_ctx " + std::to_string(C::n_ctx) + ", n_embd " + std::to_string(C::n_embd) +
+                            ", n_layer " + std::to_string(C::n_layer) + "; another --config?)";
+    for (const auto& [key, want] : {std::pair<std::string, std::vector<std::int64_t>>{"transformer.wte.weight", {V, E}},
+                                    {"transformer.wpe.weight", {C::n_ctx, E}}})
+      if (const any_tensor* t = d.find(key); t && t->sizes() != want)
+        throw shape_error("gpt2: " + where + ": \"" + key + "\" is " + text(t->sizes()) + ", not " + text(want) + cfg);
+    int layers = 0;
+    for (const auto& [name, t] : d)
+      if (name.rfind("transformer.h.", 0) == 0) layers = std::max(layers, 1 + std::atoi(name.c_str() + 14));
+    if (layers != C::n_layer)
+      throw value_error("gpt2: " + where + ": the file has " + std::to_string(layers) + " layers (transformer.h.N)" + cfg);
+  }
   [[noreturn]] static void throw_again(const error& e, const std::string& where) {
     const std::string msg = "gpt2: " + where + ": " + e.what();
     if (dynamic_cast<const dtype_error*>(&e)) throw dtype_error(msg);
@@ -580,6 +602,12 @@ int self_check() {
     tensor_dict extra = without("");
     extra.insert("transformer.h.0.attn.q_proj.weight", any_tensor::zeros(dtype::float32, {1}));
     expect_error("unexpected key", extra, "transformer.h.0.attn.q_proj.weight", value_error{""});
+    tensor_dict deeper = without("");
+    deeper.insert("transformer.h.2.ln_1.weight", any_tensor::zeros(dtype::float32, {C::n_embd}));
+    expect_error("a file of another config (a third layer)", deeper, "the file has 3 layers", value_error{""});
+    expect_error("a file of another config (GPT-2 small's wte)",
+                 replaced("transformer.wte.weight", any_tensor::zeros(dtype::float32, {50257, C::n_embd})),
+                 "\"transformer.wte.weight\" is [50257, 32], not [256, 32]", shape_error{""});
     // GPT2Model's names (no "transformer."), no lm_head, no buffers: loads, the same logits
     tensor_dict bare;
     for (const auto& [n, t] : file)
