@@ -117,9 +117,85 @@ def sdpa_fwd_bwd(q, k, v, g, causal):
     return q.grad
 
 
+class Gpt2Small:
+    """bench/gpt2.cpp's model: GPT-2 small as HF's GPT2LMHeadModel computes it (Conv1D as addmm with
+    [in, out] weights, F.scaled_dot_product_attention as HF's default "sdpa" attention, gelu tanh,
+    tied lm_head), random weights N(0, 0.02), with preallocated KV caches [1, 12, 1024, 64]."""
+    V, N_CTX, C, H, L = 50257, 1024, 768, 12, 12
+
+    def __init__(self):
+        def n(*s, std=0.02):
+            return torch.randn(*s) * std
+        C, L = self.C, self.L
+        self.wte, self.wpe = n(self.V, C), n(self.N_CTX, C, std=0.01)
+        self.layers = [dict(ln1=(torch.ones(C), torch.zeros(C)), attn=(n(C, 3 * C), torch.zeros(3 * C)),
+                            proj=(n(C, C, std=0.02 / (2 * L) ** 0.5), torch.zeros(C)),
+                            ln2=(torch.ones(C), torch.zeros(C)), fc=(n(C, 4 * C), torch.zeros(4 * C)),
+                            fc_proj=(n(4 * C, C, std=0.02 / (2 * L) ** 0.5), torch.zeros(C))) for _ in range(L)]
+        self.ln_f = (torch.ones(C), torch.zeros(C))
+        hd = C // self.H
+        self.k_cache = [torch.zeros(1, self.H, self.N_CTX, hd) for _ in range(L)]
+        self.v_cache = [torch.zeros(1, self.H, self.N_CTX, hd) for _ in range(L)]
+
+    def forward(self, idx, pos: int = 0, use_cache: bool = False, last_only: bool = False):
+        F = torch.nn.functional
+        B, T = idx.shape
+        C, H = self.C, self.H
+        x = self.wte[idx] + self.wpe[pos:pos + T]
+
+        def conv1d(x, wb):
+            return torch.addmm(wb[1], x.view(-1, x.size(-1)), wb[0]).view(*x.shape[:-1], wb[0].size(1))
+        for i, p in enumerate(self.layers):
+            h = F.layer_norm(x, (C,), *p["ln1"], 1e-5)
+            q, k, v = conv1d(h, p["attn"]).split(C, dim=2)
+            q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))
+            if use_cache:
+                self.k_cache[i][:, :, pos:pos + T] = k
+                self.v_cache[i][:, :, pos:pos + T] = v
+                k, v = self.k_cache[i][:, :, :pos + T], self.v_cache[i][:, :, :pos + T]
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=pos == 0)
+            x = x + conv1d(y.transpose(1, 2).reshape(B, T, C), p["proj"])
+            h = F.layer_norm(x, (C,), *p["ln2"], 1e-5)
+            x = x + conv1d(F.gelu(conv1d(h, p["fc"]), approximate="tanh"), p["fc_proj"])
+        if last_only:
+            x = x[:, -1:]
+        return F.layer_norm(x, (C,), *self.ln_f, 1e-5) @ self.wte.T
+
+    def generate(self, prompt, n, step):
+        """n greedy tokens after prompt [1, P]: the prompt once, then one position per token."""
+        ids = prompt
+        logits = step(prompt, 0)
+        out = []
+        for i in range(n):
+            nxt = logits[:, -1].argmax(-1, keepdim=True)
+            out.append(nxt)
+            if i + 1 < n:
+                logits = step(nxt, prompt.size(1) + i)
+        return torch.cat([ids] + out, dim=1)
+
+
+def gpt2_gen(model, prompt):
+    """bench/gpt2.cpp's generation: 128 greedy tokens after the prompt, eager."""
+    return model.generate(prompt, 128, lambda idx, pos: model.forward(idx, pos, use_cache=True, last_only=True))
+
+
+def gpt2_gen_compiled():
+    """The same with the one-step forward compiled (dynamic shapes: one graph for the prefill and
+    one for every position), not the loop (dynamo would unroll its 128 steps)."""
+    step = torch.compile(lambda m, idx, pos: m.forward(idx, pos, use_cache=True, last_only=True), dynamic=True)
+    return lambda model, prompt: model.generate(prompt, 128, lambda idx, pos: step(model, idx, pos))
+
+
+gpt2_gen.compile = gpt2_gen_compiled
+
+
 # workloads that need autograd (run outside inference_mode)
 TRAINING = {"adamw_step_mlp784", "mlp_train_b256_adamw", "mlp_train_b256_adamw_compiled",
             "sdpa_b4h12_l1024_e64_fwdbwd", "sdpa_b4h12_l1024_e64_causal_fwdbwd"}
+
+
+# workloads timed over fewer runs than 5 (a run takes seconds), as their bench/*.cpp
+MIN_RUNS = {"gpt2_small_gen128_p16": 3}
 
 
 def workloads():
@@ -166,6 +242,11 @@ def workloads():
            lambda q, k, v, g: sdpa_fwd_bwd(q, k, v, g, False), 3.5 * sdpa_flops)
     yield ("sdpa_b4h12_l1024_e64_causal_fwdbwd", "GFLOP/s", lambda: sdpa_inputs(True),
            lambda q, k, v, g: sdpa_fwd_bwd(q, k, v, g, True), 3.5 * sdpa_flops / 2)
+    # bench/gpt2.cpp: GPT-2 small, random weights; tokens/s
+    yield ("gpt2_small_fwd_b1_t256", "tokens/s", lambda: (Gpt2Small(), torch.randint(0, Gpt2Small.V, (1, 256))),
+           lambda model, idx: model.forward(idx), 256.0)
+    yield ("gpt2_small_gen128_p16", "tokens/s", lambda: (Gpt2Small(), torch.randint(0, Gpt2Small.V, (1, 16))),
+           gpt2_gen, 128.0)
     params = resnet_stage1_params()
     yield ("resnet18_stage1_b8", "img/s", lambda: (resnet_param(0, 1.0, 0.0, 8, 3, 224, 224),),
            lambda x: resnet_stage1(x, params), 8.0)
@@ -187,16 +268,18 @@ def main():
             continue
         inputs = make_inputs()
         mode = torch.enable_grad if name in TRAINING else torch.inference_mode
+        runs = MIN_RUNS.get(name, 5)
         with mode():
-            t = measure(lambda: fn(*inputs))
+            t = measure(lambda: fn(*inputs), min_runs=runs)
         report(name, "torch-eager", metric, amount / t)
         if args.no_compile:
             continue
         try:
             torch._dynamo.reset()
-            compiled = torch.compile(fn)
+            # a workload may say how it is compiled (gpt2 generation: the step, not the loop)
+            compiled = fn.compile() if hasattr(fn, "compile") else torch.compile(fn)
             with mode():
-                t = measure(lambda: compiled(*inputs))
+                t = measure(lambda: compiled(*inputs), min_runs=runs)
             report(name, "torch-compile", metric, amount / t)
         except Exception as e:  # noqa: BLE001 - any compile failure is "missing", not fatal
             msg = f"{type(e).__name__}: {e}".splitlines()[0][:300]
