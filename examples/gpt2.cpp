@@ -33,9 +33,11 @@
 // cache and without it (full recompute) and compares both with PyTorch's greedy continuation and
 // the logits with each other, checks the loader's errors, then samples a continuation. Exit code
 // 1 on any mismatch.
-// Inference only, but built with autograd (the default): with TENET_AUTOGRAD=0, nn::Module's
-// register_parameter calls requires_grad_(true), which throws in such a build. The model's
-// parameters are set not to require gradients instead, so no graph is recorded.
+// Inference only: built without autograd (TENET_AUTOGRAD=0, which compiles no VJP for the
+// expressions it evaluates).
+#ifndef TENET_AUTOGRAD
+#define TENET_AUTOGRAD 0
+#endif
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -215,7 +217,6 @@ struct GPT2 : nn::Module {
   GPT2() {
     register_module("transformer", transformer);
     eval();
-    requires_grad_(false);  // inference: no autograd graph
   }
 
   /// GPT-2's initialization: N(0, 0.02), the residual projections N(0, 0.02 / sqrt(2 n_layer)),

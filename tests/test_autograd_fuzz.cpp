@@ -443,3 +443,95 @@ TEST_CASE("foundg2_10: cat, hardtanh", "[fuzz]") {
   fuzz::check(x1.grad(), c.at("grad_x1"), "grad of x1", 2e-05);
 }
 
+// gen_fuzz.py --seed 1 --count 5 --name fuzzag --grad --attention
+
+TEST_CASE("fuzzag_0: sdpa", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzag_0");
+  auto x0 = tenet_test::make<float, tenet::shape<2, 1, tenet::dyn, 16>>(c.at("x0"));
+  x0.requires_grad_();
+  auto x1 = tenet_test::make<float, tenet::shape<tenet::dyn, tenet::dyn, 1, tenet::dyn>>(c.at("x1"));
+  x1.requires_grad_();
+  auto x2 = tenet_test::make<float, tenet::shape<1, 2, 1, tenet::dyn>>(c.at("x2"));
+  x2.requires_grad_();
+  const auto r = tenet::eval(tenet::scaled_dot_product_attention(tenet::sigmoid(x0.template transpose<0, 1>()), x1, x2));
+  const auto w = tenet_test::make<float, tenet::dyn_shape<4>>(c.at("w"));
+  fuzz::check(r, c.at("out"), "out", 2e-05);
+  tenet::Tensor<float, tenet::shape<>> loss = tenet::sum(r * w);
+  loss.backward();
+  fuzz::check(x0.grad(), c.at("grad_x0"), "grad of x0", 2e-05);
+  fuzz::check(x1.grad(), c.at("grad_x1"), "grad of x1", 2e-05);
+  fuzz::check(x2.grad(), c.at("grad_x2"), "grad of x2", 2e-05);
+}
+
+TEST_CASE("fuzzag_1: sdpa, scalar+", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzag_1");
+  auto x0 = tenet_test::make<double, tenet::shape<tenet::dyn, 4>>(c.at("x0"));
+  x0.requires_grad_();
+  auto x1 = tenet_test::make<double, tenet::shape<3, tenet::dyn>>(c.at("x1"));
+  x1.requires_grad_();
+  auto x2 = tenet_test::make<double, tenet::shape<tenet::dyn, 1>>(c.at("x2"));
+  x2.requires_grad_();
+  const auto r = tenet::eval((tenet::scaled_dot_product_attention(x0, x1.template slice<0>(1, 3, 2), x2.template narrow<0>(1, 1)) + 1.5));
+  const auto w = tenet_test::make<double, tenet::dyn_shape<2>>(c.at("w"));
+  fuzz::check(r, c.at("out"), "out", 1e-11);
+  tenet::Tensor<double, tenet::shape<>> loss = tenet::sum(r * w);
+  loss.backward();
+  fuzz::check(x0.grad(), c.at("grad_x0"), "grad of x0", 1e-11);
+  fuzz::check(x1.grad(), c.at("grad_x1"), "grad of x1", 1e-11);
+  fuzz::check(x2.grad(), c.at("grad_x2"), "grad of x2", 1e-11);
+}
+
+TEST_CASE("fuzzag_2: sdpa<memory_efficient>, sin", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzag_2");
+  auto x0 = tenet_test::make<float, tenet::shape<3, tenet::dyn, 1, tenet::dyn>>(c.at("x0"));
+  x0.requires_grad_();
+  auto x1 = tenet_test::make<float, tenet::shape<tenet::dyn, tenet::dyn, 7, tenet::dyn>>(c.at("x1"));
+  x1.requires_grad_();
+  auto x2 = tenet_test::make<float, tenet::shape<tenet::dyn, 1, tenet::dyn, tenet::dyn>>(c.at("x2"));
+  x2.requires_grad_();
+  const auto r = tenet::eval(tenet::sin(tenet::scaled_dot_product_attention<tenet::sdpa::memory_efficient>(x0, x1, x2, tenet::sdpa_options{.scale = 1.7})));
+  const auto w = tenet_test::make<float, tenet::dyn_shape<4>>(c.at("w"));
+  fuzz::check(r, c.at("out"), "out", 2e-05);
+  tenet::Tensor<float, tenet::shape<>> loss = tenet::sum(r * w);
+  loss.backward();
+  fuzz::check(x0.grad(), c.at("grad_x0"), "grad of x0", 2e-05);
+  fuzz::check(x1.grad(), c.at("grad_x1"), "grad of x1", 2e-05);
+  fuzz::check(x2.grad(), c.at("grad_x2"), "grad of x2", 2e-05);
+}
+
+TEST_CASE("fuzzag_3: sdpa<flash>", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzag_3");
+  auto x0 = tenet_test::make<double, tenet::shape<7, 3, 2, 1>>(c.at("x0"));
+  x0.requires_grad_();
+  auto x1 = tenet_test::make<double, tenet::shape<3, tenet::dyn, tenet::dyn, 1>>(c.at("x1"));
+  x1.requires_grad_();
+  auto x2 = tenet_test::make<double, tenet::shape<3, tenet::dyn, 4, tenet::dyn>>(c.at("x2"));
+  x2.requires_grad_();
+  const auto r = tenet::eval(tenet::scaled_dot_product_attention<tenet::sdpa::flash>(tenet::softplus(x0.template slice<0>(1, 7, 2)), x1.template transpose<0, 1>(), x2));
+  const auto w = tenet_test::make<double, tenet::dyn_shape<4>>(c.at("w"));
+  fuzz::check(r, c.at("out"), "out", 1e-11);
+  tenet::Tensor<double, tenet::shape<>> loss = tenet::sum(r * w);
+  loss.backward();
+  fuzz::check(x0.grad(), c.at("grad_x0"), "grad of x0", 1e-11);
+  fuzz::check(x1.grad(), c.at("grad_x1"), "grad of x1", 1e-11);
+  fuzz::check(x2.grad(), c.at("grad_x2"), "grad of x2", 1e-11);
+}
+
+TEST_CASE("fuzzag_4: sdpa<math>.causal, softplus", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzag_4");
+  auto x0 = tenet_test::make<float, tenet::shape<1, 3, 9, 3>>(c.at("x0"));
+  x0.requires_grad_();
+  auto x1 = tenet_test::make<float, tenet::shape<tenet::dyn, 1, tenet::dyn, tenet::dyn>>(c.at("x1"));
+  x1.requires_grad_();
+  auto x2 = tenet_test::make<float, tenet::shape<1, tenet::dyn, 5, tenet::dyn>>(c.at("x2"));
+  x2.requires_grad_();
+  const auto r = tenet::eval(tenet::softplus(tenet::scaled_dot_product_attention<tenet::sdpa::math>(tenet::hardtanh(x0.template slice<3>(1, 3, 2)), x1.template transpose<0, 1>(), x2.template slice<2>(1, 5, 2), tenet::sdpa_options{.is_causal = true, .scale = 1.0})));
+  const auto w = tenet_test::make<float, tenet::dyn_shape<4>>(c.at("w"));
+  fuzz::check(r, c.at("out"), "out", 2e-05);
+  tenet::Tensor<float, tenet::shape<>> loss = tenet::sum(r * w);
+  loss.backward();
+  fuzz::check(x0.grad(), c.at("grad_x0"), "grad of x0", 2e-05);
+  fuzz::check(x1.grad(), c.at("grad_x1"), "grad of x1", 2e-05);
+  fuzz::check(x2.grad(), c.at("grad_x2"), "grad of x2", 2e-05);
+}
+

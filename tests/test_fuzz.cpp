@@ -465,3 +465,78 @@ TEST_CASE("found4_32: hardtanh, hardtanh, cumsum, prod", "[fuzz]") {
   fuzz::check(r, c.at("out"), "out", 2e-05);
 }
 
+// gen_fuzz.py --seed 1 --count 8 --name fuzza --attention
+
+TEST_CASE("fuzza_0: sdpa", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzza_0");
+  auto x0 = tenet_test::make<float, tenet::shape<2, 1, tenet::dyn, 16>>(c.at("x0"));
+  auto x1 = tenet_test::make<float, tenet::shape<tenet::dyn, tenet::dyn, 1, tenet::dyn>>(c.at("x1"));
+  auto x2 = tenet_test::make<float, tenet::shape<1, 2, 1, tenet::dyn>>(c.at("x2"));
+  const auto r = tenet::eval(tenet::scaled_dot_product_attention(tenet::sigmoid(x0.template transpose<0, 1>()), x1, x2));
+  fuzz::check(r, c.at("out"), "out", 2e-05);
+}
+
+TEST_CASE("fuzza_1: sdpa, scalar+", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzza_1");
+  auto x0 = tenet_test::make<tenet::float16, tenet::shape<tenet::dyn, 4>>(c.at("x0"));
+  auto x1 = tenet_test::make<tenet::float16, tenet::shape<3, tenet::dyn>>(c.at("x1"));
+  auto x2 = tenet_test::make<tenet::float16, tenet::shape<tenet::dyn, 1>>(c.at("x2"));
+  const auto r = tenet::eval((tenet::scaled_dot_product_attention(x0, x1.template slice<0>(1, 3, 2), x2.template narrow<0>(1, 1)) + 1.5));
+  fuzz::check(r, c.at("out"), "out", 0.004);
+}
+
+TEST_CASE("fuzza_2: sdpa<memory_efficient>, sin", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzza_2");
+  auto x0 = tenet_test::make<double, tenet::shape<3, tenet::dyn, 1, tenet::dyn>>(c.at("x0"));
+  auto x1 = tenet_test::make<double, tenet::shape<tenet::dyn, tenet::dyn, 7, tenet::dyn>>(c.at("x1"));
+  auto x2 = tenet_test::make<double, tenet::shape<tenet::dyn, 1, tenet::dyn, tenet::dyn>>(c.at("x2"));
+  const auto r = tenet::eval(tenet::sin(tenet::scaled_dot_product_attention<tenet::sdpa::memory_efficient>(x0, x1, x2, tenet::sdpa_options{.scale = 1.7})));
+  fuzz::check(r, c.at("out"), "out", 1e-11);
+}
+
+TEST_CASE("fuzza_3: sdpa<flash>.causal, scalar-", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzza_3");
+  auto x0 = tenet_test::make<double, tenet::shape<tenet::dyn, tenet::dyn, 1>>(c.at("x0"));
+  auto x1 = tenet_test::make<double, tenet::shape<tenet::dyn, 3, tenet::dyn>>(c.at("x1"));
+  auto x2 = tenet_test::make<double, tenet::shape<3, tenet::dyn, tenet::dyn>>(c.at("x2"));
+  const auto r = tenet::eval((tenet::scaled_dot_product_attention<tenet::sdpa::flash>(x0.template transpose<0, 1>(), x1.template transpose<0, 1>(), x2, tenet::sdpa_options{.is_causal = true}) - 1.5));
+  fuzz::check(r, c.at("out"), "out", 1e-11);
+}
+
+TEST_CASE("fuzza_4: sdpa<math>.causal, softplus", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzza_4");
+  auto x0 = tenet_test::make<float, tenet::shape<1, 3, 9, 3>>(c.at("x0"));
+  auto x1 = tenet_test::make<float, tenet::shape<tenet::dyn, 1, tenet::dyn, tenet::dyn>>(c.at("x1"));
+  auto x2 = tenet_test::make<float, tenet::shape<1, tenet::dyn, 5, tenet::dyn>>(c.at("x2"));
+  const auto r = tenet::eval(tenet::softplus(tenet::scaled_dot_product_attention<tenet::sdpa::math>(tenet::hardtanh(x0.template slice<3>(1, 3, 2)), x1.template transpose<0, 1>(), x2.template slice<2>(1, 5, 2), tenet::sdpa_options{.is_causal = true, .scale = 1.0})));
+  fuzz::check(r, c.at("out"), "out", 2e-05);
+}
+
+TEST_CASE("fuzza_5: sdpa<memory_efficient>.float, scalar/", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzza_5");
+  auto x0 = tenet_test::make<tenet::float16, tenet::shape<tenet::dyn, tenet::dyn, 9, 4>>(c.at("x0"));
+  auto x1 = tenet_test::make<tenet::float16, tenet::shape<2, 3, tenet::dyn, tenet::dyn>>(c.at("x1"));
+  auto x2 = tenet_test::make<tenet::float16, tenet::shape<5, tenet::dyn, tenet::dyn, 1>>(c.at("x2"));
+  auto x3 = tenet_test::make<tenet::float16, tenet::shape<tenet::dyn, tenet::dyn>>(c.at("x3"));
+  const auto r = tenet::eval((tenet::scaled_dot_product_attention<tenet::sdpa::memory_efficient>(x0, x1, x2.template slice<0>(1, 5, 2), x3, tenet::sdpa_options{.scale = 1.7}) / 3.0));
+  fuzz::check(r, c.at("out"), "out", 0.004);
+}
+
+TEST_CASE("fuzza_6: sdpa<memory_efficient>", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzza_6");
+  auto x0 = tenet_test::make<float, tenet::shape<2, 3, tenet::dyn, 16>>(c.at("x0"));
+  auto x1 = tenet_test::make<float, tenet::shape<tenet::dyn, tenet::dyn, tenet::dyn, 16>>(c.at("x1"));
+  auto x2 = tenet_test::make<float, tenet::shape<tenet::dyn, tenet::dyn, tenet::dyn, 2>>(c.at("x2"));
+  const auto r = tenet::eval(tenet::scaled_dot_product_attention<tenet::sdpa::memory_efficient>(x0.template transpose<0, 1>(), x1, x2));
+  fuzz::check(r, c.at("out"), "out", 2e-05);
+}
+
+TEST_CASE("fuzza_7: sdpa.causal, erf", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzza_7");
+  auto x0 = tenet_test::make<float, tenet::shape<3, 2, tenet::dyn, tenet::dyn>>(c.at("x0"));
+  auto x1 = tenet_test::make<float, tenet::shape<tenet::dyn, 3, 4, 1>>(c.at("x1"));
+  auto x2 = tenet_test::make<float, tenet::shape<tenet::dyn, tenet::dyn, 2, 10>>(c.at("x2"));
+  const auto r = tenet::eval(tenet::erf(tenet::scaled_dot_product_attention(tenet::log1p(x0.template transpose<0, 1>()), x1.template narrow<2>(1, 2), x2.template narrow<3>(1, 8), tenet::sdpa_options{.is_causal = true, .scale = 1.7})));
+  fuzz::check(r, c.at("out"), "out", 2e-05);
+}
+

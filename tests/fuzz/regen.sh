@@ -11,15 +11,21 @@ FWD_SEED=1 FWD_COUNT=48
 GRAD_SEED=1 GRAD_COUNT=24
 FOUND=(4:1,32)  # softmax over an empty dim; hardtanh of int64
 FOUND_GRAD=(2:1,4,10)  # gradients through stack and cat
+# scaled_dot_product_attention programs (--attention): a small batch each, for their compile cost
+ATT_SEED=1 ATT_COUNT=8 ATT_GRAD_COUNT=5
 
 python3 gen_fuzz.py --seed $FWD_SEED --count $FWD_COUNT --name fuzz --cpp $T/test_fuzz.cpp --ref $T/reference/fuzz.txt
 for f in "${FOUND[@]+"${FOUND[@]}"}"; do
   python3 gen_fuzz.py --seed "${f%%:*}" --count 60 --name "found${f%%:*}" --only "${f#*:}" --append \
     --cpp $T/test_fuzz.cpp --ref $T/reference/fuzz.txt
 done
+python3 gen_fuzz.py --attention --seed $ATT_SEED --count $ATT_COUNT --name fuzza --append \
+  --cpp $T/test_fuzz.cpp --ref $T/reference/fuzz.txt
 python3 gen_fuzz.py --grad --seed $GRAD_SEED --count $GRAD_COUNT --name fuzzg --cpp $T/test_autograd_fuzz.cpp \
   --ref $T/reference/fuzz_grad.txt
 for f in "${FOUND_GRAD[@]+"${FOUND_GRAD[@]}"}"; do
   python3 gen_fuzz.py --grad --seed "${f%%:*}" --count 60 --name "foundg${f%%:*}" --only "${f#*:}" --append \
     --cpp $T/test_autograd_fuzz.cpp --ref $T/reference/fuzz_grad.txt
 done
+python3 gen_fuzz.py --attention --grad --seed $ATT_SEED --count $ATT_GRAD_COUNT --name fuzzag --append \
+  --cpp $T/test_autograd_fuzz.cpp --ref $T/reference/fuzz_grad.txt
