@@ -129,6 +129,24 @@ TEST_CASE("gemm: shapes off the tile and the cache blocks, float and double, aga
   }
 }
 
+TEST_CASE("gemm: matrix-vector products (M or N == 1) in every layout, split over threads") {
+  // gemm() runs tenet's GEMV kernels (dot form, axpy form) or Eigen by layout, threaded over the
+  // outputs from 2^18 multiply-adds on; off-block output counts and a tail in K
+  std::mt19937 gen(7);
+  for (int threads : {1, 2, 3}) {
+    with_threads(threads, [&] {
+      for (layout la : {layout::row, layout::col, layout::strided_row, layout::strided_col})
+        for (layout lb : {layout::row, layout::col, layout::strided_row, layout::strided_col})
+          for (std::int64_t K : {std::int64_t{3}, std::int64_t{517}}) {
+            check_shape<float>(1, 4099, K, la, lb, gen);
+            check_shape<float>(2051, 1, K, la, lb, gen);
+            check_shape<double>(1, 1037, K, la, lb, gen);
+            check_shape<double>(1037, 1, K, la, lb, gen);
+          }
+    });
+  }
+}
+
 TEST_CASE("gemm: K = 0 gives zeros; 1x1x1") {
   std::mt19937 gen(1);
   for (int threads : {1, 2})

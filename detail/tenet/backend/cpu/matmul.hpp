@@ -6,15 +6,18 @@
 // stays as `gemm_reference`, what the tests compare against. Batches broadcast; many batches run in
 // parallel (each GEMM single-threaded), few batches let the GEMM thread itself. 16-bit floats are
 // widened to float and the result rounded once, as PyTorch's CPU kernels accumulate in float.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <type_traits>
 
 #include <Eigen/Core>  // Eigen::Map, GEMM
+#include <xsimd/xsimd.hpp>
 
 #include <omp.h>
 
 #include <tenet/backend/cpu/gemm.hpp>
+#include <tenet/backend/cpu/simd.hpp>  // hsum
 #include <tenet/prims/wrapping.hpp>
 #include <tenet/tensor.hpp>
 
@@ -71,8 +74,123 @@ void gemm_small_int(const T* a, std::int64_t ars, std::int64_t acs, const T* b, 
     }
 }
 
+/// out[o] = dot(x[0, K), rows + o rs) for o < n: contiguous x and rows, four rows per pass (each x
+/// load feeds four FMAs). Eigen's GEMV on such a column-major matrix reached 4 GB/s on one core.
+template <class T>
+void gemv_dot_rows(const T* x, const T* rows, std::int64_t rs, T* out, std::int64_t n, std::int64_t K) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
+  std::int64_t o = 0;
+  for (; o + 4 <= n; o += 4) {
+    const T* r0 = rows + o * rs;
+    const T* r1 = r0 + rs;
+    const T* r2 = r1 + rs;
+    const T* r3 = r2 + rs;
+    B s0(T(0)), s1(T(0)), s2(T(0)), s3(T(0));
+    std::int64_t k = 0;
+    for (; k + W <= K; k += W) {
+      const B xv = B::load_unaligned(x + k);
+      s0 = xsimd::fma(xv, B::load_unaligned(r0 + k), s0);
+      s1 = xsimd::fma(xv, B::load_unaligned(r1 + k), s1);
+      s2 = xsimd::fma(xv, B::load_unaligned(r2 + k), s2);
+      s3 = xsimd::fma(xv, B::load_unaligned(r3 + k), s3);
+    }
+    T t0 = hsum(s0), t1 = hsum(s1), t2 = hsum(s2), t3 = hsum(s3);
+    for (; k < K; ++k) {
+      t0 += x[k] * r0[k], t1 += x[k] * r1[k], t2 += x[k] * r2[k], t3 += x[k] * r3[k];
+    }
+    out[o] = t0, out[o + 1] = t1, out[o + 2] = t2, out[o + 3] = t3;
+  }
+  for (; o < n; ++o) {
+    const T* r = rows + o * rs;
+    B acc(T(0));
+    std::int64_t k = 0;
+    for (; k + W <= K; k += W) acc = xsimd::fma(B::load_unaligned(x + k), B::load_unaligned(r + k), acc);
+    T t = hsum(acc);
+    for (; k < K; ++k) t += x[k] * r[k];
+    out[o] = t;
+  }
+}
+
+/// out[o] = sum_k x[k] cols[k rs + o] for o < n: rows of the matrix contiguous along the outputs
+/// (x W with W [K, N] row-major), a register block of 4 vectors of outputs at a time over every k.
+template <class T>
+void gemv_axpy_rows(const T* x, std::int64_t xs, const T* cols, std::int64_t rs, T* out, std::int64_t n, std::int64_t K) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
+  std::int64_t o = 0;
+  for (; o + 4 * W <= n; o += 4 * W) {
+    B s0(T(0)), s1(T(0)), s2(T(0)), s3(T(0));
+    const T* p = cols + o;
+    for (std::int64_t k = 0; k < K; ++k, p += rs) {
+      const B xv(x[k * xs]);
+      s0 = xsimd::fma(xv, B::load_unaligned(p), s0);
+      s1 = xsimd::fma(xv, B::load_unaligned(p + W), s1);
+      s2 = xsimd::fma(xv, B::load_unaligned(p + 2 * W), s2);
+      s3 = xsimd::fma(xv, B::load_unaligned(p + 3 * W), s3);
+    }
+    s0.store_unaligned(out + o), s1.store_unaligned(out + o + W);
+    s2.store_unaligned(out + o + 2 * W), s3.store_unaligned(out + o + 3 * W);
+  }
+  for (; o + W <= n; o += W) {
+    B acc(T(0));
+    const T* p = cols + o;
+    for (std::int64_t k = 0; k < K; ++k, p += rs) acc = xsimd::fma(B(x[k * xs]), B::load_unaligned(p), acc);
+    acc.store_unaligned(out + o);
+  }
+  for (; o < n; ++o) {
+    T t(0);
+    for (std::int64_t k = 0; k < K; ++k) t += x[k * xs] * cols[k * rs + o];
+    out[o] = t;
+  }
+}
+
+/// A matrix-vector product (M == 1 or N == 1) by Eigen's GEMV, the outputs split over the threads
+/// in blocks of 16: a GEMV reads the whole matrix once, so one thread is bound by one core's memory
+/// bandwidth (GPT-2 small's decode: 500 MB of weights per token).
+/// Outputs [o0, o1) of a matrix-vector product: gemv_dot_rows where the vector and the matrix's
+/// rows along K are contiguous (x Wᵀ with W [N, K] row-major, as linear(); W v), gemv_axpy_rows
+/// where the matrix is contiguous along the outputs (x W, W [K, N]; Wᵀ v), else Eigen.
+template <class T>
+void gemv_part(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::int64_t brs, std::int64_t bcs, T* c,
+               std::int64_t M, std::int64_t N, std::int64_t K, std::int64_t o0, std::int64_t o1) {
+  if (M == 1 && (acs == 1 || K == 1) && (brs == 1 || K == 1))
+    gemv_dot_rows<T>(a, b + o0 * bcs, bcs, c + o0, o1 - o0, K);
+  else if (N == 1 && M > 1 && (acs == 1 || K == 1) && (brs == 1 || K == 1))
+    gemv_dot_rows<T>(b, a + o0 * ars, ars, c + o0, o1 - o0, K);
+  else if (M == 1 && bcs == 1)
+    gemv_axpy_rows<T>(a, acs, b + o0, brs, c + o0, o1 - o0, K);
+  else if (N == 1 && M > 1 && ars == 1)
+    gemv_axpy_rows<T>(b, brs, a + o0, acs, c + o0, o1 - o0, K);
+  else if (M == 1)
+    gemm_reference<T>(a, ars, acs, b + o0 * bcs, brs, bcs, c + o0, 1, o1 - o0, K);
+  else
+    gemm_reference<T>(a + o0 * ars, ars, acs, b, brs, bcs, c + o0, o1 - o0, 1, K);
+}
+
+template <class T>
+void gemv_threaded(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::int64_t brs, std::int64_t bcs, T* c,
+                   std::int64_t M, std::int64_t N, std::int64_t K) {
+  const std::int64_t outputs = M == 1 ? N : M;
+  const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  std::int64_t threads = (omp_in_parallel() || work < 262144.0) ? 1 : omp_get_max_threads();
+  threads = std::min<std::int64_t>(threads, outputs / 64);
+  if (threads <= 1) {
+    gemv_part<T>(a, ars, acs, b, brs, bcs, c, M, N, K, 0, outputs);
+    return;
+  }
+#pragma omp parallel for num_threads(static_cast<int>(threads)) schedule(static)
+  for (std::int64_t t = 0; t < threads; ++t) {
+    const std::int64_t o0 = (outputs * t / threads) & ~std::int64_t{15};
+    const std::int64_t o1 = t + 1 == threads ? outputs : (outputs * (t + 1) / threads) & ~std::int64_t{15};
+    if (o1 <= o0) continue;
+    gemv_part<T>(a, ars, acs, b, brs, bcs, c, M, N, K, o0, o1);
+  }
+}
+
 /// C[M,N] = A[M,K] · B[K,N] with arbitrary element strides, C contiguous: tenet's own kernel for
-/// float and double, Eigen for other types and for matrix-vector products (M or N == 1), where
+/// float and double, Eigen for other types and for matrix-vector products (M or N == 1; threaded
+/// over the outputs for float and double: gemv_threaded), where
 /// Eigen's GEMV beats a padded register tile (1 x 1000 x 1000: 10.6 vs 2.8 GFLOP/s). Integers wrap
 /// as torch's without signed overflow: 32- and 64-bit ones run Eigen on the same bytes read as the
 /// unsigned type (two's complement sums and products are the same modulo 2^bits).
@@ -89,7 +207,7 @@ void gemm(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::int64
     if (M > 1 && N > 1)
       gemm_ex<T>(a, ars, acs, b, brs, bcs, c, N, M, N, K);
     else
-      gemm_reference<T>(a, ars, acs, b, brs, bcs, c, M, N, K);
+      gemv_threaded<T>(a, ars, acs, b, brs, bcs, c, M, N, K);
   } else
     gemm_reference<T>(a, ars, acs, b, brs, bcs, c, M, N, K);
 }
