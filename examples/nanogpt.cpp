@@ -1,8 +1,8 @@
 // A small character-level GPT (after Karpathy's nanoGPT) trained from scratch on the text of the GNU
 // GPL version 3 (examples/data/gpl-3.0.txt, 35 KB of English; see examples/data/README.md):
 // token and learned position embeddings, pre-LayerNorm transformer blocks (causal multi-head
-// self-attention as batched matmuls with a -inf mask and softmax, then a 4x GELU MLP, each added
-// to the residual stream), a final LayerNorm and a linear head to the vocabulary (the text's
+// self-attention through scaled_dot_product_attention, then a 4x GELU MLP, each added to the
+// residual stream), a final LayerNorm and a linear head to the vocabulary (the text's
 // distinct characters). Eager autograd, AdamW with a cosine learning rate and gradient clipping.
 //
 //   nanogpt [--device cpu|cuda] [--steps N] [path/to/text.txt]
@@ -49,7 +49,6 @@ static_assert(n_embd % n_head == 0);
 
 using tokens_t = Tensor<std::int64_t, shape<dyn, dyn>>;  // [B, T] token ids
 using act_t = Tensor<float, shape<dyn, dyn, n_embd>>;     // [B, T, C] the residual stream
-using mask_t = Tensor<bool, shape<dyn, dyn>>;             // [T, T], true above the diagonal (masked)
 
 /// nanoGPT's initialization: weights N(0, 0.02) (residual projections 0.02 / sqrt(2 n_layer)), biases 0.
 template <int In, int Out>
@@ -61,29 +60,26 @@ void init_linear(nn::Linear<In, Out>& l, double std = 0.02) {
 struct CausalSelfAttention : nn::Module {
   nn::Linear<n_embd, 3 * n_embd> c_attn;  // q, k, v for all heads in one GEMM
   nn::Linear<n_embd, n_embd> c_proj;
-  nn::Dropout attn_dropout, resid_dropout;
-  explicit CausalSelfAttention(double p) : attn_dropout(p), resid_dropout(p) {
+  nn::Dropout resid_dropout;
+  double attn_dropout;  // on the attention weights, inside scaled_dot_product_attention
+  explicit CausalSelfAttention(double p) : resid_dropout(p), attn_dropout(p) {
     register_module("c_attn", c_attn);
     register_module("c_proj", c_proj);
-    register_module("attn_dropout", attn_dropout);
     register_module("resid_dropout", resid_dropout);
     init_linear(c_attn);
     init_linear(c_proj, 0.02 / std::sqrt(2.0 * n_layer));
   }
-  act_t operator()(const act_t& x, const mask_t& mask) const {
+  act_t operator()(const act_t& x) const {
     const std::int64_t B = x.size(0), T = x.size(1);
     const Tensor<float, shape<dyn, dyn, 3 * n_embd>> qkv = c_attn(x);
     // one third of qkv, [B, T, C] viewed as [B, T, nh, hs] and the heads moved forward: [B, nh, T, hs]
     auto heads = [&](int i) {
       return qkv.narrow<2>(i * n_embd, n_embd).reshape<dyn, dyn, n_head, head_dim>(B, T).transpose<1, 2>();
     };
-    const auto q = heads(0), k = heads(1), v = heads(2);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-    // [B, nh, T, T]: scores, future positions masked to -inf, softmax over the keys
-    Tensor<float, shape<dyn, n_head, dyn, dyn>> att =
-        softmax<-1>(masked_fill(matmul(q, k.transpose<-2, -1>()) * scale, mask, -std::numeric_limits<float>::infinity()));
-    att = attn_dropout(att);
-    const Tensor<float, shape<dyn, n_head, dyn, head_dim>> y = matmul(att, v);  // [B, nh, T, hs]
+    // softmax(q kᵀ / sqrt(hs)) v over the earlier positions only: the flash kernel (tiled, the
+    // causal triangle never materialized), dropout on its weights in training
+    const Tensor<float, shape<dyn, n_head, dyn, head_dim>> y = scaled_dot_product_attention(
+        heads(0), heads(1), heads(2), {.is_causal = true, .dropout_p = training() ? attn_dropout : 0.0});
     // heads side by side again: [B, T, C]
     return resid_dropout(c_proj(y.transpose<1, 2>().reshape<dyn, dyn, n_embd>(B, T)));
   }
@@ -116,8 +112,8 @@ struct Block : nn::Module {
     register_module("ln_2", ln_2);
     register_module("mlp", mlp);
   }
-  act_t operator()(const act_t& x, const mask_t& mask) const {
-    const act_t a = x + attn(ln_1(x), mask);
+  act_t operator()(const act_t& x) const {
+    const act_t a = x + attn(ln_1(x));
     return a + mlp(ln_2(a));
   }
 };
@@ -130,7 +126,6 @@ struct GPT : nn::Module {
   nn::ModuleList<Block> h;
   nn::LayerNorm<n_embd> ln_f;
   Tensor<float, shape<dyn, n_embd>> lm_head;  // [V, C], no bias
-  mask_t causal;                              // [block_size, block_size]
 
   GPT(std::int64_t vocab, double p) : vocab_size(vocab), wte({vocab, n_embd}), drop(p), lm_head({vocab, n_embd}) {
     register_parameter("wte", wte);
@@ -143,10 +138,6 @@ struct GPT : nn::Module {
     nn::init::normal_(wte, 0.0, 0.02);
     nn::init::normal_(wpe.weight, 0.0, 0.02);
     nn::init::normal_(lm_head, 0.0, 0.02);
-    causal = mask_t({block_size, block_size});
-    for (std::int64_t i = 0; i < block_size; ++i)
-      for (std::int64_t j = 0; j < block_size; ++j) causal(i, j) = j > i;
-    register_buffer("causal", causal, /*persistent=*/false);
   }
   /// Logits [B, T, V] for token ids [B, T] (T <= block_size).
   Tensor<float, shape<dyn, dyn, dyn>> operator()(const tokens_t& idx) const {
@@ -156,8 +147,7 @@ struct GPT : nn::Module {
                         std::to_string(block_size));
     const Tensor<std::int64_t, shape<dyn>> pos = arange<std::int64_t>(static_cast<double>(T)).to(idx.device());
     act_t x = drop(embedding(idx, wte) + wpe(pos));  // [B, T, C] + [T, C]
-    const auto mask = causal.narrow<0>(0, T).narrow<1>(0, T);
-    for (const Block& b : h) x = b(x, mask);
+    for (const Block& b : h) x = b(x);
     return linear(ln_f(x), lm_head);
   }
 };
