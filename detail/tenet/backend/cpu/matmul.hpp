@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include <Eigen/Core>  // Eigen::Map, GEMM
 #include <xsimd/xsimd.hpp>
@@ -173,8 +174,31 @@ void gemv_threaded(const T* a, std::int64_t ars, std::int64_t acs, const T* b, s
                    std::int64_t M, std::int64_t N, std::int64_t K) {
   const std::int64_t outputs = M == 1 ? N : M;
   const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-  std::int64_t threads = (omp_in_parallel() || work < 262144.0) ? 1 : omp_get_max_threads();
-  threads = std::min<std::int64_t>(threads, outputs / 64);
+  const std::int64_t max_threads = (omp_in_parallel() || work < 262144.0) ? 1 : omp_get_max_threads();
+  // the axpy form with few outputs per thread (x W, W [768, 2304], on 16 threads: 144 columns, so
+  // every row is read in short pieces): split K instead, each thread streaming whole rows into its
+  // own partial sums, added after
+  const bool axpy = (M == 1 && bcs == 1) || (N == 1 && M > 1 && ars == 1);
+  if (axpy && max_threads > 1 && outputs / max_threads < 2048 && K >= 4 * max_threads) {
+    const std::int64_t threads = max_threads;
+    std::vector<T> part(static_cast<std::size_t>(threads * outputs));
+    const T* x = M == 1 ? a : b;            // the vector, stride xs
+    const std::int64_t xs = M == 1 ? acs : brs;
+    const T* mat = M == 1 ? b : a;          // rows along K, contiguous along the outputs
+    const std::int64_t rs = M == 1 ? brs : acs;
+#pragma omp parallel for num_threads(static_cast<int>(threads)) schedule(static)
+    for (std::int64_t t = 0; t < threads; ++t) {
+      const std::int64_t k0 = K * t / threads, k1 = K * (t + 1) / threads;
+      gemv_axpy_rows<T>(x + k0 * xs, xs, mat + k0 * rs, rs, part.data() + t * outputs, outputs, k1 - k0);
+    }
+    for (std::int64_t o = 0; o < outputs; ++o) {
+      T s = part[static_cast<std::size_t>(o)];
+      for (std::int64_t t = 1; t < threads; ++t) s += part[static_cast<std::size_t>(t * outputs + o)];
+      c[o] = s;
+    }
+    return;
+  }
+  const std::int64_t threads = std::min<std::int64_t>(max_threads, outputs / 64);
   if (threads <= 1) {
     gemv_part<T>(a, ars, acs, b, brs, bcs, c, M, N, K, 0, outputs);
     return;
