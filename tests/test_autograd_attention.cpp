@@ -65,26 +65,33 @@ void grad_case(const std::string& name, sdpa_backend variant) {
 }  // namespace
 
 TEST_CASE("autograd sdpa: gradients against torch, the forward by each variant", "[autograd][attention]") {
-  for (auto b : {sdpa_backend::flash, sdpa_backend::memory_efficient, sdpa_backend::math}) {
-    for (const char* n : {"basic_f32", "causal_long_q", "causal_long_k", "blocks_causal_f32", "gqa_f32", "scale_f32"}) {
-      const std::string name = n;
-      grad_case<float, 4>(name.find("_f32") == std::string::npos ? name + "_f32" : name, b);
+  // the tiled backward with whole rows of P, then by key blocks (attn_backward_full_keys = 0)
+  const std::int64_t full_keys = detail::cpu::attn_backward_full_keys;
+  for (std::int64_t limit : {full_keys, std::int64_t{0}}) {
+    INFO("backward by key blocks " << (limit == 0));
+    detail::cpu::attn_backward_full_keys = limit;
+    for (auto b : {sdpa_backend::flash, sdpa_backend::memory_efficient, sdpa_backend::math}) {
+      for (const char* n : {"basic_f32", "causal_long_q", "causal_long_k", "blocks_causal_f32", "gqa_f32", "scale_f32"}) {
+        const std::string name = n;
+        grad_case<float, 4>(name.find("_f32") == std::string::npos ? name + "_f32" : name, b);
+      }
+      grad_case<double, 4>("basic_f64", b);
+      grad_case<double, 4>("gqa_f64", b);
     }
-    grad_case<double, 4>("basic_f64", b);
-    grad_case<double, 4>("gqa_f64", b);
+    for (auto b : {sdpa_backend::flash, sdpa_backend::memory_efficient, sdpa_backend::math}) {
+      grad_case<bfloat16, 4>("half_bf16", b);
+      grad_case<float16, 4>("half_f16", b);
+    }
+    for (auto b : {sdpa_backend::memory_efficient, sdpa_backend::math}) {
+      grad_case<bfloat16, 4>("half_mask_bf16", b);
+      grad_case<float16, 4>("half_mask_f16", b);
+      grad_case<float, 4>("bool_mask_f32", b);  // a row with every key masked out: zero gradients, as torch
+      grad_case<float, 4>("float_mask_f32", b);
+      grad_case<float, 4>("float_mask_bcast_f32", b);
+      grad_case<double, 4>("float_mask_f64", b);
+    }
   }
-  for (auto b : {sdpa_backend::flash, sdpa_backend::memory_efficient, sdpa_backend::math}) {
-    grad_case<bfloat16, 4>("half_bf16", b);
-    grad_case<float16, 4>("half_f16", b);
-  }
-  for (auto b : {sdpa_backend::memory_efficient, sdpa_backend::math}) {
-    grad_case<bfloat16, 4>("half_mask_bf16", b);
-    grad_case<float16, 4>("half_mask_f16", b);
-    grad_case<float, 4>("bool_mask_f32", b);  // a row with every key masked out: zero gradients, as torch
-    grad_case<float, 4>("float_mask_f32", b);
-    grad_case<float, 4>("float_mask_bcast_f32", b);
-    grad_case<double, 4>("float_mask_f64", b);
-  }
+  detail::cpu::attn_backward_full_keys = full_keys;
 }
 
 TEST_CASE("autograd sdpa: dropout, the tiled backward against the math backward (same draw)", "[autograd][attention]") {
@@ -92,8 +99,11 @@ TEST_CASE("autograd sdpa: dropout, the tiled backward against the math backward 
   manual_seed(21);
   const auto q0 = randn<float, S4>(1, 4, 140, 16), k0 = randn<float, S4>(1, 2, 600, 16), v0 = randn<float, S4>(1, 2, 600, 8);
   const auto w = randn<float, S4>(1, 4, 140, 8);
+  const std::int64_t full_keys = detail::cpu::attn_backward_full_keys;
+  for (std::int64_t limit : {full_keys, std::int64_t{0}})  // whole rows of P, and by key blocks
   for (const bool causal : {false, true}) {
-    INFO("causal " << causal);
+    INFO("causal " << causal << ", backward by key blocks " << (limit == 0));
+    detail::cpu::attn_backward_full_keys = limit;
     const sdpa_options o{.is_causal = causal, .dropout_p = 0.3, .enable_gqa = true};
     auto grads = [&](sdpa_backend b) {
       sdpa_kernel only({b});
@@ -116,6 +126,7 @@ TEST_CASE("autograd sdpa: dropout, the tiled backward against the math backward 
       }
     }
   }
+  detail::cpu::attn_backward_full_keys = full_keys;
 }
 
 TEST_CASE("autograd sdpa: finite differences (float64), masks, causal, GQA", "[autograd][attention]") {
@@ -145,8 +156,13 @@ TEST_CASE("autograd sdpa: forward mode (JVP) against finite differences", "[auto
 TEST_CASE("autograd sdpa: the tiled backward agrees with the math backward across blocks", "[autograd][attention]") {
   using S4 = dyn_shape<4>;
   manual_seed(5);
+  // the backward keeps whole rows of P up to attn_backward_full_keys keys, else runs by key
+  // blocks from each row's log-sum-exp: both, on the same problem
+  const std::int64_t full_keys = detail::cpu::attn_backward_full_keys;
+  for (std::int64_t limit : {full_keys, std::int64_t{0}})
   for (bool causal : {false, true}) {
-    INFO("causal " << causal);
+    INFO("causal " << causal << ", backward by key blocks " << (limit == 0));
+    detail::cpu::attn_backward_full_keys = limit;
     const auto q0 = randn<float, S4>(1, 4, 300, 16), k0 = randn<float, S4>(1, 2, 700, 16), v0 = randn<float, S4>(1, 2, 700, 8);
     const auto w = randn<float, S4>(1, 4, 300, 8);
     auto grads = [&](sdpa_backend b) {
@@ -165,6 +181,7 @@ TEST_CASE("autograd sdpa: the tiled backward agrees with the math backward acros
       CHECK(diff <= 5e-5 * (1.0 + scale));
     }
   }
+  detail::cpu::attn_backward_full_keys = full_keys;
 }
 
 TEST_CASE("autograd sdpa: a compiled training step gives eager autograd's gradients", "[autograd][attention][compile]") {

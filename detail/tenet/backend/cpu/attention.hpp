@@ -78,6 +78,11 @@ void attn_dropout_row(const attn_problem& pr, std::int64_t row, std::int64_t j0,
 inline constexpr std::int64_t attn_block_q = 128;
 inline constexpr std::int64_t attn_block_k = 512;
 
+/// The backward keeps a row block's whole P and dP (BQ x S each) up to this many keys; above, it
+/// runs by key blocks from each row's log-sum-exp (one more product, BQ x BK memory). A variable
+/// so that the tests can run the blocked path on small problems.
+inline std::int64_t attn_backward_full_keys = 8192;
+
 /// Whether s[0, n) holds a NaN (a row whose maximum came out -inf: all masked, or NaN).
 template <class A>
 bool attn_has_nan(const A* s, std::int64_t n) {
@@ -219,6 +224,102 @@ void attention_tiled(const attn_problem& pr, const attn_operand<T>& q, const att
   }
 }
 
+/// One query block of the backward by key blocks (attention_backward_tiled when S is above
+/// attn_backward_full_keys): pass 1 takes each row's maximum m and sum l over the key blocks, as
+/// the forward does; pass 2 recomputes each BQ x BK block of scores, P = exp(S - m) / l, and adds
+/// its dV, dK and dQ. qf holds Q scale, gf the gradient rows, drow D = rowsum(g o); p and dp are
+/// BQ x BK, tk BK x max(E, Ev), tq and tq2 BQ x E (tq gets dQ / scale).
+template <class M, class T, class A>
+void attn_backward_block_rows(const attn_problem& pr, const attn_operand<std::conditional_t<std::is_void_v<M>, T, M>>& mask,
+                              std::int64_t b, std::int64_t h, std::int64_t i0, std::int64_t nq, std::int64_t n, const A* kb,
+                              std::int64_t ksr, std::int64_t ksc, const A* vb, std::int64_t vsr, std::int64_t vsc,
+                              const A* qf, const A* gf, const A* drow, A* mrow, A* lrow, A* p, A* dp, A* zrow, A* tk,
+                              A* tq, A* tq2, A* dk, A* dv) {
+  constexpr A neg_inf = -std::numeric_limits<A>::infinity();
+  const std::int64_t BK = attn_block_k, E = pr.E, Ev = pr.Ev;
+  // the block's scores, masked: p[r * BK + j] for keys j0 .. j0 + nk; returns nothing, `seen`
+  // gives each row's visible keys of the block
+  auto scores = [&](std::int64_t j0, std::int64_t nk) {
+    gemm_ex<A>(qf, E, 1, kb + j0 * ksr, ksc, ksr, p, BK, nq, nk, E);
+    if constexpr (!std::is_void_v<M>) {
+      for (std::int64_t r = 0; r < nq; ++r) {
+        A* s = p + r * BK;
+        const auto* mp = mask.p + mask.boff[static_cast<std::size_t>(b)] + h * mask.sh + (i0 + r) * mask.sr + j0 * mask.sc;
+        if constexpr (std::is_same_v<M, bool>) {
+          for (std::int64_t j = 0; j < nk; ++j)
+            if (!mp[j * mask.sc]) s[j] = neg_inf;
+        } else {
+          for (std::int64_t j = 0; j < nk; ++j) s[j] += static_cast<A>(mp[j * mask.sc]);
+        }
+      }
+    }
+  };
+  auto seen = [&](std::int64_t r, std::int64_t j0, std::int64_t nk) {
+    return pr.causal ? std::clamp<std::int64_t>(i0 + r + 1 - j0, 0, nk) : nk;
+  };
+  // pass 1: m and l of every row
+  std::fill(mrow, mrow + nq, neg_inf);
+  std::fill(lrow, lrow + nq, A(0));
+  for (std::int64_t j0 = 0; j0 < n; j0 += BK) {
+    const std::int64_t nk = std::min(BK, n - j0);
+    scores(j0, nk);
+    for (std::int64_t r = 0; r < nq; ++r) {
+      A* s = p + r * BK;
+      const std::int64_t c = seen(r, j0, nk);
+      A mx = row_max<A>(s, c);
+      if (mx == neg_inf && attn_has_nan<A>(s, c)) mx = std::numeric_limits<A>::quiet_NaN();
+      const A m_old = mrow[r];
+      const A m_new = mx != mx ? mx : std::max(m_old, mx);
+      if (m_new == neg_inf) continue;  // every key so far masked out
+      const A alpha = m_old == neg_inf ? A(0) : std::exp(m_old - m_new);
+      lrow[r] = lrow[r] * alpha + attn_exp_sum<A>(s, c, m_new);
+      mrow[r] = m_new;
+    }
+  }
+  // pass 2: P, dS and the gradients, block by block
+  std::fill(tq, tq + nq * E, A(0));
+  for (std::int64_t j0 = 0; j0 < n; j0 += BK) {
+    const std::int64_t nk = std::min(BK, n - j0);
+    scores(j0, nk);
+    for (std::int64_t r = 0; r < nq; ++r) {
+      A* s = p + r * BK;
+      const std::int64_t c = seen(r, j0, nk);
+      if (mrow[r] == neg_inf) {  // no key: P = 0 (and so dq = 0)
+        std::fill(s, s + nk, A(0));
+        continue;
+      }
+      attn_exp_sum<A>(s, c, mrow[r]);
+      const A inv = A(1) / lrow[r];
+      for (std::int64_t j = 0; j < c; ++j) s[j] *= inv;
+      std::fill(s + c, s + nk, A(0));
+    }
+    // dP = g Vᵀ, then dS = P (dP Z - D) in place, P Z for dV
+    gemm_ex<A>(gf, Ev, 1, vb + j0 * vsr, vsc, vsr, dp, BK, nq, nk, Ev);
+    for (std::int64_t r = 0; r < nq; ++r) {
+      A* pr_ = p + r * BK;
+      A* d = dp + r * BK;
+      const A dr = drow[r];
+      if (pr.dropout_p > 0) {
+        std::fill(zrow, zrow + nk, A(1));
+        attn_dropout_row<A>(pr, (b * pr.hq + h) * pr.L + i0 + r, j0, zrow, nk);
+        for (std::int64_t j = 0; j < nk; ++j) {
+          d[j] = pr_[j] * (d[j] * zrow[j] - dr);
+          pr_[j] *= zrow[j];
+        }
+      } else {
+        for (std::int64_t j = 0; j < nk; ++j) d[j] = pr_[j] * (d[j] - dr);
+      }
+    }
+    // dV += (P Z)ᵀ g, dK += dSᵀ (Q scale), dQ += dS K
+    gemm_ex<A>(p, 1, BK, gf, Ev, 1, tk, Ev, nk, Ev, nq);
+    for (std::int64_t x = 0; x < nk * Ev; ++x) dv[j0 * Ev + x] += tk[x];
+    gemm_ex<A>(dp, 1, BK, qf, E, 1, tk, E, nk, E, nq);
+    for (std::int64_t x = 0; x < nk * E; ++x) dk[j0 * E + x] += tk[x];
+    gemm_ex<A>(dp, BK, 1, kb + j0 * ksr, ksr, ksc, tq2, E, nq, E, nk);
+    for (std::int64_t x = 0; x < nq * E; ++x) tq[x] += tq2[x];
+  }
+}
+
 /// The backward of attention_tiled: dq (batch, hq, L, E), dk and dv (batch,
 /// hkv, S, E | Ev), contiguous, from the forward's output o and its gradient g (batch, hq, L, Ev).
 /// One task per (batch, kv head): its dk and dv accumulate in float over the q heads of its group
@@ -248,17 +349,21 @@ void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, 
   const double work = 5.0 * static_cast<double>(L) * static_cast<double>(S) * static_cast<double>(E + Ev) *
                       static_cast<double>(pr.batch * pr.hq);
   const int threads = (omp_in_parallel() || work < 2e6) ? 1 : omp_get_max_threads();
-  const std::int64_t W = std::max<std::int64_t>(S, 1);
+  const bool blocked = S > attn_backward_full_keys;  // by key blocks from the log-sum-exp
+  const std::int64_t BK = attn_block_k;
+  const std::int64_t W = blocked ? BK : std::max<std::int64_t>(S, 1);  // P's and dP's row length
 #pragma omp parallel num_threads(threads)
   {
     std::vector<A> qf(static_cast<std::size_t>(BQ * std::max<std::int64_t>(E, 1)));
     std::vector<A> gf(static_cast<std::size_t>(BQ * std::max<std::int64_t>(Ev, 1)));
     std::vector<A> p(static_cast<std::size_t>(BQ * W)), dp(static_cast<std::size_t>(BQ * W));
     std::vector<A> dk(static_cast<std::size_t>(S * E)), dv(static_cast<std::size_t>(S * Ev));
-    std::vector<A> tk(static_cast<std::size_t>(S * std::max(E, Ev))), tq(static_cast<std::size_t>(BQ * E));
+    std::vector<A> tk(static_cast<std::size_t>((blocked ? std::min(S, BK) : S) * std::max(E, Ev))), tq(static_cast<std::size_t>(BQ * E));
     std::vector<A> kf(direct ? 0 : static_cast<std::size_t>(S * E)), vf(direct ? 0 : static_cast<std::size_t>(S * Ev));
     std::vector<A> drow(static_cast<std::size_t>(BQ));
     std::vector<A> zrow(pr.dropout_p > 0 ? static_cast<std::size_t>(W) : 0);
+    std::vector<A> mrow(blocked ? static_cast<std::size_t>(BQ) : 0), lrow(mrow.size());
+    std::vector<A> tq2(blocked ? static_cast<std::size_t>(BQ * E) : 0);
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t t = 0; t < tasks; ++t) {
       const std::int64_t b = t / hkv, hk = t % hkv;
@@ -296,57 +401,63 @@ void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, 
             }
             drow[static_cast<std::size_t>(r)] = dsum;
           }
-          // P: the scores, masked, softmax per row
-          gemm_ex<A>(qf.data(), E, 1, kb, ksc, ksr, p.data(), W, nq, n, E);
-          for (std::int64_t r = 0; r < nq; ++r) {
-            A* s = p.data() + r * W;
-            const std::int64_t i = i0 + r;
-            if constexpr (!std::is_void_v<M>) {
-              const auto* mp = mask.p + mask.boff[static_cast<std::size_t>(b)] + h * mask.sh + i * mask.sr;
-              if constexpr (std::is_same_v<M, bool>) {
-                for (std::int64_t j = 0; j < n; ++j)
-                  if (!mp[j * mask.sc]) s[j] = neg_inf;
+          if (blocked) {
+            attn_backward_block_rows<M, T, A>(pr, mask, b, h, i0, nq, n, kb, ksr, ksc, vb, vsr, vsc, qf.data(), gf.data(),
+                                              drow.data(), mrow.data(), lrow.data(), p.data(), dp.data(), zrow.data(),
+                                              tk.data(), tq.data(), tq2.data(), dk.data(), dv.data());
+          } else {
+            // P: the scores, masked, softmax per row
+            gemm_ex<A>(qf.data(), E, 1, kb, ksc, ksr, p.data(), W, nq, n, E);
+            for (std::int64_t r = 0; r < nq; ++r) {
+              A* s = p.data() + r * W;
+              const std::int64_t i = i0 + r;
+              if constexpr (!std::is_void_v<M>) {
+                const auto* mp = mask.p + mask.boff[static_cast<std::size_t>(b)] + h * mask.sh + i * mask.sr;
+                if constexpr (std::is_same_v<M, bool>) {
+                  for (std::int64_t j = 0; j < n; ++j)
+                    if (!mp[j * mask.sc]) s[j] = neg_inf;
+                } else {
+                  for (std::int64_t j = 0; j < n; ++j) s[j] += static_cast<A>(mp[j * mask.sc]);
+                }
+              }
+              const std::int64_t seen = pr.causal ? std::clamp<std::int64_t>(i + 1, 0, n) : n;
+              A mx = row_max<A>(s, seen);
+              if (mx == neg_inf && attn_has_nan<A>(s, seen)) mx = std::numeric_limits<A>::quiet_NaN();
+              if (mx == neg_inf) {  // no key: P = 0 (and so dq = 0)
+                std::fill(s, s + n, A(0));
+                continue;
+              }
+              const A sum = attn_exp_sum<A>(s, seen, mx);
+              const A inv = A(1) / sum;
+              for (std::int64_t j = 0; j < seen; ++j) s[j] *= inv;
+              std::fill(s + seen, s + n, A(0));
+            }
+            // dP = g Vᵀ, then dS = P (dP - D) in place
+            gemm_ex<A>(gf.data(), Ev, 1, vb, vsc, vsr, dp.data(), W, nq, n, Ev);
+            for (std::int64_t r = 0; r < nq; ++r) {
+              A* pr_ = p.data() + r * W;
+              A* d = dp.data() + r * W;
+              const A dr = drow[static_cast<std::size_t>(r)];
+              if (pr.dropout_p > 0) {
+                std::fill(zrow.begin(), zrow.begin() + n, A(1));
+                attn_dropout_row<A>(pr, (b * pr.hq + h) * L + i0 + r, 0, zrow.data(), n);
+                for (std::int64_t j = 0; j < n; ++j) {
+                  d[j] = pr_[j] * (d[j] * zrow[static_cast<std::size_t>(j)] - dr);
+                  pr_[j] *= zrow[static_cast<std::size_t>(j)];  // P Z, for dV
+                }
               } else {
-                for (std::int64_t j = 0; j < n; ++j) s[j] += static_cast<A>(mp[j * mask.sc]);
+                for (std::int64_t j = 0; j < n; ++j) d[j] = pr_[j] * (d[j] - dr);
               }
             }
-            const std::int64_t seen = pr.causal ? std::clamp<std::int64_t>(i + 1, 0, n) : n;
-            A mx = row_max<A>(s, seen);
-            if (mx == neg_inf && attn_has_nan<A>(s, seen)) mx = std::numeric_limits<A>::quiet_NaN();
-            if (mx == neg_inf) {  // no key: P = 0 (and so dq = 0)
-              std::fill(s, s + n, A(0));
-              continue;
-            }
-            const A sum = attn_exp_sum<A>(s, seen, mx);
-            const A inv = A(1) / sum;
-            for (std::int64_t j = 0; j < seen; ++j) s[j] *= inv;
-            std::fill(s + seen, s + n, A(0));
+            // dV += Pᵀ g (P Z with dropout)
+            gemm_ex<A>(p.data(), 1, W, gf.data(), Ev, 1, tk.data(), Ev, n, Ev, nq);
+            for (std::int64_t x = 0; x < n * Ev; ++x) dv[x] += tk[x];
+            // dK += dSᵀ (Q scale)
+            gemm_ex<A>(dp.data(), 1, W, qf.data(), E, 1, tk.data(), E, n, E, nq);
+            for (std::int64_t x = 0; x < n * E; ++x) dk[x] += tk[x];
+            // dQ = dS K scale
+            gemm_ex<A>(dp.data(), W, 1, kb, ksr, ksc, tq.data(), E, nq, E, n);
           }
-          // dP = g Vᵀ, then dS = P (dP - D) in place
-          gemm_ex<A>(gf.data(), Ev, 1, vb, vsc, vsr, dp.data(), W, nq, n, Ev);
-          for (std::int64_t r = 0; r < nq; ++r) {
-            A* pr_ = p.data() + r * W;
-            A* d = dp.data() + r * W;
-            const A dr = drow[static_cast<std::size_t>(r)];
-            if (pr.dropout_p > 0) {
-              std::fill(zrow.begin(), zrow.begin() + n, A(1));
-              attn_dropout_row<A>(pr, (b * pr.hq + h) * L + i0 + r, 0, zrow.data(), n);
-              for (std::int64_t j = 0; j < n; ++j) {
-                d[j] = pr_[j] * (d[j] * zrow[static_cast<std::size_t>(j)] - dr);
-                pr_[j] *= zrow[static_cast<std::size_t>(j)];  // P Z, for dV
-              }
-            } else {
-              for (std::int64_t j = 0; j < n; ++j) d[j] = pr_[j] * (d[j] - dr);
-            }
-          }
-          // dV += Pᵀ g (P Z with dropout)
-          gemm_ex<A>(p.data(), 1, W, gf.data(), Ev, 1, tk.data(), Ev, n, Ev, nq);
-          for (std::int64_t x = 0; x < n * Ev; ++x) dv[x] += tk[x];
-          // dK += dSᵀ (Q scale)
-          gemm_ex<A>(dp.data(), 1, W, qf.data(), E, 1, tk.data(), E, n, E, nq);
-          for (std::int64_t x = 0; x < n * E; ++x) dk[x] += tk[x];
-          // dQ = dS K scale
-          gemm_ex<A>(dp.data(), W, 1, kb, ksr, ksc, tq.data(), E, nq, E, n);
           T* dqp = dq_out + ((b * pr.hq + h) * L + i0) * E;
           for (std::int64_t x = 0; x < nq * E; ++x) dqp[x] = static_cast<T>(tq[x] * scale);
         }
