@@ -112,6 +112,39 @@ A attn_exp_sum(A* s, std::int64_t n, A m) {
   return sum;
 }
 
+/// Applies the mask to scores s[0, n) of row (b, h, i), keys j0 .. j0 + n: a bool mask sets the
+/// keys it hides (false) to -inf, a floating one is added. Nothing without a mask (M void).
+template <class M, class A, class Op>
+void attn_mask_row(const Op& mask, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j0, A* s,
+                   std::int64_t n) {
+  if constexpr (!std::is_void_v<M>) {
+    const auto* mp = mask.p + mask.boff[static_cast<std::size_t>(b)] + h * mask.sh + i * mask.sr + j0 * mask.sc;
+    if constexpr (std::is_same_v<M, bool>) {
+      for (std::int64_t j = 0; j < n; ++j)
+        if (!mp[j * mask.sc]) s[j] = -std::numeric_limits<A>::infinity();
+    } else {
+      for (std::int64_t j = 0; j < n; ++j) s[j] += static_cast<A>(mp[j * mask.sc]);
+    }
+  }
+}
+
+/// One block of a row's online softmax: s[0, n) = exp(s - m') with m' = max(m, max s) (NaN when
+/// the block has a NaN and no other finite score), l = l e^(m - m') + sum; `alpha` = e^(m - m'),
+/// the factor for what was accumulated under m. False (nothing changed) while every key so far is
+/// masked out.
+template <class A>
+bool attn_online_block(A* s, std::int64_t n, A& m, A& l, A& alpha) {
+  constexpr A neg_inf = -std::numeric_limits<A>::infinity();
+  A mx = row_max<A>(s, n);
+  if (mx == neg_inf && attn_has_nan<A>(s, n)) mx = std::numeric_limits<A>::quiet_NaN();
+  const A m_new = mx != mx ? mx : std::max(m, mx);
+  if (m_new == neg_inf) return false;
+  alpha = m == neg_inf ? A(0) : std::exp(m - m_new);
+  l = l * alpha + attn_exp_sum<A>(s, n, m_new);
+  m = m_new;
+  return true;
+}
+
 /// out (batch, hq, L, Ev), contiguous = attention of q (batch, hq, L, E), k and v (batch,
 /// hq / group, S, E | Ev) with mask M: void (none), bool (false: masked out) or the inputs' type
 /// (added to the scores).
@@ -172,31 +205,16 @@ void attention_tiled(const attn_problem& pr, const attn_operand<T>& q, const att
         for (std::int64_t r = 0; r < nq; ++r) {
           A* s = sf.data() + r * BK;
           const std::int64_t i = i0 + r;
-          if constexpr (!std::is_void_v<M>) {
-            const auto* mp = mask.p + mask.boff[static_cast<std::size_t>(b)] + h * mask.sh + i * mask.sr + j0 * mask.sc;
-            if constexpr (std::is_same_v<M, bool>) {
-              for (std::int64_t j = 0; j < nk; ++j)
-                if (!mp[j * mask.sc]) s[j] = neg_inf;
-            } else {
-              for (std::int64_t j = 0; j < nk; ++j) s[j] += static_cast<A>(mp[j * mask.sc]);
-            }
-          }
+          attn_mask_row<M>(mask, b, h, i, j0, s, nk);
           std::int64_t n = nk;  // keys of this block the row may see
           if (pr.causal) n = std::clamp<std::int64_t>(i - j0 + 1, 0, nk);
           for (std::int64_t j = n; j < nk; ++j) s[j] = A(0);  // P = 0 there (below)
-          A mx = row_max<A>(s, n);
           A* o = of.data() + r * Ev;
-          const A m_old = mrow[static_cast<std::size_t>(r)];
-          if (mx == neg_inf && attn_has_nan<A>(s, n)) mx = std::numeric_limits<A>::quiet_NaN();
-          const A m_new = mx != mx ? mx : std::max(m_old, mx);
-          if (m_new == neg_inf) {  // every key so far masked out: nothing to add
-            std::fill(s, s + n, A(0));
+          A alpha;
+          if (!attn_online_block<A>(s, n, mrow[static_cast<std::size_t>(r)], lrow[static_cast<std::size_t>(r)], alpha)) {
+            std::fill(s, s + n, A(0));  // every key so far masked out: nothing to add
             continue;
           }
-          const A alpha = m_old == neg_inf ? A(0) : std::exp(m_old - m_new);
-          const A sum = attn_exp_sum<A>(s, n, m_new);
-          lrow[static_cast<std::size_t>(r)] = lrow[static_cast<std::size_t>(r)] * alpha + sum;
-          mrow[static_cast<std::size_t>(r)] = m_new;
           if (pr.dropout_p > 0) attn_dropout_row<A>(pr, bh * L + i, j0, s, n);
           if (alpha != A(1))
             for (std::int64_t c = 0; c < Ev; ++c) o[c] *= alpha;
@@ -241,18 +259,7 @@ void attn_backward_block_rows(const attn_problem& pr, const attn_operand<std::co
   // gives each row's visible keys of the block
   auto scores = [&](std::int64_t j0, std::int64_t nk) {
     gemm_ex<A>(qf, E, 1, kb + j0 * ksr, ksc, ksr, p, BK, nq, nk, E);
-    if constexpr (!std::is_void_v<M>) {
-      for (std::int64_t r = 0; r < nq; ++r) {
-        A* s = p + r * BK;
-        const auto* mp = mask.p + mask.boff[static_cast<std::size_t>(b)] + h * mask.sh + (i0 + r) * mask.sr + j0 * mask.sc;
-        if constexpr (std::is_same_v<M, bool>) {
-          for (std::int64_t j = 0; j < nk; ++j)
-            if (!mp[j * mask.sc]) s[j] = neg_inf;
-        } else {
-          for (std::int64_t j = 0; j < nk; ++j) s[j] += static_cast<A>(mp[j * mask.sc]);
-        }
-      }
-    }
+    for (std::int64_t r = 0; r < nq; ++r) attn_mask_row<M>(mask, b, h, i0 + r, j0, p + r * BK, nk);
   };
   auto seen = [&](std::int64_t r, std::int64_t j0, std::int64_t nk) {
     return pr.causal ? std::clamp<std::int64_t>(i0 + r + 1 - j0, 0, nk) : nk;
@@ -264,16 +271,8 @@ void attn_backward_block_rows(const attn_problem& pr, const attn_operand<std::co
     const std::int64_t nk = std::min(BK, n - j0);
     scores(j0, nk);
     for (std::int64_t r = 0; r < nq; ++r) {
-      A* s = p + r * BK;
-      const std::int64_t c = seen(r, j0, nk);
-      A mx = row_max<A>(s, c);
-      if (mx == neg_inf && attn_has_nan<A>(s, c)) mx = std::numeric_limits<A>::quiet_NaN();
-      const A m_old = mrow[r];
-      const A m_new = mx != mx ? mx : std::max(m_old, mx);
-      if (m_new == neg_inf) continue;  // every key so far masked out
-      const A alpha = m_old == neg_inf ? A(0) : std::exp(m_old - m_new);
-      lrow[r] = lrow[r] * alpha + attn_exp_sum<A>(s, c, m_new);
-      mrow[r] = m_new;
+      A alpha;  // l and m only: no accumulator to rescale
+      (void)attn_online_block<A>(p + r * BK, seen(r, j0, nk), mrow[r], lrow[r], alpha);
     }
   }
   // pass 2: P, dS and the gradients, block by block
@@ -411,15 +410,7 @@ void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, 
             for (std::int64_t r = 0; r < nq; ++r) {
               A* s = p.data() + r * W;
               const std::int64_t i = i0 + r;
-              if constexpr (!std::is_void_v<M>) {
-                const auto* mp = mask.p + mask.boff[static_cast<std::size_t>(b)] + h * mask.sh + i * mask.sr;
-                if constexpr (std::is_same_v<M, bool>) {
-                  for (std::int64_t j = 0; j < n; ++j)
-                    if (!mp[j * mask.sc]) s[j] = neg_inf;
-                } else {
-                  for (std::int64_t j = 0; j < n; ++j) s[j] += static_cast<A>(mp[j * mask.sc]);
-                }
-              }
+              attn_mask_row<M>(mask, b, h, i, 0, s, n);
               const std::int64_t seen = pr.causal ? std::clamp<std::int64_t>(i + 1, 0, n) : n;
               A mx = row_max<A>(s, seen);
               if (mx == neg_inf && attn_has_nan<A>(s, seen)) mx = std::numeric_limits<A>::quiet_NaN();
