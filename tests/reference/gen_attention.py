@@ -37,7 +37,7 @@ def case(name, qs, ks, vs, mask=None, causal=False, scale=None, gqa=False, dtype
             w = r(*out.shape).to(dt)
             (out * w).sum().backward()
             t.update(w=w, dq=q.grad, dk=k.grad, dv=v.grad)
-            if m is not None and m.dtype != torch.bool:
+            if m is not None and m.dtype != torch.bool and m.grad is not None:
                 t["dmask"] = m.grad
         ref.case(f"{name}_{sfx}", **t)
 
@@ -73,6 +73,17 @@ case("rank2", (5, 16), (7, 16), (7, 8), causal=True)
 case("rank5", (2, 2, 3, 4, 16), (2, 2, 3, 6, 16), (2, 2, 3, 6, 8), mask=lambda: r(2, 1, 3, 4, 6))
 case("half", (1, 1, 9, 64), (1, 1, 12, 64), (1, 1, 12, 64), causal=True, dtypes=("bf16", "f16"))
 case("half_mask", (1, 2, 20, 16), (1, 2, 30, 16), (1, 2, 30, 16), mask=lambda: torch.rand(20, 30) > 0.3,
+     dtypes=("bf16", "f16"))
+
+# bf16 / fp16 cases for the CUDA kernels (tests/cuda/test_cuda_attention.cu): several of their
+# 64-row tiles, GQA with causal, head dims 128 and 256 (and Ev != E), an additive mask broadcast
+# over the heads, two batch dims with a mask broadcast over one of them
+case("cuda_gqa_causal", (1, 4, 70, 32), (1, 2, 90, 32), (1, 2, 90, 32), causal=True, gqa=True, dtypes=("f16",))
+case("cuda_e128", (1, 1, 70, 128), (1, 1, 80, 128), (1, 1, 80, 128), dtypes=("bf16",))
+case("cuda_e256", (1, 1, 20, 256), (1, 1, 30, 256), (1, 1, 30, 200), causal=True, dtypes=("f16",))
+case("cuda_float_mask", (2, 2, 33, 16), (2, 2, 47, 16), (2, 2, 47, 16), mask=lambda: r(2, 1, 33, 47),
+     dtypes=("bf16", "f16"))
+case("cuda_rank5", (2, 2, 2, 10, 16), (2, 2, 2, 15, 16), (2, 2, 2, 15, 16), mask=lambda: torch.rand(2, 1, 1, 10, 15) > 0.3,
      dtypes=("bf16", "f16"))
 
 ref.write("attention.txt")

@@ -559,6 +559,17 @@ namespace detail {
 template <class B, class T>
 inline constexpr std::uint8_t sdpa_kernels = 1u << static_cast<int>(sdpa_backend::math);
 
+/// A backend's run-time limits on its own attention kernels (head dims, the device's capability):
+/// why node e is outside them, or empty. Specialised by a backend that has limits
+/// (backend/cuda/native.hpp).
+template <class B>
+struct sdpa_kernel_limits {
+  template <class E>
+  static std::string check(const E&) {
+    return {};
+  }
+};
+
 template <class E>
 constexpr attn_mask_kind sdpa_mask_kind_of() {
   using Ch = std::remove_cvref_t<decltype(std::declval<const E&>().children)>;
@@ -588,7 +599,7 @@ std::string sdpa_ineligible(sdpa_backend b, const E& e) {
   if (b == sdpa_backend::math) return {};
   if (b == sdpa_backend::flash && sdpa_mask_kind<E> != attn_mask_kind::none)
     return "an attn_mask is given (flash takes is_causal only)";
-  return {};
+  return sdpa_kernel_limits<B>::check(e);
 }
 
 /// The variant that runs node e on backend B: the first eligible of flash, memory_efficient,

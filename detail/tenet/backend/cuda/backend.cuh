@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include <tenet/autocast.hpp>
+#include <tenet/backend/cuda/attention.cuh>
 #include <tenet/backend/cuda/autograd.cuh>  // the training kernels (backend/training.hpp)
 #include <tenet/backend/cuda/conv.cuh>
 #include <tenet/backend/cuda/native.hpp>
@@ -504,8 +505,9 @@ void run_kernel(cuda_gpu, const aten::var_<Keep, D...>&, const E& e, const Out& 
   cuda::run_var_node(e, out, x);
 }
 
-/// scaled_dot_product_attention and its backward: the variant select_sdpa picks (math, the only one
-/// CUDA has yet), its decomposition run in stages (aten::sdpa::math_with).
+/// scaled_dot_product_attention and its backward: the variant select_sdpa picks; flash and
+/// memory_efficient run the tensor-core kernels (attention.cuh), math its decomposition in stages
+/// (aten::sdpa::math_with).
 struct cuda_evaluate_stage {
   device where;  // a stage without a device of its own (the causal mask's indices) moves here
   template <class X>
@@ -514,15 +516,50 @@ struct cuda_evaluate_stage {
     return t.device() == where ? t : t.to(where);
   }
 };
-template <class Forced, class E, class Out, class... O>
-void run_kernel(cuda_gpu, const aten::sdpa<Forced>& op, const E& e, const Out& out, const O&... operands) {
-  (void)select_sdpa<cuda_gpu>(e);  // throws, with every variant's reason, when math may not run
-  assign(out, op.math_with(cuda_evaluate_stage{out.device()}, operands...));
+template <class Forced, class E, class Out, class Q, class K, class V, class... M>
+void run_kernel(cuda_gpu, const aten::sdpa<Forced>& op, const E& e, const Out& out, const Q& q, const K& k, const V& v,
+                const M&... m) {
+  using T = value_type_of<E>;
+  if (select_sdpa<cuda_gpu>(e).variant == sdpa_backend::math) {
+    assign(out, op.math_with(cuda_evaluate_stage{out.device()}, q, k, v, m...));
+    return;
+  }
+  if constexpr (half_precision<T>) {
+    cuda::attn::params p = cuda::attn::params_of(op, q, k, v, m...);
+    p.out = out.data();
+    using MT = cuda::attn::mask_traits<M...>;
+    cuda::attn::forward<std::is_same_v<T, bfloat16>, MT::kind, typename MT::type>(p);
+    ++kernels_launched();
+  }
 }
-template <class Forced, class E, class Out, class... O>
-void run_kernel(cuda_gpu, const aten::sdpa_grad<Forced>& op, const E& e, const Out& out, const O&... operands) {
-  (void)select_sdpa<cuda_gpu>(e);
-  assign(out, op.decompose_with(cuda_evaluate_stage{out.device()}, operands...));
+template <class Forced, class E, class Out, class Q, class K, class V, class O, class G, class... M>
+void run_kernel(cuda_gpu, const aten::sdpa_grad<Forced>& op, const E& e, const Out& out, const Q& q, const K& k,
+                const V& v, const O& o, const G& g, const M&... m) {
+  using T = value_type_of<E>;
+  if (select_sdpa<cuda_gpu>(e).variant == sdpa_backend::math) {
+    assign(out, op.decompose_with(cuda_evaluate_stage{out.device()}, q, k, v, o, g, m...));
+    return;
+  }
+  if constexpr (half_precision<T>) {
+    cuda::attn::params p = cuda::attn::params_of(op.forward, q, k, v, m...);
+    constexpr std::size_t R = rank_of<Q>;
+    p.o = cuda::attn::operand_of<R>(o, p.Ev), p.dout = cuda::attn::operand_of<R>(g, p.Ev);
+    const std::int64_t rows = std::max<std::int64_t>(cuda::attn::batch_heads(p, p.hq) * p.L, 1);
+    Tensor<float, dyn_shape<1>> lse(sizes_t<1>{rows}, out.device()), delta(sizes_t<1>{rows}, out.device());
+    p.lse2 = lse.data(), p.delta = delta.data();
+    T* dq = out.data();
+    p.dq = dq, p.dk = dq + q.numel(), p.dv = dq + q.numel() + k.numel();
+    using MT = cuda::attn::mask_traits<M...>;
+    cuda::attn::backward<std::is_same_v<T, bfloat16>, MT::kind, typename MT::type>(p);
+    ++kernels_launched();
+    if constexpr (sizeof...(M) == 1) {
+      // an additive mask's slot: its gradient is not wanted here (else math was selected)
+      const std::int64_t used = q.numel() + k.numel() + v.numel();
+      if (out.numel() > used)
+        cuda::check(cudaMemsetAsync(dq + used, 0, static_cast<std::size_t>(out.numel() - used) * sizeof(T), cuda::current_stream()),
+              "cudaMemsetAsync");
+    }
+  }
 }
 
 /// Any other node: a composite the CPU runs natively (layer_norm, rms_norm, ...) and CUDA does

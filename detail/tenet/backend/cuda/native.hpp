@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include <string>
+#include <tuple>
 #include <string_view>
 
 #include <tenet/backend/registry.hpp>
@@ -146,11 +147,36 @@ inline constexpr bool runs_natively<cuda_gpu, aten::conv2d_weight, X, G> =
 template <class X>
 inline constexpr bool runs_natively<cuda_gpu, aten::max_pool2d, X> = true;
 // scaled_dot_product_attention and its backward: kept whole, so that a run_kernel overload
-// (backend.cuh) runs the selection and then the decomposition (CUDA has no attention kernel yet).
+// (backend.cuh) runs the selection, then the tensor-core kernels (flash, memory_efficient: bf16 and
+// fp16, backend/cuda/attention.cuh) or the decomposition (math).
 template <class Forced, class... C>
 inline constexpr bool runs_natively<cuda_gpu, aten::sdpa<Forced>, C...> = true;
 template <class Forced, class... C>
 inline constexpr bool runs_natively<cuda_gpu, aten::sdpa_grad<Forced>, C...> = true;
+template <class E>
+device expr_device(const E& e);  // backend/evaluate.hpp
+template <class T>
+inline constexpr std::uint8_t sdpa_kernels<cuda_gpu, T> = half_precision<T> ? 0b111 : 0b100;
+/// The CUDA attention kernels' limits: head dims up to 256, up to four batch dims before the
+/// heads, a device of compute capability 8.0 or later (mma.sync on bf16 / fp16).
+template <>
+struct sdpa_kernel_limits<cuda_gpu> {
+  template <class E>
+  static std::string check(const E& e) {
+    const auto& q = std::get<0>(e.children);
+    const auto& v = std::get<2>(e.children);
+    constexpr std::size_t R = rank_of<std::remove_cvref_t<decltype(q)>>;
+    const std::int64_t E_ = q.sizes()[R - 1], Ev = v.sizes()[R - 1];
+    if (E_ > 256 || Ev > 256)
+      return "the head dims (E " + std::to_string(E_) + ", Ev " + std::to_string(Ev) + ") exceed 256, the CUDA kernels' limit";
+    if (R > 7) return "q has " + std::to_string(R - 3) + " batch dims before the heads (the CUDA kernels take up to 4)";
+    const device d = expr_device(q);
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d.index) != cudaSuccess || major < 8)
+      return "the device's compute capability is below 8.0 (the CUDA kernels use bf16 / fp16 mma.sync)";
+    return {};
+  }
+};
 
 template <class Op, class C>
   requires std::is_same_v<typename Op::group, prim::pointwise_composite_group>

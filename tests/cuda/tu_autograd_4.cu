@@ -1,0 +1,3 @@
+// One nvcc translation unit of tenet_cuda_autograd_tests (see tests/CMakeLists.txt): the attention
+// kernels (their forward and backward instantiations are this unit's own cost).
+#include "test_cuda_attention.cu"
