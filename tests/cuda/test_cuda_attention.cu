@@ -169,7 +169,7 @@ TEST_CASE("cuda attention: the selection on CUDA and its reasons", "[attention]"
   const auto h = [](auto x) { return Tensor<bfloat16, S4>(cast<bfloat16>(x)).to(gpu); };
   const auto q = h(randn<float, S4>(1, 2, 8, 16)), k = h(randn<float, S4>(1, 2, 8, 16));
   CHECK_THAT(explain(scaled_dot_product_attention(q, k, k)), Catch::Contains("variant: flash"));
-  const Tensor<bool, dyn_shape<2>> m = (rand<float, dyn_shape<2>>(8, 8) > 0.5f).to(gpu);
+  const Tensor<bool, dyn_shape<2>> m = Tensor<bool, dyn_shape<2>>(rand<float, dyn_shape<2>>(8, 8) > 0.5f).to(gpu);
   CHECK_THAT(explain(scaled_dot_product_attention(q, k, k, m)),
              Catch::Contains("variant: memory_efficient") && Catch::Contains("flash: an attn_mask is given"));
   // a head dim over 256: math, with the reason

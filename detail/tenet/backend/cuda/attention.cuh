@@ -289,10 +289,29 @@ __device__ TENET_INLINE float mask_at(const params& p, std::int64_t mbase, std::
 /// Dropout's factor for score k (flat over (batch · heads, L, S)): 0 where its draw is < p.
 /// (uniform_element<float> on [0, 1), its word picked by selects rather than an indexed array,
 /// which would live in local memory.)
-__device__ TENET_INLINE float keep_factor(const params& p, std::int64_t k) {
-  const uint4x32 b = philox_block(p.seed, p.offset, philox_block_of(k, 1));
+__device__ TENET_INLINE bool kept(std::uint64_t seed, std::uint64_t offset, float dropout_p, std::int64_t k) {
+  const uint4x32 b = philox_block(seed, offset, philox_block_of(k, 1));
   const std::uint32_t w = (k & 2) ? ((k & 1) ? b[3] : b[2]) : ((k & 1) ? b[1] : b[0]);
-  return uniform01_from_word<float>(w) < p.dropout_p ? 0.f : p.keep_scale;
+  return !(uniform01_from_word<float>(w) < dropout_p);
+}
+__device__ TENET_INLINE float keep_factor(const params& p, std::int64_t k) {
+  return kept(p.seed, p.offset, p.dropout_p, k) ? p.keep_scale : 0.f;
+}
+
+/// Dropout's keep bits of a lane's score fragment (NT column tiles of 4 values): bit 4 t + e is set
+/// where element e of tile t is kept, that element being score k = base + (e >> 1) dA + t dT +
+/// (e & 1) dE of the draw. Out of line: inline, the 4 NT Philox calls made each kernel's loop body
+/// several times larger (instruction fetch stalls in ncu).
+template <int NT>
+__device__ __noinline__ std::uint32_t keep_bits(std::uint64_t seed, std::uint64_t offset, float dropout_p, std::int64_t base,
+                                                std::int64_t dA, std::int64_t dT, std::int64_t dE) {
+  std::uint32_t bits = 0;
+#pragma unroll 1
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (kept(seed, offset, dropout_p, base + (e >> 1) * dA + t * dT + (e & 1) * dE)) bits |= 1u << (4 * t + e);
+  return bits;
 }
 
 __device__ TENET_INLINE float quad_max(float x) {
@@ -419,13 +438,11 @@ __global__ void __launch_bounds__(W * 32) flash_forward(const params p) {
       for (int hf = 0; hf < 2; ++hf) lrow[hf] = lrow[hf] * alpha[hf] + sum[hf];
       if (!LseOnly) {
         if (p.dropout_p > 0) {
+          const std::uint32_t keep = keep_bits<NT>(p.seed, p.offset, p.dropout_p, (bh * p.L + r0) * p.S + n0 + tig * 2, 8 * p.S, 8, 1);
 #pragma unroll
           for (int t = 0; t < NT; ++t)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const std::int64_t i = r0 + 8 * (e >> 1), jj = n0 + t * 8 + tig * 2 + (e & 1);
-              if (i < p.L && jj < p.S) s[0][t][e] *= keep_factor(p, (bh * p.L + i) * p.S + jj);
-            }
+            for (int e = 0; e < 4; ++e) s[0][t][e] *= (keep >> (4 * t + e)) & 1 ? p.keep_scale : 0.f;
         }
 #pragma unroll
         for (int t = 0; t < NO; ++t)
@@ -463,6 +480,30 @@ __global__ void attention_delta(const params p, std::int64_t rows) {
   for (int c = lane; c < p.Ev; c += 32) acc += to_float<Bf>(o[c * p.o.sc]) * to_float<Bf>(d[c * p.dout.sc]);
   for (int w = 16; w > 0; w >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, w);
   if (lane == 0) p.delta[row] = acc;
+}
+
+/// The same for 16-byte aligned rows (o and dout `vec`): TPR threads per row, 8 values per load.
+template <bool Bf, int TPR>
+__global__ void attention_delta_vec(const params p, std::int64_t rows) {
+  const int sub = static_cast<int>(threadIdx.x) % TPR;
+  const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / TPR;
+  float acc = 0;
+  if (row < rows) {
+    const std::int64_t bh = row / p.L, i = row % p.L, b = bh / p.hq, h = bh % p.hq;
+    const auto* o = static_cast<const std::uint16_t*>(p.o.p) + batch_offset(p, p.o, b, h) + i * p.o.sr;
+    const auto* d = static_cast<const std::uint16_t*>(p.dout.p) + batch_offset(p, p.dout, b, h) + i * p.dout.sr;
+    for (int c = sub * 8; c < p.Ev; c += TPR * 8) {
+      const uint4 x = *reinterpret_cast<const uint4*>(o + c), y = *reinterpret_cast<const uint4*>(d + c);
+      const std::uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w)
+        acc += to_float<Bf>(static_cast<std::uint16_t>(xs[w] & 0xffffu)) * to_float<Bf>(static_cast<std::uint16_t>(ys[w] & 0xffffu)) +
+               to_float<Bf>(static_cast<std::uint16_t>(xs[w] >> 16)) * to_float<Bf>(static_cast<std::uint16_t>(ys[w] >> 16));
+    }
+  }
+#pragma unroll
+  for (int w = TPR / 2; w > 0; w >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, w);
+  if (row < rows && sub == 0) p.delta[row] = acc;
 }
 
 /// The backward's dQ. Grid (query tiles, batch · hq); W warps of 16 query rows; K and V tiles
@@ -522,6 +563,8 @@ __global__ void __launch_bounds__(W * 32) flash_backward_dq(const params p) {
       gemm_nt<Bf, 1, NT, HD>(s, sQ + warp * 16 * ld, sK, etiles);
       gemm_nt<Bf, 1, NT, HD>(dp, sD + warp * 16 * ld, sK + BN * ld, vtiles);
       const bool edge = n0 + BN > p.S || (p.causal && n0 + BN - 1 > m0) || MK != no_mask || m0 + BM > p.L;
+      const std::uint32_t keep = p.dropout_p > 0 ? keep_bits<NT>(p.seed, p.offset, p.dropout_p, (bh * p.L + r0) * p.S + n0 + tig * 2, 8 * p.S, 8, 1) : ~0u;
+      const float keep_scale = p.dropout_p > 0 ? p.keep_scale : 1.f;
 #pragma unroll
       for (int t = 0; t < NT; ++t)
 #pragma unroll
@@ -532,8 +575,7 @@ __global__ void __launch_bounds__(W * 32) flash_backward_dq(const params p) {
             const float x = s[0][t][e] * p.scale_log2 + mask_at<MK, MT>(p, mbase, i, jj);
             pe = fast_exp2(x - lse[e >> 1]);
           }
-          float dpe = dp[0][t][e];
-          if (p.dropout_p > 0 && pe != 0.f) dpe *= keep_factor(p, (bh * p.L + i) * p.S + jj);
+          const float dpe = dp[0][t][e] * ((keep >> (4 * t + e)) & 1 ? keep_scale : 0.f);
           s[0][t][e] = pe * (dpe - dl[e >> 1]);  // dS
         }
       gemm_pv<Bf, 1, NT, NO, HD>(dq, s, sK, etiles);
@@ -609,6 +651,8 @@ __global__ void __launch_bounds__(W * 32) flash_backward_dkv(const params p) {
       gemm_nt<Bf, 1, NT, HD>(s, sK + warp * 16 * ld, sQ, etiles);
       if (Which & 2) gemm_nt<Bf, 1, NT, HD>(dp, sV + warp * 16 * ld, sQ + BN * ld, vtiles);
       const bool edge = n0 + BM > p.S || i0 + BN > p.L || (p.causal && n0 + BM - 1 > i0) || MK != no_mask;
+      const std::uint32_t keep = p.dropout_p > 0 ? keep_bits<NT>(p.seed, p.offset, p.dropout_p, (bh * p.L + i0 + tig * 2) * p.S + c0, 8, 8 * p.S, p.S) : ~0u;
+      const float keep_scale = p.dropout_p > 0 ? p.keep_scale : 1.f;
 #pragma unroll
       for (int t = 0; t < NT; ++t)
 #pragma unroll
@@ -619,8 +663,7 @@ __global__ void __launch_bounds__(W * 32) flash_backward_dkv(const params p) {
             const float x = s[0][t][e] * p.scale_log2 + mask_at<MK, MT>(p, mbase, i, jj);
             pe = fast_exp2(x - lse[t][e & 1]);
           }
-          float z = 1.f;
-          if (p.dropout_p > 0 && pe != 0.f) z = keep_factor(p, (bh * p.L + i) * p.S + jj);
+          const float z = (keep >> (4 * t + e)) & 1 ? keep_scale : 0.f;
           if (Which & 2) dp[0][t][e] = pe * (dp[0][t][e] * z - dl[t][e & 1]);
           s[0][t][e] = pe * z;
         }
@@ -725,8 +768,17 @@ void backward(const params& p) {
   const std::int64_t rows = batch_heads(p, p.hq) * p.L;
   forward<Bf, MK, MT, true>(p);
   if (rows > 0) {
-    const std::int64_t blocks = (rows + 7) / 8;
-    attention_delta<Bf><<<static_cast<unsigned>(blocks), 256, 0, current_stream()>>>(p, rows);
+    const cudaStream_t s = current_stream();
+    if (p.o.vec && p.dout.vec) {  // 16-byte loads, a row per 8, 16 or 32 threads
+      const auto go = [&]<int TPR>() {
+        attention_delta_vec<Bf, TPR><<<static_cast<unsigned>((rows * TPR + 255) / 256), 256, 0, s>>>(p, rows);
+      };
+      if (p.Ev <= 64) go.template operator()<8>();
+      else if (p.Ev <= 128) go.template operator()<16>();
+      else go.template operator()<32>();
+    } else {
+      attention_delta<Bf><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, s>>>(p, rows);
+    }
     check_launch("the attention backward's row kernel launch");
   }
   const dim3 gq = grid_of((p.L + BM - 1) / BM, batch_heads(p, p.hq));
