@@ -43,6 +43,7 @@ cmake -S "$here" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_COMPILER="$nvcc" \
   -DTENET_CUDA=ON \
+  -DTENET_CUDA_TESTS=ON \
   -DTENET_BUILD_BENCH=ON \
   -DTENET_BUILD_EXAMPLES=OFF \
   ${deps:+-DTENET_DEPS_DIR="$deps"} || exit 1
