@@ -310,12 +310,13 @@ attention_layout<rank_of<Q>> attention_layout_of(const aten::sdpa<Forced>& op, c
 }
 
 /// scaled_dot_product_attention: the variant select_sdpa picks (decomp/attention.hpp); flash and
-/// memory_efficient run the tiled kernel (attention.hpp), math its decomposition in stages.
-template <class Forced, class E, class Out, class Q, class K, class V, class... M>
-void run_kernel(cpu_simd, const aten::sdpa<Forced>& op, const E& e, const Out& out, const Q& q, const K& k, const V& v,
-                const M&... m) {
-  using T = value_type_of<E>;
-  if (select_sdpa<cpu_simd>(e).variant == sdpa_backend::math) {
+/// memory_efficient run the tiled kernel (attention.hpp), math its decomposition in stages. The
+/// body takes its operands as dyn_view (backend/views.hpp): one instantiation per dtype and rank.
+template <class Forced, class Out, class Q, class K, class V, class... M>
+void run_sdpa(cpu_simd, const aten::sdpa<Forced>& op, sdpa_backend variant, const Out& out, const Q& q, const K& k,
+              const V& v, const M&... m) {
+  using T = value_type_of<Q>;
+  if (variant == sdpa_backend::math) {
     assign(out, op.math_with(evaluate_stage{}, q, k, v, m...));
     return;
   }
@@ -330,14 +331,20 @@ void run_kernel(cpu_simd, const aten::sdpa<Forced>& op, const E& e, const Out& o
     }
   }
 }
+template <class Forced, class E, class Out, class Q, class K, class V, class... M>
+void run_kernel(cpu_simd b, const aten::sdpa<Forced>& op, const E& e, const Out& out, const Q& q, const K& k,
+                const V& v, const M&... m) {
+  run_sdpa(b, op, select_sdpa<cpu_simd>(e).variant, dyn_view(out), dyn_view(q), dyn_view(k), dyn_view(v),
+           dyn_view(m)...);
+}
 
 /// scaled_dot_product_attention's backward: the tiled kernel when the selection gives a tiled
 /// variant, else the math backward in stages. The result is dq, dk, dv (and a mask's slot) flat.
-template <class Forced, class E, class Out, class Q, class K, class V, class O, class G, class... M>
-void run_kernel(cpu_simd, const aten::sdpa_grad<Forced>& op, const E& e, const Out& out, const Q& q, const K& k,
-                const V& v, const O& o, const G& g, const M&... m) {
-  using T = value_type_of<E>;
-  if (select_sdpa<cpu_simd>(e).variant == sdpa_backend::math) {
+template <class Forced, class Out, class Q, class K, class V, class O, class G, class... M>
+void run_sdpa_grad(cpu_simd, const aten::sdpa_grad<Forced>& op, sdpa_backend variant, const Out& out, const Q& q,
+                   const K& k, const V& v, const O& o, const G& g, const M&... m) {
+  using T = value_type_of<Q>;
+  if (variant == sdpa_backend::math) {
     assign(out, op.decompose_with(evaluate_stage{}, q, k, v, o, g, m...));
     return;
   }
@@ -357,6 +364,12 @@ void run_kernel(cpu_simd, const aten::sdpa_grad<Forced>& op, const E& e, const O
       std::fill(dv + v.numel(), out.data() + out.numel(), T(0));
     }
   }
+}
+template <class Forced, class E, class Out, class Q, class K, class V, class O, class G, class... M>
+void run_kernel(cpu_simd b, const aten::sdpa_grad<Forced>& op, const E& e, const Out& out, const Q& q, const K& k,
+                const V& v, const O& o, const G& g, const M&... m) {
+  run_sdpa_grad(b, op, select_sdpa<cpu_simd>(e).variant, dyn_view(out), dyn_view(q), dyn_view(k), dyn_view(v),
+                dyn_view(o), dyn_view(g), dyn_view(m)...);
 }
 
 /// max_pool2d: one pass over each window, NaN propagating as amax does (conv.hpp).

@@ -516,11 +516,11 @@ struct cuda_evaluate_stage {
     return t.device() == where ? t : t.to(where);
   }
 };
-template <class Forced, class E, class Out, class Q, class K, class V, class... M>
-void run_kernel(cuda_gpu, const aten::sdpa<Forced>& op, const E& e, const Out& out, const Q& q, const K& k, const V& v,
-                const M&... m) {
-  using T = value_type_of<E>;
-  if (select_sdpa<cuda_gpu>(e).variant == sdpa_backend::math) {
+template <class Forced, class Out, class Q, class K, class V, class... M>
+void run_sdpa(cuda_gpu, const aten::sdpa<Forced>& op, sdpa_backend variant, const Out& out, const Q& q, const K& k,
+              const V& v, const M&... m) {
+  using T = value_type_of<Q>;
+  if (variant == sdpa_backend::math) {
     assign(out, op.math_with(cuda_evaluate_stage{out.device()}, q, k, v, m...));
     return;
   }
@@ -532,11 +532,17 @@ void run_kernel(cuda_gpu, const aten::sdpa<Forced>& op, const E& e, const Out& o
     ++kernels_launched();
   }
 }
-template <class Forced, class E, class Out, class Q, class K, class V, class O, class G, class... M>
-void run_kernel(cuda_gpu, const aten::sdpa_grad<Forced>& op, const E& e, const Out& out, const Q& q, const K& k,
-                const V& v, const O& o, const G& g, const M&... m) {
-  using T = value_type_of<E>;
-  if (select_sdpa<cuda_gpu>(e).variant == sdpa_backend::math) {
+template <class Forced, class E, class Out, class Q, class K, class V, class... M>
+void run_kernel(cuda_gpu b, const aten::sdpa<Forced>& op, const E& e, const Out& out, const Q& q, const K& k,
+                const V& v, const M&... m) {
+  run_sdpa(b, op, select_sdpa<cuda_gpu>(e).variant, dyn_view(out), dyn_view(q), dyn_view(k), dyn_view(v),
+           dyn_view(m)...);
+}
+template <class Forced, class Out, class Q, class K, class V, class O, class G, class... M>
+void run_sdpa_grad(cuda_gpu, const aten::sdpa_grad<Forced>& op, sdpa_backend variant, const Out& out, const Q& q,
+                   const K& k, const V& v, const O& o, const G& g, const M&... m) {
+  using T = value_type_of<Q>;
+  if (variant == sdpa_backend::math) {
     assign(out, op.decompose_with(cuda_evaluate_stage{out.device()}, q, k, v, o, g, m...));
     return;
   }
@@ -560,6 +566,12 @@ void run_kernel(cuda_gpu, const aten::sdpa_grad<Forced>& op, const E& e, const O
               "cudaMemsetAsync");
     }
   }
+}
+template <class Forced, class E, class Out, class Q, class K, class V, class O, class G, class... M>
+void run_kernel(cuda_gpu b, const aten::sdpa_grad<Forced>& op, const E& e, const Out& out, const Q& q, const K& k,
+                const V& v, const O& o, const G& g, const M&... m) {
+  run_sdpa_grad(b, op, select_sdpa<cuda_gpu>(e).variant, dyn_view(out), dyn_view(q), dyn_view(k), dyn_view(v),
+                dyn_view(o), dyn_view(g), dyn_view(m)...);
 }
 
 /// Any other node: a composite the CPU runs natively (layer_norm, rms_norm, ...) and CUDA does
