@@ -18,7 +18,7 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 
 
 def flags(work, autograd):
-    return ["-std=c++20", "-O1", "-march=native", "-fopenmp", "-w", f"-I{ROOT}/include", f"-I{ROOT}/detail",
+    return ["-std=c++20", "-Og", "-march=native", "-fopenmp", "-w", f"-I{ROOT}/include", f"-I{ROOT}/detail",
             f"-I{ROOT}/tests", "-I/usr/include/eigen3", f"-DTENET_AUTOGRAD={autograd}",
             f'-DTENET_REFERENCE_DIR="{work}"']
 
