@@ -18,6 +18,7 @@
 // - suffixes (device, size for empty tensors, dtype) go on the last line while it stays within
 //   linewidth, else on a new line indented by len("tensor(").
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -25,8 +26,6 @@
 #include <string_view>
 #include <type_traits>
 #include <vector>
-
-#include <fmt/format.h>  // number formatting, correctly rounded like Python's format()
 
 namespace tenet::detail {
 
@@ -44,6 +43,20 @@ namespace format_impl {
 template <class T>
 inline constexpr bool is_floating = !std::is_integral_v<T>;  // float, double, bfloat16, float16
 
+/// v in `form` with `precision` digits, correctly rounded as Python's format() and printf are
+/// (std::to_chars: tenet's printing needs no fmt, whose header-only formatting code cost every
+/// printing unit about 2.4 s of g++ at -O2). "1.2346e+00", "-0", "inf" as printf writes them.
+inline std::string number_string(double v, std::chars_format form, int precision) {
+  char small[128];
+  if (auto r = std::to_chars(small, small + sizeof small, v, form, precision); r.ec == std::errc{})
+    return std::string(small, r.ptr);
+  // fixed notation of a large magnitude: up to 309 digits before the point, then the precision
+  std::string big(static_cast<std::size_t>(std::max(precision, 0)) + 400, '\0');
+  auto r = std::to_chars(big.data(), big.data() + big.size(), v, form, precision);
+  big.resize(static_cast<std::size_t>(r.ptr - big.data()));
+  return big;
+}
+
 template <class T>
 double as_double(const T& v) {
   if constexpr (std::is_arithmetic_v<T>) {
@@ -59,9 +72,9 @@ std::string int_string(const T& v) {
   if constexpr (std::is_same_v<T, bool>) {
     return v ? "True" : "False";
   } else if constexpr (std::is_signed_v<T>) {
-    return fmt::format("{}", static_cast<std::int64_t>(v));
+    return std::to_string(static_cast<std::int64_t>(v));
   } else {
-    return fmt::format("{}", static_cast<std::uint64_t>(v));
+    return std::to_string(static_cast<std::uint64_t>(v));
   }
 }
 
@@ -70,7 +83,7 @@ inline std::string tuple_string(std::span<const std::int64_t> sizes) {
   std::string s = "(";
   for (std::size_t d = 0; d < sizes.size(); ++d) {
     if (d > 0) s += ", ";
-    s += fmt::format("{}", sizes[d]);
+    s += std::to_string(sizes[d]);
   }
   if (sizes.size() == 1) s += ",";
   return s + ")";
@@ -101,12 +114,12 @@ struct element_formatter {
     if (std::isnan(v)) {
       s = "nan";  // Python drops the sign of a NaN
     } else if (sci_mode) {
-      s = fmt::format("{:.{}e}", v, precision);
+      s = number_string(v, std::chars_format::scientific, precision);
     } else if (int_mode) {
-      s = fmt::format("{:.0f}", v);
+      s = number_string(v, std::chars_format::fixed, 0);
       if (std::isfinite(v)) s += '.';
     } else {
-      s = fmt::format("{:.{}f}", v, precision);
+      s = number_string(v, std::chars_format::fixed, precision);
     }
     return s;
   }
@@ -142,11 +155,11 @@ element_formatter make_formatter(const std::vector<T>& shown, const print_option
     for (double d : vals) {
       std::size_t w;
       if (f.sci_mode) {
-        w = fmt::formatted_size("{:.{}e}", d, opt.precision);
+        w = number_string(d, std::chars_format::scientific, opt.precision).size();
       } else if (f.int_mode) {
-        w = fmt::formatted_size("{:.0f}", d) + 1;
+        w = number_string(d, std::chars_format::fixed, 0).size() + 1;
       } else {
-        w = fmt::formatted_size("{:.{}f}", d, opt.precision);
+        w = number_string(d, std::chars_format::fixed, opt.precision).size();
       }
       f.max_width = std::max(f.max_width, w);
     }
@@ -254,7 +267,7 @@ std::string format_tensor(std::span<const std::int64_t> sizes, Get&& get, std::s
   constexpr std::string_view prefix = "tensor(";
   const std::size_t indent = prefix.size();
   std::vector<std::string> suffixes;
-  if (!device_suffix.empty()) suffixes.push_back(fmt::format("device='{}'", device_suffix));
+  if (!device_suffix.empty()) suffixes.push_back("device='" + std::string(device_suffix) + "'");
 
   std::int64_t numel = 1;
   for (std::int64_t s : sizes) numel *= s;
@@ -262,10 +275,10 @@ std::string format_tensor(std::span<const std::int64_t> sizes, Get&& get, std::s
   std::string body;
   if (numel == 0) {
     if (sizes.size() != 1) suffixes.push_back("size=" + format_impl::tuple_string(sizes));
-    if (dtype_torch_name != "torch.float32") suffixes.push_back(fmt::format("dtype={}", dtype_torch_name));
+    if (dtype_torch_name != "torch.float32") suffixes.push_back("dtype=" + std::string(dtype_torch_name));
     body = "[]";
   } else {
-    if (!default_dtype) suffixes.push_back(fmt::format("dtype={}", dtype_torch_name));
+    if (!default_dtype) suffixes.push_back("dtype=" + std::string(dtype_torch_name));
     const bool summarize = numel > opt.threshold;
     const std::size_t ndim = sizes.size();
     std::vector<std::int64_t> strides(ndim, 1);
