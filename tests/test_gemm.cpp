@@ -95,7 +95,7 @@ void check_shape(std::int64_t M, std::int64_t N, std::int64_t K, layout la, layo
   std::vector<T> c(want.size(), std::numeric_limits<T>::quiet_NaN());  // every element must be written
   gemm_ex<T>(a.data(), a.rs, a.cs, b.data(), b.rs, b.cs, c.data(), N, M, N, K);  // also M or N == 1
   check_against(c, want, mag, K, what + " tenet vs naive");
-  std::vector<T> w(want.size(), std::numeric_limits<T>::quiet_NaN());  // matmul's entry (Eigen's GEMV for M, N == 1)
+  std::vector<T> w(want.size(), std::numeric_limits<T>::quiet_NaN());  // matmul's entry (the GEMV kernels for M, N == 1)
   gemm<T>(a.data(), a.rs, a.cs, b.data(), b.rs, b.cs, w.data(), M, N, K);
   check_against(w, want, mag, K, what + " gemm() vs naive");
   std::vector<T> r(want.size());
@@ -130,8 +130,9 @@ TEST_CASE("gemm: shapes off the tile and the cache blocks, float and double, aga
 }
 
 TEST_CASE("gemm: matrix-vector products (M or N == 1) in every layout, split over threads") {
-  // gemm() runs tenet's GEMV kernels (dot form, axpy form) or Eigen by layout, threaded over the
-  // outputs from 2^18 multiply-adds on; off-block output counts and a tail in K
+  // gemm() runs tenet's GEMV kernels by layout (dot form, the vector copied when it is strided;
+  // axpy form; a strided loop for a matrix strided both ways), threaded over the outputs from 2^18
+  // multiply-adds on; off-block output counts and a tail in K
   std::mt19937 gen(7);
   for (int threads : {1, 2, 3}) {
     with_threads(threads, [&] {

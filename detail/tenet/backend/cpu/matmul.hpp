@@ -146,27 +146,48 @@ void gemv_axpy_rows(const T* x, std::int64_t xs, const T* cols, std::int64_t rs,
   }
 }
 
-/// A matrix-vector product (M == 1 or N == 1) by Eigen's GEMV, the outputs split over the threads
-/// in blocks of 16: a GEMV reads the whole matrix once, so one thread is bound by one core's memory
-/// bandwidth (GPT-2 small's decode: 500 MB of weights per token).
-/// Outputs [o0, o1) of a matrix-vector product: gemv_dot_rows where the vector and the matrix's
-/// rows along K are contiguous (x Wᵀ with W [N, K] row-major, as linear(); W v), gemv_axpy_rows
-/// where the matrix is contiguous along the outputs (x W, W [K, N]; Wᵀ v), else Eigen.
+/// out[o] = sum_k x[k xs] m[k mk + o mo] for o < n, any strides: a layout neither GEMV kernel
+/// takes (a matrix strided both ways), one output at a time.
+template <class T>
+void gemv_strided(const T* x, std::int64_t xs, const T* m, std::int64_t mk, std::int64_t mo, T* out, std::int64_t n,
+                  std::int64_t K) {
+  for (std::int64_t o = 0; o < n; ++o) {
+    T t(0);
+    for (std::int64_t k = 0; k < K; ++k) t += x[k * xs] * m[k * mk + o * mo];
+    out[o] = t;
+  }
+}
+
+/// A matrix-vector product (M == 1 or N == 1), the outputs split over the threads in blocks of 16:
+/// a GEMV reads the whole matrix once, so one thread is bound by one core's memory bandwidth
+/// (GPT-2 small's decode: 500 MB of weights per token).
+/// Outputs [o0, o1) of it, as out = x · m with the vector x (a if M == 1, else b) and the matrix m
+/// (b, else a) whose stride along K is mk and along the outputs mo: gemv_dot_rows where m is
+/// contiguous along K (x Wᵀ with W [N, K] row-major, as linear(); W v), the vector copied first if
+/// it is strided; gemv_axpy_rows where m is contiguous along the outputs (x W, W [K, N]; Wᵀ v);
+/// else gemv_strided. No Eigen here: its GEMM for the nine layout pairs of gemm_reference was
+/// about 5.6 s of g++ at -O2 in every unit with a float matmul.
 template <class T>
 void gemv_part(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::int64_t brs, std::int64_t bcs, T* c,
                std::int64_t M, std::int64_t N, std::int64_t K, std::int64_t o0, std::int64_t o1) {
-  if (M == 1 && (acs == 1 || K == 1) && (brs == 1 || K == 1))
-    gemv_dot_rows<T>(a, b + o0 * bcs, bcs, c + o0, o1 - o0, K);
-  else if (N == 1 && M > 1 && (acs == 1 || K == 1) && (brs == 1 || K == 1))
-    gemv_dot_rows<T>(b, a + o0 * ars, ars, c + o0, o1 - o0, K);
-  else if (M == 1 && bcs == 1)
-    gemv_axpy_rows<T>(a, acs, b + o0, brs, c + o0, o1 - o0, K);
-  else if (N == 1 && M > 1 && ars == 1)
-    gemv_axpy_rows<T>(b, brs, a + o0, acs, c + o0, o1 - o0, K);
-  else if (M == 1)
-    gemm_reference<T>(a, ars, acs, b + o0 * bcs, brs, bcs, c + o0, 1, o1 - o0, K);
-  else
-    gemm_reference<T>(a + o0 * ars, ars, acs, b, brs, bcs, c + o0, o1 - o0, 1, K);
+  const bool row = M == 1;  // the outputs run along N
+  const T* x = row ? a : b;
+  const std::int64_t xs = row ? acs : brs;
+  const std::int64_t mk = row ? brs : acs, mo = row ? bcs : ars;
+  const T* m = (row ? b : a) + o0 * mo;
+  const std::int64_t n = o1 - o0;
+  const bool x_unit = xs == 1 || K <= 1, m_along_k = mk == 1 || K <= 1;
+  if (m_along_k && x_unit) {
+    gemv_dot_rows<T>(x, m, mo, c + o0, n, K);
+  } else if (mo == 1) {
+    gemv_axpy_rows<T>(x, xs, m, mk, c + o0, n, K);
+  } else if (m_along_k) {
+    std::vector<T> xc(static_cast<std::size_t>(K));
+    for (std::int64_t k = 0; k < K; ++k) xc[static_cast<std::size_t>(k)] = x[k * xs];
+    gemv_dot_rows<T>(xc.data(), m, mo, c + o0, n, K);
+  } else {
+    gemv_strided<T>(x, xs, m, mk, mo, c + o0, n, K);
+  }
 }
 
 template <class T>
@@ -212,10 +233,10 @@ void gemv_threaded(const T* a, std::int64_t ars, std::int64_t acs, const T* b, s
   }
 }
 
-/// C[M,N] = A[M,K] · B[K,N] with arbitrary element strides, C contiguous: tenet's own kernel for
-/// float and double, Eigen for other types and for matrix-vector products (M or N == 1; threaded
-/// over the outputs for float and double: gemv_threaded), where
-/// Eigen's GEMV beats a padded register tile (1 x 1000 x 1000: 10.6 vs 2.8 GFLOP/s). Integers wrap
+/// C[M,N] = A[M,K] · B[K,N] with arbitrary element strides, C contiguous: tenet's own kernels for
+/// float and double (GEMM, and GEMV kernels for M or N == 1, threaded over the outputs:
+/// gemv_threaded, where a padded register tile was slow: 1 x 1000 x 1000 at 2.8 GFLOP/s against
+/// Eigen's GEMV at 10.6), Eigen for other types. Integers wrap
 /// as torch's without signed overflow: 32- and 64-bit ones run Eigen on the same bytes read as the
 /// unsigned type (two's complement sums and products are the same modulo 2^bits).
 template <class T>
