@@ -442,6 +442,12 @@ auto cast(const X& x) {
   static_assert(Element<To>, "tenet: cast<To>: To must be an element type");
   return detail::cast_to<To>(x);
 }
+/// expr.to<U>(): the cast, lazy like the expression (Tensor::to<U>() evaluates it).
+template <class D>
+template <class U>
+auto expr_members<D>::to() const {
+  return tenet::cast<U>(derived());
+}
 
 // ---------------------------------------------------------------------------------------------
 // reductions: dims are template arguments (checked at compile time); none means all dims.

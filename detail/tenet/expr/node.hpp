@@ -9,6 +9,8 @@
 //   sizes(children...)                        the run-time sizes (throws shape_error on mismatch)
 // and, for ATen-level ops, `decompose(children...)`; prims have `is_prim = true` (prims/*.hpp).
 // Children are held by value: tensors are handles, so `auto e = a + b;` never dangles.
+#include <concepts>
+#include <cstdint>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -28,8 +30,52 @@ concept is_elementwise_op = requires { typename Op::group; } && std::is_base_of_
 
 namespace tenet {
 
+/// The members of a Tensor that an unevaluated expression answers to as well (`(pred == y).to<float>()`,
+/// `(a + b).t()`): to<U>() is a lazy cast (tenet::cast); the views evaluate the expression first,
+/// as the free functions do (`transpose<0, 1>(a + b)`), and view the result. Declared here, defined
+/// after those functions (tensor/views.hpp; to<U>() in ops.hpp).
+template <class D>
+struct expr_members {
+  template <class U>
+  auto to() const;
+  template <auto... E, std::integral... N>
+  auto reshape(N... n) const;
+  template <auto... E, std::integral... N>
+  auto view(N... n) const;
+  template <auto... E, std::integral... N>
+  auto expand(N... n) const;
+  template <class E>
+  auto expand_as(const E& other) const;
+  template <std::int64_t... P>
+  auto permute() const;
+  template <std::int64_t D0, std::int64_t D1>
+  auto transpose() const;
+  auto transpose(std::int64_t d0, std::int64_t d1) const;
+  auto t() const;
+  auto mT() const;
+  template <std::int64_t Dim>
+  auto slice(std::int64_t start, std::int64_t end, std::int64_t step = 1) const;
+  template <std::int64_t Dim>
+  auto narrow(std::int64_t start, std::int64_t length) const;
+  template <std::int64_t Dim>
+  auto select(std::int64_t index) const;
+  template <std::int64_t Dim>
+  auto unsqueeze() const;
+  template <std::int64_t Dim>
+  auto squeeze() const;
+  auto squeeze() const;
+  template <std::int64_t Start = 0, std::int64_t End = -1>
+  auto flatten() const;
+  /// The value as a fresh contiguous tensor (an expression's value is always fresh).
+  auto contiguous() const;
+  auto clone() const;
+
+ protected:
+  const D& derived() const { return static_cast<const D&>(*this); }
+};
+
 template <class Op, class... Children>
-struct node {
+struct node : expr_members<node<Op, Children...>> {
   static constexpr bool is_expression = true;
   using op_type = Op;
   using value_type = typename Op::template result_type<Children...>;

@@ -484,4 +484,90 @@ template <Expression E>
 auto contiguous(const E& e) {
   return eval(e).contiguous();
 }
+
+// The members of an unevaluated expression (expr/node.hpp, expr_members): the free functions above.
+template <class D>
+template <auto... E, std::integral... N>
+auto expr_members<D>::reshape(N... n) const {
+  return tenet::reshape<E...>(derived(), n...);
+}
+template <class D>
+template <auto... E, std::integral... N>
+auto expr_members<D>::view(N... n) const {
+  return tenet::view<E...>(derived(), n...);
+}
+template <class D>
+template <auto... E, std::integral... N>
+auto expr_members<D>::expand(N... n) const {
+  return tenet::expand<E...>(derived(), n...);
+}
+template <class D>
+template <class E>
+auto expr_members<D>::expand_as(const E& other) const {
+  return tenet::contiguous(derived()).expand_as(other);
+}
+template <class D>
+template <std::int64_t... P>
+auto expr_members<D>::permute() const {
+  return tenet::permute<P...>(derived());
+}
+template <class D>
+template <std::int64_t D0, std::int64_t D1>
+auto expr_members<D>::transpose() const {
+  return tenet::transpose<D0, D1>(derived());
+}
+template <class D>
+auto expr_members<D>::transpose(std::int64_t d0, std::int64_t d1) const {
+  return tenet::transpose(derived(), d0, d1);
+}
+template <class D>
+auto expr_members<D>::t() const {
+  return tenet::contiguous(derived()).t();
+}
+template <class D>
+auto expr_members<D>::mT() const {
+  return tenet::contiguous(derived()).mT();
+}
+template <class D>
+template <std::int64_t Dim>
+auto expr_members<D>::slice(std::int64_t start, std::int64_t end, std::int64_t step) const {
+  return tenet::slice<Dim>(derived(), start, end, step);
+}
+template <class D>
+template <std::int64_t Dim>
+auto expr_members<D>::narrow(std::int64_t start, std::int64_t length) const {
+  return tenet::narrow<Dim>(derived(), start, length);
+}
+template <class D>
+template <std::int64_t Dim>
+auto expr_members<D>::select(std::int64_t index) const {
+  return tenet::select<Dim>(derived(), index);
+}
+template <class D>
+template <std::int64_t Dim>
+auto expr_members<D>::unsqueeze() const {
+  return tenet::unsqueeze<Dim>(derived());
+}
+template <class D>
+template <std::int64_t Dim>
+auto expr_members<D>::squeeze() const {
+  return tenet::squeeze<Dim>(derived());
+}
+template <class D>
+auto expr_members<D>::squeeze() const {
+  return tenet::squeeze(derived());
+}
+template <class D>
+template <std::int64_t Start, std::int64_t End>
+auto expr_members<D>::flatten() const {
+  return tenet::flatten<Start, End>(derived());
+}
+template <class D>
+auto expr_members<D>::contiguous() const {
+  return tenet::contiguous(derived());
+}
+template <class D>
+auto expr_members<D>::clone() const {
+  return tenet::contiguous(derived());
+}
 }  // namespace tenet
