@@ -293,3 +293,27 @@ TEST_CASE("safetensors: optimizer state round trip") {
     CHECK(std::memcmp(v.raw_data(), b.at(k).raw_data(), v.nbytes()) == 0);
   std::remove("tenet_opt.safetensors");
 }
+
+TEST_CASE("any_tensor: device, to and copy_to_host (the paths a CUDA state_dict takes)") {
+  using namespace tenet;
+  Tensor<float, shape<2, 3>> a{{2, 3}};
+  for (int i = 0; i < 6; ++i) a.data()[i] = 0.5f * static_cast<float>(i) - 1.0f;
+  const any_tensor t(a);
+  CHECK(t.device() == device(tenet::cpu));
+  CHECK(any_tensor().device() == device(tenet::cpu));
+  float host[6] = {};
+  t.copy_to_host(host);
+  for (int i = 0; i < 6; ++i) CHECK(host[i] == a.data()[i]);
+  // to() where the values already are: the same storage
+  CHECK(t.to(tenet::cpu).raw_data() == t.raw_data());
+  CHECK_FALSE(any_tensor().to(tenet::cpu).defined());
+  CHECK_THROWS_AS(any_tensor().copy_to_host(host), value_error);
+  // a bool tensor's values are copied, on its own device
+  Tensor<bool, shape<3>> b{{3}};
+  b.data()[0] = true, b.data()[1] = false, b.data()[2] = true;
+  const any_tensor tb(b);
+  bool hb[3] = {};
+  tb.copy_to_host(hb);
+  CHECK((hb[0] && !hb[1] && hb[2]));
+  CHECK(tb.as<bool, shape<3>>().data()[2]);
+}

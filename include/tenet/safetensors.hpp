@@ -135,8 +135,17 @@ inline std::string serialize(const tensor_dict& tensors, const metadata& meta = 
   const std::uint64_t n = header.size();
   for (int b = 0; b < 8; ++b) out += static_cast<char>((n >> (8 * b)) & 0xFF);
   out += header;
-  for (const auto* it : order)
-    if (it->second.nbytes()) out.append(static_cast<const char*>(it->second.raw_data()), it->second.nbytes());
+  for (const auto* it : order) {
+    const any_tensor& t = it->second;
+    if (!t.nbytes()) continue;
+    if (t.device().is_cpu()) {
+      out.append(static_cast<const char*>(t.raw_data()), t.nbytes());
+    } else {  // a device's tensor (a CUDA model's state_dict): its bytes come over to the host
+      const std::size_t at = out.size();
+      out.resize(at + t.nbytes());
+      t.copy_to_host(out.data() + at);
+    }
+  }
   return out;
 }
 

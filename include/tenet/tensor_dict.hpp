@@ -46,7 +46,7 @@ class any_tensor {
     auto c = t.detach().contiguous();
     sizes_.assign(c.sizes().begin(), c.sizes().end());
     if constexpr (std::is_same_v<T, bool>) {
-      flat_ = bool_copy<shape<dyn>>(c.data(), {c.numel()});
+      flat_ = bool_copy<shape<dyn>>(c.data(), c.device(), {c.numel()});
     } else {
       flat_ = c.template with_layout<shape<dyn>>({c.numel()}, {1}, c.offset());
     }
@@ -81,15 +81,37 @@ class any_tensor {
     return n;
   }
   std::size_t nbytes() const { return defined() ? static_cast<std::size_t>(numel()) * itemsize(scalar_type()) : 0; }
-  /// The first byte of the (contiguous, little-endian host order) values.
+  /// Where the values are (the CPU for an undefined any_tensor).
+  tenet::device device() const {
+    return std::visit([](const auto& f) -> tenet::device {
+      if constexpr (std::is_same_v<std::decay_t<decltype(f)>, std::monostate>) return tenet::cpu;
+      else return f.device();
+    }, flat_);
+  }
+  /// The first byte of the (contiguous, little-endian host order) values. device_error when they
+  /// are in a device's memory (a host pointer into it would crash): copy_to_host reads those.
   const void* raw_data() const {
     require_defined("raw_data()");
+    if (const tenet::device d = device(); !d.is_cpu())
+      throw device_error("tenet: any_tensor::raw_data() of values on " + d.str() +
+                         "; read them with copy_to_host, or move the tensor to the CPU first");
     return std::visit([](const auto& f) -> const void* {
       if constexpr (std::is_same_v<std::decay_t<decltype(f)>, std::monostate>) return nullptr;
       else return f.numel() ? static_cast<const void*>(f.data()) : nullptr;
     }, flat_);
   }
   void* raw_data_mut() const { return const_cast<void*>(raw_data()); }
+  /// Copies the nbytes() bytes of the values into host memory at dst, from whichever device holds them.
+  void copy_to_host(void* dst) const {
+    require_defined("copy_to_host()");
+    if (const std::size_t n = nbytes()) {
+      const void* src = std::visit([](const auto& f) -> const void* {
+        if constexpr (std::is_same_v<std::decay_t<decltype(f)>, std::monostate>) return nullptr;
+        else return f.data();
+      }, flat_);
+      detail::copy_bytes(dst, tenet::cpu, src, device(), n);
+    }
+  }
 
   /// The values as a 1-D tensor of T (shares storage); dtype_error when the dtype is not T's.
   template <class T>
@@ -110,7 +132,7 @@ class any_tensor {
     sizes_t<S::rank> s{};
     for (std::size_t i = 0; i < S::rank; ++i) s[i] = sizes_[i];
     detail::check_sizes_match<S>(s, "any_tensor::as");
-    if constexpr (std::is_same_v<T, bool>) return bool_copy<S>(f.data(), s);
+    if constexpr (std::is_same_v<T, bool>) return bool_copy<S>(f.data(), f.device(), s);
     else return f.template with_layout<S>(s, detail::contiguous_strides(s), f.offset());
   }
   /// A deep copy.
@@ -120,6 +142,22 @@ class any_tensor {
     r.sizes_ = sizes_;
     std::visit([&](const auto& f) {
       if constexpr (!std::is_same_v<std::decay_t<decltype(f)>, std::monostate>) r.flat_ = f.clone();
+    }, flat_);
+    return r;
+  }
+
+  /// A copy on device d (this any_tensor itself when it is already there, or undefined).
+  any_tensor to(tenet::device d) const {
+    if (!defined() || device() == d) return *this;
+    any_tensor r;
+    r.sizes_ = sizes_;
+    std::visit([&](const auto& f) {
+      using F = std::decay_t<decltype(f)>;
+      if constexpr (!std::is_same_v<F, std::monostate>) {
+        F out({f.numel()}, d);
+        if (f.numel()) detail::copy_bytes(static_cast<void*>(out.data()), d, f.data(), f.device(), nbytes());
+        r.flat_ = out;
+      }
     }, flat_);
     return r;
   }
@@ -152,13 +190,13 @@ class any_tensor {
   }
 
  private:
-  /// A fresh bool tensor holding n values from p. (bool values are copied rather than viewed: no
-  /// view of a bool tensor is instantiated here, so that nothing depends on the view machinery's
-  /// support of bool.)
+  /// A fresh bool tensor on device d holding n values from p (in d's memory). (bool values are
+  /// copied rather than viewed: no view of a bool tensor is instantiated here, so that nothing
+  /// depends on the view machinery's support of bool.)
   template <class S>
-  static Tensor<bool, S> bool_copy(const bool* p, const sizes_t<S::rank>& sizes) {
-    Tensor<bool, S> r(sizes, tenet::cpu);  // filled on the host, as every tensor the reader makes
-    if (r.numel()) std::memcpy(static_cast<void*>(r.data()), p, static_cast<std::size_t>(r.numel()));
+  static Tensor<bool, S> bool_copy(const bool* p, tenet::device d, const sizes_t<S::rank>& sizes) {
+    Tensor<bool, S> r(sizes, d);
+    if (r.numel()) detail::copy_bytes(static_cast<void*>(r.data()), d, p, d, static_cast<std::size_t>(r.numel()));
     return r;
   }
   void require_defined(const char* what) const {

@@ -88,7 +88,7 @@ class typed_slot final : public tensor_slot {
       return;
     }
     tenet::detail::bump_version(t_->storage().get());  // written in place, as torch's copy_
-    if (v.numel()) std::memcpy(static_cast<void*>(t_->data()), v.raw_data(), v.nbytes());
+    v.copy_to_host(static_cast<void*>(t_->data()));  // v may be a device's (a CUDA model's state_dict)
   }
   any_tensor grad() const override {
     if constexpr (has_autograd<T, S>) return any_tensor(t_->grad());

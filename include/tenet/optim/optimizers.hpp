@@ -244,8 +244,14 @@ class Optimizer {
       if (!t.defined() || t.numel() != 1 ||
           (t.scalar_type() != dtype::float64 && t.scalar_type() != dtype::float32))
         fail("\"" + key + "\" must be a float scalar");
-      return t.scalar_type() == dtype::float64 ? static_cast<double>(t.flat<double>().data()[0])
-                                               : static_cast<double>(t.flat<float>().data()[0]);
+      if (t.scalar_type() == dtype::float64) {
+        double v = 0;
+        t.copy_to_host(&v);  // the scalar may be a device's
+        return v;
+      }
+      float v = 0;
+      t.copy_to_host(&v);
+      return static_cast<double>(v);
     };
     auto hyper = hyperparameters();
     std::vector<std::pair<double*, double>> new_hyper;
@@ -297,7 +303,10 @@ class Optimizer {
         fail("\"" + key + "\" is " + (t.defined() ? std::string(tenet::name(t.scalar_type())) : "undefined") + " " +
              tenet::detail::sizes_text(t.sizes()) + ", its parameter " + tenet::name(params_[idx].scalar_type()) +
              " " + tenet::detail::sizes_text(params_[idx].sizes()));
-      s.buffers.emplace_back(buf, t.clone());
+      // a copy on the parameter's device (a state saved from a CUDA model and loaded from a file is
+      // on the host; its update kernel reads it on the device)
+      const device pd = params_[idx].device();
+      s.buffers.emplace_back(buf, t.device() == pd ? t.clone() : t.to(pd));
     }
     if (!saw_lr) fail("missing key \"param_groups.0.lr\"");
     for (auto& [n, v] : hyper) {
