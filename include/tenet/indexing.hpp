@@ -6,7 +6,8 @@
 // arguments (`gather<1>(x, idx)`); index tensors hold int64 (int32 is accepted by the prims too).
 //
 // Index tensors are views made when the op is built: index_select's 1-D index becomes a stride-0
-// view of x's shape, embedding's weight a stride-0 view of the index's shape, so no index is copied.
+// view of x's shape, embedding's flattened index a stride-0 view across the embedding's columns, so
+// no index is copied.
 // Ops whose result size depends on the data (nonzero, masked_select, one_hot without num_classes,
 // bincount, histc) read what they need now (a reduction, .item()) and return a dyn extent.
 #include <algorithm>
@@ -366,7 +367,11 @@ auto take_along_dim(const X& x, const I& idx) {
 /// (torch.nn.functional.embedding). padding_idx (range-checked, negative counts from the end)
 /// only matters for gradients: as in torch, the positions holding it send no gradient to the
 /// weight (its row stays as it is under training).
-/// A gather<0> of weight viewed (stride 0) with idx's shape: no copy of weight or idx.
+/// The rows come from a gather<0> of weight [V, C] by the flattened idx (broadcast over the C
+/// columns, stride 0), [N, C], then viewed as idx.shape + [C]. Its gradient is a scatter-add into
+/// a [V, C] buffer: O(N C) work and memory. (An earlier form gathered from weight viewed with
+/// stride 0 as [V, idx.shape..., C]; its gradient was a buffer of that view's size, V N C values:
+/// 158 GB for GPT-2's token embedding at a batch of 16 x 1024.)
 template <Expression I, Expression W>
 auto embedding(const I& idx, const W& weight, std::optional<std::int64_t> padding_idx = std::nullopt) {
   static_assert(rank_of<W> == 2, "tenet: embedding needs a 2-D weight [num_embeddings, embedding_dim]");
@@ -382,20 +387,19 @@ auto embedding(const I& idx, const W& weight, std::optional<std::int64_t> paddin
     return detail::cast_to<value_type_of<W>>(sum<0>(embedding(eval(idx).template reshape<1>(), w, padding_idx)));
   } else {
     using SI = shape_of<I>;
-    using Idx = detail::concat_shapes_t<SI, shape<SW::template extent<1>>>;
-    using WV = detail::concat_shapes_t<shape<SW::template extent<0>>, detail::take_extents_t<SI, 1, R>,
-                                       shape<SW::template extent<1>>>;
+    using Rows = shape<dyn, SW::template extent<1>>;
+    using Out = detail::concat_shapes_t<SI, shape<SW::template extent<1>>>;
     const auto it = eval(idx);
-    sizes_t<R + 1> is{}, ws{}, wst{};
-    for (std::size_t k = 0; k < R; ++k) is[k] = ws[k] = it.sizes()[k];
-    is[R] = ws[R] = w.sizes()[1];
-    ws[0] = w.sizes()[0];
-    wst[0] = w.strides()[0];
-    wst[R] = w.strides()[1];
-    auto index = it.template unsqueeze<-1>().template expand_as_shape<Idx>(is);
+    const auto flat = it.template reshape<-1>();
+    const std::int64_t n = flat.sizes()[0], c = w.sizes()[1];
+    const auto index = flat.template unsqueeze<-1>().template expand_as_shape<Rows>(sizes_t<2>{n, c});
     prim::gather_<0> op;
     if (padding_idx) op.skip_grad = *padding_idx < 0 ? *padding_idx + w.sizes()[0] : *padding_idx;
-    return make_node(op, w.template with_layout<WV>(ws, wst, w.offset()), index);
+    const Tensor<value_type_of<W>, Rows> rows = make_node(op, w, index);
+    sizes_t<R + 1> os{};
+    for (std::size_t k = 0; k < R; ++k) os[k] = it.sizes()[k];
+    os[R] = c;
+    return rows.template with_layout<Out>(os, detail::contiguous_strides(os), rows.offset());
   }
 }
 
