@@ -43,8 +43,8 @@ struct member {
   value second;
 };
 inline const value* value::get(std::string_view key) const {
-  for (const auto& [k, v] : members)
-    if (k == key) return &v;
+  for (const member& m : members)  // (not a structured binding: nvcc takes &v for a local's address)
+    if (m.first == key) return &m.second;
   return nullptr;
 }
 
