@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include <tenet/autocast.hpp>
 #include <tenet/error.hpp>
 #include <tenet/tensor.hpp>
 
@@ -79,6 +80,10 @@ auto make_sdpa(const Q& q, const K& k, const V& v, const sdpa_options& o, const 
   op.dropout_p = o.dropout_p;
   op.enabled = sdpa_enabled_mask();
   op.placement = expr_device(q);  // where dropout's draw and the causal mask are made
+  // under CUDA autocast, float32 attention on a CUDA device runs in the autocast dtype (as torch's)
+  if constexpr (std::is_same_v<T, float>)
+    if (op.placement.type == device_type::cuda && is_autocast_enabled(device_type::cuda))
+      op.autocast = get_autocast_dtype(device_type::cuda);
   auto n = make_node(op, q, k, v, m...);
   const auto d = n.op.dims(q, k, v, m...);  // shape errors now, with the sizes in the message
   if (o.dropout_p > 0) {

@@ -182,3 +182,57 @@ TEST_CASE("cuda attention: the selection on CUDA and its reasons", "[attention]"
   CHECK_THAT(explain(scaled_dot_product_attention(qf, qf, qf)),
              Catch::Contains("variant: math") && Catch::Contains("no kernel for float32"));
 }
+
+// torch.autocast runs scaled_dot_product_attention in its low dtype: float32 q, k, v written under
+// tenet::autocast run the half kernels (forward and backward, the backward outside the guard as in
+// torch), so the output and the float32 gradients are exactly those of the same attention on the
+// inputs cast to the low dtype, cast back to float32.
+TEST_CASE("cuda attention: float32 attention under autocast runs the bf16 / fp16 kernels", "[attention]") {
+  auto check_autocast = [&]<class L>(dtype low, const sdpa_options& o, bool mask) {
+    INFO((low == dtype::bfloat16 ? "bf16" : "fp16") << " causal " << o.is_causal << " mask " << mask);
+    manual_seed(5);
+    const Tensor<float, S4> q0 = randn<float, S4>(2, 3, 70, 64).to(gpu), k0 = randn<float, S4>(2, 3, 90, 64).to(gpu),
+                            v0 = randn<float, S4>(2, 3, 90, 64).to(gpu), w = randn<float, S4>(2, 3, 70, 64).to(gpu);
+    const Tensor<bool, dyn_shape<2>> m = Tensor<bool, dyn_shape<2>>(rand<float, dyn_shape<2>>(70, 90) > 0.3f).to(gpu);
+    // the reference: inputs cast to L by hand (torch's autocast casts them so)
+    Tensor<L, S4> ql = cast<L>(q0), kl = cast<L>(k0), vl = cast<L>(v0);
+    ql.requires_grad_(), kl.requires_grad_(), vl.requires_grad_();
+    const Tensor<L, S4> yl = mask ? Tensor<L, S4>(scaled_dot_product_attention(ql, kl, vl, m, o))
+                                  : Tensor<L, S4>(scaled_dot_product_attention(ql, kl, vl, o));
+    Tensor<float, shape<>> ll = sum(cast<float>(yl) * Tensor<float, S4>(cast<float>(Tensor<L, S4>(cast<L>(w)))));
+    ll.backward();
+    // float32 under autocast
+    Tensor<float, S4> q = q0.clone(), k = k0.clone(), v = v0.clone();
+    q.requires_grad_(), k.requires_grad_(), v.requires_grad_();
+    Tensor<float, S4> y;
+    {
+      autocast ac(gpu, low);
+      const auto e = mask ? Tensor<float, S4>(scaled_dot_product_attention(q, k, v, m, o))
+                          : Tensor<float, S4>(scaled_dot_product_attention(q, k, v, o));
+      y = e;
+      CHECK_THAT(mask ? explain(scaled_dot_product_attention(q, k, v, m, o)) : explain(scaled_dot_product_attention(q, k, v, o)),
+                 Catch::Contains(mask ? "variant: memory_efficient" : "variant: flash") &&
+                     Catch::Contains(std::string(" in ") + name(low) + " (autocast)"));
+    }
+    Tensor<float, shape<>> loss = sum(y * Tensor<float, S4>(cast<float>(Tensor<L, S4>(cast<L>(w)))));
+    loss.backward();
+    const auto same = [](const Tensor<float, S4>& a, const Tensor<L, S4>& b) {
+      const auto ac = a.cpu();
+      const Tensor<float, S4> bc = Tensor<float, S4>(cast<float>(b)).cpu();
+      double worst = 0;
+      for (std::int64_t i = 0; i < ac.numel(); ++i)
+        worst = std::max(worst, static_cast<double>(std::abs(ac.data()[i] - bc.data()[i])));
+      return worst;
+    };
+    CHECK(same(y, yl) == 0.0);
+    CHECK(same(q.grad(), ql.grad()) == 0.0);
+    CHECK(same(k.grad(), kl.grad()) == 0.0);
+    CHECK(same(v.grad(), vl.grad()) == 0.0);
+  };
+  check_autocast.operator()<bfloat16>(dtype::bfloat16, {.is_causal = true}, false);
+  check_autocast.operator()<float16>(dtype::float16, {}, false);
+  check_autocast.operator()<bfloat16>(dtype::bfloat16, {}, true);
+  // outside autocast, float32 stays the math variant
+  const auto qf = randn<float, S4>(1, 2, 8, 16).to(gpu);
+  CHECK_THAT(explain(scaled_dot_product_attention(qf, qf, qf)), !Catch::Contains("autocast"));
+}

@@ -1,3 +1,5 @@
 // One nvcc translation unit of tenet_cuda_autograd_tests (see tests/CMakeLists.txt): the attention
-// kernels (their forward and backward instantiations are this unit's own cost).
+// kernels (their forward and backward instantiations are this unit's own cost) and autocast's
+// backward.
 #include "test_cuda_attention.cu"
+#include "test_cuda_autocast_backward.cu"

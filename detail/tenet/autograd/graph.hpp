@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include <tenet/autocast.hpp>
 #include <tenet/autograd/device.hpp>
 #include <tenet/runtime/grad_mode.hpp>
 #include <tenet/error.hpp>
@@ -65,6 +66,7 @@ class grad_mode_guard {
 struct jvp_context;  // forward mode over a recorded graph (jvp.hpp)
 
 struct grad_node {
+  grad_node() : autocast(cuda_autocast_slot()) {}
   virtual ~grad_node() = default;
   /// Pushes the gradients of the inputs, given the gradient of the output (pending).
   virtual void apply(const std::any& grad_output) = 0;
@@ -78,6 +80,10 @@ struct grad_node {
   std::vector<std::shared_ptr<meta>> inputs;
   std::any pending;
   bool released = false;
+  /// This thread's CUDA autocast state when the node was recorded; the engine runs the node's
+  /// backward under it, so the products of an autocast forward's backward run in its low dtype too
+  /// (torch records the forward's casts, so its backward matmuls are fp16 / bf16).
+  autocast_state autocast;
 };
 
 /// Tangents of the seeded identities and of the nodes computed so far.
@@ -343,7 +349,15 @@ inline void run_backward(const std::shared_ptr<grad_node>& root, std::any seed, 
     if (n->pending.has_value()) {
       std::any g = std::move(n->pending);
       n->pending.reset();
-      n->apply(g);
+      const autocast_state outside = cuda_autocast_slot();
+      cuda_autocast_slot() = n->autocast;
+      try {
+        n->apply(g);
+      } catch (...) {
+        cuda_autocast_slot() = outside;
+        throw;
+      }
+      cuda_autocast_slot() = outside;
     }
     if (!retain) {
       n->release();

@@ -167,6 +167,8 @@ namespace detail {
 struct sdpa_choice;
 template <class B, class E>
 sdpa_choice select_sdpa(const E& e);
+template <class B, class T, class E>
+sdpa_choice select_sdpa_as(const E& e);
 template <class B, class E>
 std::string sdpa_note(const E& e);
 }  // namespace detail
@@ -189,6 +191,10 @@ struct sdpa {
   // was written, one uniform value per score (row-major over (batch..., L, S)), on `placement`
   std::uint64_t seed = 0, offset = 0;
   device placement = tenet::cpu;
+  // float16 / bfloat16: float32 inputs written under CUDA autocast (torch's autocast runs attention
+  // in its low dtype); a backend that autocasts (backend_autocasts<B>) runs the forward and the
+  // backward in it. float32: not autocast.
+  dtype autocast = dtype::float32;
 
   template <class Q, class K, class V, class... M>
   using result_type = value_type_of<Q>;
@@ -342,7 +348,7 @@ struct sdpa {
   void append_key(std::string& k) const {
     const auto put = [&](const auto& x) { k.append(reinterpret_cast<const char*>(&x), sizeof(x)); };
     put(scale), put(dropout_p), put(is_causal), put(enable_gqa), put(enabled), put(seed), put(offset);
-    put(placement.type), put(placement.index);
+    put(placement.type), put(placement.index), put(autocast);
   }
   /// Whether the node may run variant b (forced to it, or automatic with b enabled).
   constexpr bool allows(sdpa_backend b) const {
@@ -559,6 +565,12 @@ namespace detail {
 template <class B, class T>
 inline constexpr std::uint8_t sdpa_kernels = 1u << static_cast<int>(sdpa_backend::math);
 
+/// Whether backend B honours an attention node's recorded autocast dtype (aten::sdpa::autocast):
+/// CUDA does (backend/cuda/native.hpp); elsewhere autocast does not apply (torch.autocast("cuda")
+/// leaves CPU ops alone).
+template <class B>
+inline constexpr bool backend_autocasts = false;
+
 /// A backend's run-time limits on its own attention kernels (head dims, the device's capability):
 /// why node e is outside them, or empty. Specialised by a backend that has limits
 /// (backend/cuda/native.hpp).
@@ -583,11 +595,11 @@ constexpr attn_mask_kind sdpa_mask_kind_of() {
 template <class E>
 inline constexpr attn_mask_kind sdpa_mask_kind = sdpa_mask_kind_of<E>();
 
-/// Why variant b cannot run the attention node e on backend B; empty when it can.
-template <class B, class E>
+/// Why variant b cannot run the attention node e on backend B with inputs of type T (e's own, or
+/// the autocast dtype); empty when it can.
+template <class B, class T, class E>
 std::string sdpa_ineligible(sdpa_backend b, const E& e) {
   using Op = typename E::op_type;
-  using T = value_type_of<E>;
   const auto& op = e.op.attention();  // the forward's op (of a backward node too)
   // an additive mask's gradient: only the math backward gives it, whatever the enabled set
   if constexpr (requires { e.op.mask_grad; })
@@ -609,12 +621,27 @@ struct sdpa_choice {
   sdpa_backend variant = sdpa_backend::math;
   std::string why;
 };
+/// The type node e's attention runs in on backend B: e's value type, or the autocast dtype it was
+/// written under (float32 inputs, a backend that autocasts). Calls f.template operator()<T>().
+template <class B, class E, class F>
+decltype(auto) with_sdpa_compute_type(const E& e, F&& f) {
+  if constexpr (std::is_same_v<value_type_of<E>, float> && backend_autocasts<B>) {
+    const dtype a = e.op.attention().autocast;
+    if (a == dtype::bfloat16) return f.template operator()<bfloat16>();
+    if (a == dtype::float16) return f.template operator()<float16>();
+  }
+  return f.template operator()<value_type_of<E>>();
+}
 template <class B, class E>
 sdpa_choice select_sdpa(const E& e) {
+  return with_sdpa_compute_type<B>(e, [&]<class T>() { return select_sdpa_as<B, T>(e); });
+}
+template <class B, class T, class E>
+sdpa_choice select_sdpa_as(const E& e) {
   sdpa_choice c;
   for (int i = 0; i < sdpa_backend_count; ++i) {
     const auto b = static_cast<sdpa_backend>(i);
-    const std::string r = sdpa_ineligible<B>(b, e);
+    const std::string r = sdpa_ineligible<B, T>(b, e);
     if (r.empty()) {
       c.variant = b;
       return c;
@@ -628,6 +655,9 @@ template <class B, class E>
 std::string sdpa_note(const E& e) {
   const sdpa_choice c = select_sdpa<B>(e);
   std::string s = "variant: " + std::string(sdpa_backend_name(c.variant));
+  with_sdpa_compute_type<B>(e, [&]<class T>() {
+    if constexpr (!std::is_same_v<T, value_type_of<E>>) s += " in " + std::string(name(dtype_of<T>)) + " (autocast)";
+  });
   if (!c.why.empty()) s += " (passed over: " + c.why + ")";
   return s;
 }

@@ -12,6 +12,8 @@
 
 #include <cuda_runtime.h>
 
+#include <tenet/autocast.hpp>
+#include <tenet/autograd/graph.hpp>  // view_is_injective, offset_span
 #include <tenet/backend/cuda/gemm.hpp>  // linear_weight_bias_grad
 #include <tenet/backend/cuda/native.hpp>  // cuda_gpu
 #include <tenet/backend/cuda/pointwise.cuh>  // grid_for, check_launch
@@ -72,6 +74,38 @@ __global__ void ag_sum_to_block_kernel(T* __restrict__ out, const T* __restrict_
   }
 }
 
+/// The column sums of a contiguous [nred, nout] g (a bias's or a LayerNorm parameter's gradient:
+/// the summed dims lead): pass 1, a block of 32 columns x 8 row lanes over one chunk of rows
+/// (coalesced: a warp reads 32 neighbouring values of a row), its double partial per column; pass 2
+/// adds the chunks' partials in order. Deterministic, no atomics.
+template <class T>
+__global__ void ag_sum_columns_partial_kernel(double* __restrict__ part, const T* __restrict__ g, std::int64_t nout,
+                                              std::int64_t nred, std::int64_t rows_per_chunk) {
+  __shared__ double lane[8][33];
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * rows_per_chunk;
+  const std::int64_t r1 = r0 + rows_per_chunk < nred ? r0 + rows_per_chunk : nred;
+  double acc = 0;
+  if (c < nout)
+    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += 8) acc += static_cast<double>(g[r * nout + c]);
+  lane[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < nout) {
+    double s = 0;
+    for (int y = 0; y < 8; ++y) s += lane[y][threadIdx.x];
+    part[static_cast<std::int64_t>(blockIdx.y) * nout + c] = s;
+  }
+}
+template <class T>
+__global__ void ag_sum_columns_final_kernel(T* __restrict__ out, const double* __restrict__ part, std::int64_t nout,
+                                            std::int64_t chunks) {
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= nout) return;
+  double s = 0;
+  for (std::int64_t k = 0; k < chunks; ++k) s += part[k * nout + c];
+  out[c] = static_cast<T>(s);
+}
+
 template <class T, std::size_t Rg, std::size_t R>
 void sum_to_into(const Tensor<T, dyn_shape<Rg>>& g, const Tensor<T, dyn_shape<R>>& out) {
   const std::int64_t nout = out.numel();
@@ -91,6 +125,26 @@ void sum_to_into(const Tensor<T, dyn_shape<Rg>>& g, const Tensor<T, dyn_shape<R>
   }
   if (nred == 0) {
     TENET_CUDA_CHECK(cudaMemsetAsync(out.data(), 0, static_cast<std::size_t>(nout) * sizeof(T), current_stream()));
+    return;
+  }
+  // the summed dims all before the kept ones, g contiguous: g is [nred, nout], a column sum
+  bool columns = g.is_contiguous() && nout >= 32 && nred >= 256;
+  bool seen_kept = false;
+  for (std::size_t d = 0; d < Rg; ++d) {
+    if (keep.size[d] > 1) seen_kept = true;
+    else if (red.size[d] > 1 && seen_kept) columns = false;  // a summed dim after a kept one
+  }
+  if (columns) {
+    const std::int64_t col_blocks = (nout + 31) / 32;
+    const std::int64_t chunks = std::max<std::int64_t>(1, std::min<std::int64_t>((nred + 255) / 256, (512 + col_blocks - 1) / col_blocks));
+    const std::int64_t rows = (nred + chunks - 1) / chunks;
+    Tensor<double, dyn_shape<1>> part(sizes_t<1>{chunks * nout}, dev);
+    ag_sum_columns_partial_kernel<T><<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks)), dim3(32, 8), 0,
+                                       current_stream()>>>(part.data(), g.data(), nout, nred, rows);
+    check_launch("autograd's sum_to_size column kernel launch");
+    ag_sum_columns_final_kernel<T><<<static_cast<unsigned>((nout + 255) / 256), 256, 0, current_stream()>>>(
+        out.data(), part.data(), nout, chunks);
+    check_launch("autograd's sum_to_size column kernel launch");
     return;
   }
   if (nred >= 256)
@@ -128,6 +182,20 @@ void view_backward_into(const Tensor<T, dyn_shape<RV>>& g, const sizes_t<RV>& vs
   if (nb == 0) return;
   const device dev = out.device();
   device_context ctx(dev);
+  // A contiguous base and an injective view inside it (narrow, select, transpose, and reshapes
+  // of them: attention's heads split from one qkv projection): g copied through the view's strides
+  // into the base, zeroed first unless the view covers all of it. One pointwise pass instead of
+  // a scatter-add into a buffer over both spans and a gather back from it.
+  if (bstrides == contiguous_strides(out.sizes()) && ag::view_is_injective<RV>(g.sizes(), vstrides)) {
+    const auto [vlo, vhi] = ag::offset_span<RV>(g.sizes(), vstrides, voffset);
+    if (g.numel() == 0 || (vlo >= boffset && vhi < boffset + nb)) {
+      if (g.numel() != nb)
+        TENET_CUDA_CHECK(cudaMemsetAsync(out.data(), 0, static_cast<std::size_t>(nb) * sizeof(T), current_stream()));
+      if (g.numel() > 0)
+        run_pointwise(out.template with_layout<dyn_shape<RV>>(g.sizes(), vstrides, out.offset() + (voffset - boffset)), g);
+      return;
+    }
+  }
   const std::int64_t span = std::max<std::int64_t>(hi - lo + 1, 1);
   using A = compute_t<T>;
   Tensor<A, dyn_shape<1>> buf(sizes_t<1>{span}, dev);
@@ -386,6 +454,24 @@ void run_sum_to(cuda_gpu, const Tensor<T, Sg>& g, const Tensor<T, S>& out) {
 template <class T, class Sx, class Sg, class Sw, class Sb>
 bool run_linear_weight_bias_grad(cuda_gpu, const Tensor<T, Sx>& x, const Tensor<T, Sg>& g, const Tensor<T, Sw>& dw,
                                  const Tensor<T, Sb>& db) {
+  if constexpr (std::is_same_v<T, float>) {
+    // under autocast (the backward of a linear written under it: graph.hpp runs it under the
+    // forward's state) the GEMM runs in the low dtype, as the forward's matmul did, and its
+    // results are rounded to it (torch's dw and db of a bf16 linear, cast to float32)
+    const autocast_state ac = cuda_autocast_slot();
+    if (ac.enabled) {
+      auto low = [&]<class L>() {
+        const auto xl = cuda::cast_on_device<L>(x), gl = cuda::cast_on_device<L>(g);
+        Tensor<L, Sw> dwl(dw.sizes(), dw.device());
+        Tensor<L, Sb> dbl(db.sizes(), db.device());
+        if (!cuda::linear_weight_bias_grad<L>(xl, gl, dwl, dbl)) return false;
+        cuda::run_pointwise(dw, cast_to<T>(dwl));
+        cuda::run_pointwise(db, cast_to<T>(dbl));
+        return true;
+      };
+      return ac.low == dtype::bfloat16 ? low.template operator()<bfloat16>() : low.template operator()<float16>();
+    }
+  }
   return cuda::linear_weight_bias_grad<T>(x, g, dw, db);
 }
 template <class T, class Sv, class Sb, std::size_t RV, std::size_t RB>

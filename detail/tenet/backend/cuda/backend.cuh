@@ -236,14 +236,6 @@ void run_matmul_ranks(const Out& out, const A& a, const B& b) {
   }
 }
 
-/// t converted to L on its device (one pointwise kernel).
-template <class L, class T, class S>
-Tensor<L, S> cast_on_device(const Tensor<T, S>& t) {
-  Tensor<L, S> r(t.sizes(), t.device());
-  run_pointwise(r, cast_to<L>(t));
-  return r;
-}
-
 /// Calls f(L{}) with the autocast dtype L (float16 or bfloat16) when autocast is on and the
 /// operands are float32; false: autocast does not apply (include/tenet/autocast.hpp).
 template <class T, class F>
@@ -532,11 +524,38 @@ void run_sdpa(cuda_gpu, const aten::sdpa<Forced>& op, sdpa_backend variant, cons
     ++kernels_launched();
   }
 }
+/// Attention of float32 operands written under autocast (op.autocast: float16 / bfloat16): run(out2,
+/// x2...) with x's floating operands cast to that dtype and out2 a buffer of it, then out2 cast into
+/// out, as torch's autocast runs attention (forward and backward) in its low dtype. False, and run
+/// not called, when the node was not autocast.
+template <class Forced, class Out, class F, class... X>
+bool run_sdpa_autocast(const aten::sdpa<Forced>& op, const Out& out, F&& run, const X&... x) {
+  if constexpr (!std::is_same_v<value_type_of<Out>, float>) {
+    return false;
+  } else {
+    auto in = [&]<class L>() {
+      const auto low = [](const auto& t) {  // a bool mask stays as it is
+        if constexpr (std::is_same_v<value_type_of<decltype(t)>, float>) return cuda::cast_on_device<L>(t);
+        else return t;
+      };
+      Tensor<L, dyn_shape<rank_of<Out>>> tmp(out.sizes(), out.device());
+      run(tmp, low(x)...);
+      cuda::run_pointwise(out, cast_to<float>(tmp));
+    };
+    if (op.autocast == dtype::bfloat16) in.template operator()<bfloat16>();
+    else if (op.autocast == dtype::float16) in.template operator()<float16>();
+    else return false;
+    return true;
+  }
+}
 template <class Forced, class E, class Out, class Q, class K, class V, class... M>
 void run_kernel(cuda_gpu b, const aten::sdpa<Forced>& op, const E& e, const Out& out, const Q& q, const K& k,
                 const V& v, const M&... m) {
-  run_sdpa(b, op, select_sdpa<cuda_gpu>(e).variant, dyn_view(out), dyn_view(q), dyn_view(k), dyn_view(v),
-           dyn_view(m)...);
+  const sdpa_backend variant = select_sdpa<cuda_gpu>(e).variant;  // for the autocast dtype, if any
+  auto run = [&](const auto& o2, const auto& q2, const auto& k2, const auto& v2, const auto&... m2) {
+    run_sdpa(b, op, variant, dyn_view(o2), dyn_view(q2), dyn_view(k2), dyn_view(v2), dyn_view(m2)...);
+  };
+  if (!run_sdpa_autocast(op, out, run, q, k, v, m...)) run(out, q, k, v, m...);
 }
 template <class Forced, class Out, class Q, class K, class V, class O, class G, class... M>
 void run_sdpa_grad(cuda_gpu, const aten::sdpa_grad<Forced>& op, sdpa_backend variant, const Out& out, const Q& q,
@@ -570,8 +589,13 @@ void run_sdpa_grad(cuda_gpu, const aten::sdpa_grad<Forced>& op, sdpa_backend var
 template <class Forced, class E, class Out, class Q, class K, class V, class O, class G, class... M>
 void run_kernel(cuda_gpu b, const aten::sdpa_grad<Forced>& op, const E& e, const Out& out, const Q& q, const K& k,
                 const V& v, const O& o, const G& g, const M&... m) {
-  run_sdpa_grad(b, op, select_sdpa<cuda_gpu>(e).variant, dyn_view(out), dyn_view(q), dyn_view(k), dyn_view(v),
-                dyn_view(o), dyn_view(g), dyn_view(m)...);
+  const sdpa_backend variant = select_sdpa<cuda_gpu>(e).variant;  // for the autocast dtype, if any
+  auto run = [&](const auto& out2, const auto& q2, const auto& k2, const auto& v2, const auto& o2, const auto& g2,
+                 const auto&... m2) {
+    run_sdpa_grad(b, op, variant, dyn_view(out2), dyn_view(q2), dyn_view(k2), dyn_view(v2), dyn_view(o2),
+                  dyn_view(g2), dyn_view(m2)...);
+  };
+  if (!run_sdpa_autocast(op.forward, out, run, q, k, v, o, g, m...)) run(out, q, k, v, o, g, m...);
 }
 
 /// Any other node: a composite the CPU runs natively (layer_norm, rms_norm, ...) and CUDA does

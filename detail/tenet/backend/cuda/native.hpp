@@ -157,6 +157,9 @@ template <class E>
 device expr_device(const E& e);  // backend/evaluate.hpp
 template <class T>
 inline constexpr std::uint8_t sdpa_kernels<cuda_gpu, T> = half_precision<T> ? 0b111 : 0b100;
+/// float32 attention written under autocast runs in the autocast dtype (run_kernel, backend.cuh).
+template <>
+inline constexpr bool backend_autocasts<cuda_gpu> = true;
 /// The CUDA attention kernels' limits: head dims up to 256, up to four batch dims before the
 /// heads, a device of compute capability 8.0 or later (mma.sync on bf16 / fp16).
 template <>

@@ -644,4 +644,43 @@ void run_pointwise(const Tensor<T, S>& out, const E& e) {
   check_launch("the pointwise kernel launch");
 }
 
+
+/// True when the elements of a tensor of these sizes and strides are one dense run of memory in
+/// some order of the dims (a transposed or permuted contiguous tensor; size-1 dims take any stride).
+template <std::size_t R>
+bool dense_in_some_order(const sizes_t<R>& sizes, const sizes_t<R>& strides) {
+  std::array<std::pair<std::int64_t, std::int64_t>, R> dims{};  // (stride, size) of the dims of size > 1
+  std::size_t k = 0;
+  for (std::size_t d = 0; d < R; ++d) {
+    if (sizes[d] == 0) return false;
+    if (sizes[d] > 1) dims[k++] = {strides[d], sizes[d]};
+  }
+  std::sort(dims.begin(), dims.begin() + static_cast<std::ptrdiff_t>(k));
+  std::int64_t expected = 1;
+  for (std::size_t i = 0; i < k; ++i) {
+    if (dims[i].first != expected) return false;
+    expected *= dims[i].second;
+  }
+  return true;
+}
+
+/// t converted to L on its device (one pointwise kernel). A permuted contiguous t (a transposed
+/// weight under autocast) is converted as its one flat run of memory, and the result keeps t's
+/// strides: a coalesced pass instead of a transposing copy.
+template <class L, class T, class S>
+Tensor<L, S> cast_on_device(const Tensor<T, S>& t) {
+  if constexpr (S::rank >= 2) {
+    if (!t.is_contiguous() && dense_in_some_order<S::rank>(t.sizes(), t.strides())) {
+      const std::int64_t n = t.numel();
+      const auto src = t.detach().template with_layout<shape<dyn>>(sizes_t<1>{n}, sizes_t<1>{1}, t.offset());
+      Tensor<L, shape<dyn>> flat(sizes_t<1>{n}, t.device());
+      run_pointwise(flat, cast_to<L>(src));
+      return flat.template with_layout<S>(t.sizes(), t.strides(), 0);
+    }
+  }
+  Tensor<L, S> r(t.sizes(), t.device());
+  run_pointwise(r, cast_to<L>(t));
+  return r;
+}
+
 }  // namespace tenet::detail::cuda
