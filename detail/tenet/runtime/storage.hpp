@@ -20,7 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <new>
+#include <string>
 #include <vector>
 
 #if defined(__linux__)
@@ -28,6 +28,7 @@
 #endif
 
 #include <tenet/device.hpp>
+#include <tenet/error.hpp>
 
 namespace tenet::detail {
 
@@ -63,8 +64,16 @@ class cpu_block_cache {
         return p;
       }
     }
-    void* p = std::aligned_alloc(r >= large_block ? huge_page : storage_alignment, r);
-    if (!p) throw std::bad_alloc();
+    const std::size_t align = r >= large_block ? huge_page : storage_alignment;
+    void* p = std::aligned_alloc(align, r);
+    if (!p) {  // the cached blocks go back first, then one more try
+      const std::size_t held = cached_bytes();
+      release();
+      p = std::aligned_alloc(align, r);
+      if (!p)
+        throw device_error("tenet: out of memory allocating " + std::to_string(n) + " bytes on cpu (" +
+                           std::to_string(held) + " bytes of cached blocks released first)");
+    }
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     if (r >= large_block) madvise(p, r, MADV_HUGEPAGE);
 #endif
