@@ -711,6 +711,6 @@ int main(int argc, char** argv) {
     std::printf("peak CUDA memory: %.2f GiB\n",
                 static_cast<double>(tenet::cuda::memory_stats().peak_allocated) / (1024.0 * 1024 * 1024));
 #endif
-  std::printf("final val loss %.4f\n", r.val_loss);
+  if (std::isfinite(r.val_loss)) std::printf("final val loss %.4f\n", r.val_loss);
   return 0;
 }

@@ -169,7 +169,7 @@ void gemv_strided(const T* x, std::int64_t xs, const T* m, std::int64_t mk, std:
 /// about 5.6 s of g++ at -O2 in every unit with a float matmul.
 template <class T>
 void gemv_part(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::int64_t brs, std::int64_t bcs, T* c,
-               std::int64_t M, std::int64_t N, std::int64_t K, std::int64_t o0, std::int64_t o1) {
+               std::int64_t M, std::int64_t /*N*/, std::int64_t K, std::int64_t o0, std::int64_t o1) {
   const bool row = M == 1;  // the outputs run along N
   const T* x = row ? a : b;
   const std::int64_t xs = row ? acs : brs;
