@@ -260,6 +260,59 @@ TEST_CASE("optim: LR schedulers against torch") {
   CHECK_THROWS_AS(optim::OneCycleLR(ada, 1.0, 5), value_error);  // no momentum to cycle
 }
 
+// Resumable training (issue 37, item 5): a scheduler's state_dict with the optimizer's, through a
+// safetensors file's bytes, into a fresh optimizer and scheduler built as before, continues the
+// learning rates (and OneCycleLR's momenta) exactly as the uninterrupted run.
+TEST_CASE("optim: LR scheduler state_dict resumes the schedule exactly") {
+  auto check = [](const char* name, auto make_sched) {
+    INFO("scheduler " << name);
+    two_params<float> m;
+    const optim::sgd_options so{.lr = 0.5, .momentum = 0.9};
+    optim::SGD straight(m.parameters(), so);
+    auto s1 = make_sched(straight);
+    std::vector<double> lrs, moms;
+    for (int i = 0; i < 12; ++i) {
+      s1->step();
+      lrs.push_back(straight.lr());
+      moms.push_back(straight.momentum());
+    }
+    optim::SGD first(m.parameters(), so);
+    auto s2 = make_sched(first);
+    for (int i = 0; i < 5; ++i) s2->step();
+    const std::string opt_bytes = safetensors::serialize(first.state_dict());
+    const std::string sched_bytes = safetensors::serialize(s2->state_dict());
+    optim::SGD second(m.parameters(), {.lr = 0.01, .momentum = 0.5});  // other values: the state brings them back
+    auto s3 = make_sched(second);
+    second.load_state_dict(safetensors::deserialize(opt_bytes));
+    s3->load_state_dict(safetensors::deserialize(sched_bytes));
+    CHECK(s3->last_epoch() == 5);
+    CHECK(s3->get_last_lr() == lrs[4]);
+    for (int i = 5; i < 12; ++i) {
+      s3->step();
+      CHECK(second.lr() == lrs[static_cast<std::size_t>(i)]);
+      CHECK(second.momentum() == moms[static_cast<std::size_t>(i)]);
+    }
+  };
+  check("StepLR", [](optim::Optimizer& o) { return std::make_unique<optim::StepLR>(o, 3, 0.5); });
+  check("CosineAnnealingLR", [](optim::Optimizer& o) { return std::make_unique<optim::CosineAnnealingLR>(o, 7, 0.01); });
+  check("LinearLR", [](optim::Optimizer& o) { return std::make_unique<optim::LinearLR>(o, 0.1, 1.0, 8); });
+  check("OneCycleLR", [](optim::Optimizer& o) { return std::make_unique<optim::OneCycleLR>(o, 1.0, 20); });
+
+  two_params<float> m;
+  optim::SGD opt(m.parameters(), {.lr = 0.1});
+  optim::StepLR sched(opt, 2);
+  tensor_dict sd = sched.state_dict();
+  CHECK(sd.contains("last_epoch"));
+  CHECK(sd.contains("_last_lr.0"));
+  tensor_dict extra = sd;
+  extra.insert("gamma_typo", sd.at("last_epoch"));
+  CHECK_THROWS_WITH(sched.load_state_dict(extra), Catch::Contains("unexpected key \"gamma_typo\""));
+  tensor_dict missing;
+  for (const auto& [k, v] : sd)
+    if (k != "base_lrs.0") missing.insert(k, v);
+  CHECK_THROWS_WITH(sched.load_state_dict(missing), Catch::Contains("missing key \"base_lrs.0\""));
+}
+
 TEST_CASE("optim: clip_grad_norm_ against torch") {
   for (auto [name, p, max_norm] : {std::tuple{"clip_l2", 2.0, 1.0}, std::tuple{"clip_l1", 1.0, 2.5},
                                    std::tuple{"clip_inf", double(INFINITY), 0.5}, std::tuple{"clip_large", 2.0, 100.0}}) {

@@ -36,6 +36,48 @@ class LRScheduler {
   std::int64_t last_epoch() const { return last_epoch_; }
   double base_lr() const { return base_lr_; }
 
+  /// torch's scheduler.state_dict(), its counters and learning rates by torch's names ("last_epoch",
+  /// "_step_count", "base_lrs.0", "_last_lr.0"; float64 scalars). The hyperparameters are the
+  /// constructor's: resume by constructing the scheduler as before, then loading the optimizer's
+  /// state (which holds its current learning rate) and this one.
+  tensor_dict state_dict() const {
+    tensor_dict d;
+    d.insert("last_epoch", number(static_cast<double>(last_epoch_)));
+    d.insert("_step_count", number(static_cast<double>(last_epoch_ + 1)));
+    d.insert("base_lrs.0", number(base_lr_));
+    d.insert("_last_lr.0", number(last_lr_));
+    return d;
+  }
+  /// Restores a state_dict() of a scheduler (value_error naming a missing, unknown or malformed key;
+  /// nothing changes when a check fails). Does not touch the optimizer's learning rate.
+  void load_state_dict(const tensor_dict& d) {
+    const auto fail = [](const std::string& why) {
+      throw value_error("tenet: optim::LRScheduler::load_state_dict: " + why);
+    };
+    for (const auto& [key, t] : d)
+      if (key != "last_epoch" && key != "_step_count" && key != "base_lrs.0" && key != "_last_lr.0")
+        fail("unexpected key \"" + key + "\"");
+    const auto get = [&](const char* key) {
+      const any_tensor* t = d.find(key);
+      if (!t) fail(std::string("missing key \"") + key + "\"");
+      if (t->numel() != 1 || (t->scalar_type() != dtype::float64 && t->scalar_type() != dtype::int64))
+        fail(std::string("\"") + key + "\" must be a float64 or int64 scalar");
+      if (t->scalar_type() == dtype::int64) {
+        std::int64_t v = 0;
+        t->copy_to_host(&v);
+        return static_cast<double>(v);
+      }
+      double v = 0;
+      t->copy_to_host(&v);
+      return v;
+    };
+    const double epoch = get("last_epoch"), base = get("base_lrs.0"), last = get("_last_lr.0");
+    if (!(epoch >= -1) || epoch != std::floor(epoch)) fail("\"last_epoch\" must be an integer of at least -1");
+    last_epoch_ = static_cast<std::int64_t>(epoch);
+    base_lr_ = base;
+    last_lr_ = last;
+  }
+
  protected:
   /// torch's _initial_step: called at the end of each derived constructor.
   void initial_step() {
@@ -46,6 +88,12 @@ class LRScheduler {
   /// The learning rate for last_epoch_ (may read the optimizer's current one: torch's recurrences).
   virtual double get_lr() = 0;
   double current() const { return opt_.lr(); }
+
+  static any_tensor number(double v) {
+    Tensor<double, shape<>> t(sizes_t<0>{});
+    t.fill_(v);
+    return any_tensor(t);
+  }
 
   Optimizer& opt_;
   double base_lr_ = 0;
