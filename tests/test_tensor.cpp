@@ -299,3 +299,48 @@ TEST_CASE("printing matches PyTorch", "[tensor][io]") {
   // a transposed (non-contiguous) view prints in its own index order
   CHECK(to_string(f.t()) == "tensor([[1., 3.],\n        [2., 4.]])");
 }
+
+// Data kit (issue 37, item 1): a tensor from a program's std::vector / std::span, and randperm.
+TEST_CASE("tensor from a std::vector or std::span; randperm", "[tensor][random]") {
+  const std::vector<float> v{1.5f, -2.0f, 3.25f};
+  const auto t = tensor(v);
+  REQUIRE(t.numel() == 3);
+  CHECK((t(0) == 1.5f && t(1) == -2.0f && t(2) == 3.25f));
+  CHECK(t.data() != v.data());  // a copy
+  const std::int64_t raw[] = {7, 8, 9, 10};
+  const auto s = tensor(std::span<const std::int64_t>(raw + 1, 2));
+  CHECK((s.numel() == 2 && s(0) == 8 && s(1) == 9));
+  CHECK(tensor(std::vector<double>{}).numel() == 0);
+
+  // randperm: every value once, reproducible for a seed, different across draws
+  manual_seed(11);
+  const auto p = randperm(1000);
+  std::vector<int> seen(1000, 0);
+  for (std::int64_t i = 0; i < 1000; ++i) {
+    REQUIRE((p(i) >= 0 && p(i) < 1000));
+    ++seen[static_cast<std::size_t>(p(i))];
+  }
+  CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+  std::int64_t fixed = 0;
+  for (std::int64_t i = 0; i < 1000; ++i) fixed += p(i) == i;
+  CHECK(fixed < 10);  // a shuffle (about one fixed point expected), not the identity
+  manual_seed(11);
+  const auto q = randperm(1000);
+  bool same = true;
+  for (std::int64_t i = 0; i < 1000; ++i) same = same && q(i) == p(i);
+  CHECK(same);
+  const auto r = randperm(1000);
+  bool differ = false;
+  for (std::int64_t i = 0; i < 1000; ++i) differ = differ || r(i) != p(i);
+  CHECK(differ);
+  CHECK(randperm(0).numel() == 0);
+  CHECK(randperm(1)(0) == 0);
+  const auto pf = randperm<float>(5);
+  float sum = 0;
+  for (std::int64_t i = 0; i < 5; ++i) sum += pf(i);
+  CHECK(sum == 10.0f);
+  CHECK_THROWS_WITH(randperm(-1), Catch::Contains("non-negative, got -1"));
+  CHECK_THROWS_WITH(randperm<std::int8_t>(300), Catch::Contains("does not fit"));
+  CHECK_THROWS_WITH(randperm<bfloat16>(1000), Catch::Contains("does not fit"));
+  CHECK_NOTHROW(randperm<bfloat16>(257));  // 0 .. 256 are exact in bfloat16
+}

@@ -1,6 +1,7 @@
 #pragma once
 #define TENET_PUBLIC_HEADER_INCLUDED 1
-// Factories: empty, zeros, ones, full, arange, linspace, eye, rand, randn, randint and *_like.
+// Factories: empty, zeros, ones, full, arange, linspace, eye, tensor, rand, randn, randint,
+// randperm and *_like.
 // Shapes are template arguments; each dyn or sym extent takes one size argument, in order:
 //   auto a = zeros<float, shape<2, 3>>();   auto b = randn<float, shape<dyn, 64>>(n);
 // Random factories draw from the default Philox generator (manual_seed): the same numbers on every
@@ -11,7 +12,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <initializer_list>
+#include <limits>
+#include <span>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include <tenet/device.hpp>
 #include <tenet/tensor.hpp>
@@ -139,6 +144,21 @@ Tensor<T, shape<dyn>> tensor(std::initializer_list<T> values) {
   std::copy(values.begin(), values.end(), t.data());
   return t;
 }
+/// tensor(values): a 1-D tensor holding a copy of the values of a std::span or std::vector (data a
+/// program read or computed; torch.tensor of a list).
+template <class T>
+  requires(!std::is_same_v<T, bool>)
+Tensor<T, shape<dyn>> tensor(std::span<const T> values) {
+  Tensor<T, shape<dyn>> t({static_cast<std::int64_t>(values.size())});
+  if (!values.empty())
+    detail::copy_bytes(t.data(), t.device(), values.data(), tenet::cpu, values.size() * sizeof(T));
+  return t;
+}
+template <class T>
+  requires(!std::is_same_v<T, bool>)
+Tensor<T, shape<dyn>> tensor(const std::vector<T>& values) {
+  return tensor(std::span<const T>(values.data(), values.size()));
+}
 /// tensor<T>({{...}, {...}}): a 2-D tensor from rows of equal length (shape_error otherwise).
 template <class T>
 Tensor<T, shape<dyn, dyn>> tensor(std::initializer_list<std::initializer_list<T>> rows) {
@@ -191,6 +211,39 @@ inline random_fill reserve_draw(random_fill::kind_t kind, std::int64_t n) {
   return random_fill{kind, d.seed, d.offset};
 }
 }  // namespace detail
+
+/// randperm<T = int64>(n): a random permutation of 0 .. n-1 (torch.randperm), from n uniform draws
+/// of the default generator (Fisher-Yates), so a seed gives the same permutation on every device.
+/// value_error for a negative n or one whose values T cannot hold.
+template <class T = std::int64_t>
+Tensor<T, shape<dyn>> randperm(std::int64_t n) {
+  static_assert((std::is_integral_v<T> && !std::is_same_v<T, bool>) || is_floating_v<T>,
+                "tenet: randperm needs an integer or floating dtype");
+  if (n < 0) throw value_error("tenet: randperm: n must be non-negative, got " + std::to_string(n));
+  // every value 0 .. n-1 exact in T: for an integer T, n - 1 at most its maximum; for a floating T,
+  // n - 1 and n - 2 exact (the spacing of T's values at n - 2 is then at most 1)
+  const auto exact = [](std::int64_t k) {
+    if constexpr (std::is_integral_v<T>) return k <= static_cast<std::int64_t>(std::numeric_limits<T>::max());
+    else return static_cast<double>(static_cast<T>(static_cast<double>(k))) == static_cast<double>(k);
+  };
+  if (n > 0 && !(exact(n - 1) && exact(std::max<std::int64_t>(n - 2, 0))))
+    throw value_error("tenet: randperm: n = " + std::to_string(n) + " does not fit the values of " +
+                      std::string(name(dtype_of<T>)));
+  std::vector<double> u(static_cast<std::size_t>(n));
+  detail::fill_random_on_host(u.data(), n, detail::reserve_draw(detail::random_fill::uniform, n));
+  std::vector<std::int64_t> p(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) p[static_cast<std::size_t>(i)] = i;
+  for (std::int64_t i = n - 1; i > 0; --i) {
+    const auto j = std::min<std::int64_t>(i, static_cast<std::int64_t>(u[static_cast<std::size_t>(i)] * static_cast<double>(i + 1)));
+    std::swap(p[static_cast<std::size_t>(i)], p[static_cast<std::size_t>(j)]);
+  }
+  std::vector<T> v(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if constexpr (std::is_integral_v<T>) v[i] = static_cast<T>(p[i]);
+    else v[i] = static_cast<T>(static_cast<double>(p[i]));
+  }
+  return tensor(std::span<const T>(v.data(), v.size()));
+}
 
 template <class T, class S, std::integral... N>
 Tensor<T, S> rand(N... n) {
