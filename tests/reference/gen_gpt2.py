@@ -121,7 +121,7 @@ def greedy(w, prompt, n):
     return ids[len(prompt):], lead
 
 
-CODES = {torch.float32: "F32", torch.int64: "I64", torch.bool: "BOOL"}
+CODES = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64", torch.bool: "BOOL"}
 
 
 def write_safetensors(path, tensors, metadata=None):

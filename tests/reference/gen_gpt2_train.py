@@ -23,14 +23,14 @@ clip_grad_norm_ to 1.0; float32 on the CPU.
 
     python3 tests/reference/gen_gpt2_train.py
 """
-import json
 import math
 import os
-import struct
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from gen_gpt2 import write_safetensors  # the hand-written safetensors writer (no safetensors package)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "..", "examples", "data")
@@ -111,28 +111,11 @@ def forward_loss(p, x, y):
     return F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
 
 
-def save_safetensors(path, tensors, metadata=None):
-    codes = {torch.float32: "F32", torch.float64: "F64"}
-    header, blobs, offset = {}, [], 0
-    if metadata:
-        header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
-    for name in sorted(tensors):
-        t = tensors[name].contiguous()
-        b = t.numpy().astype(t.numpy().dtype.newbyteorder("<")).tobytes()
-        header[name] = {"dtype": codes[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
-        blobs.append(b)
-        offset += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
-
 def main():
     torch.manual_seed(0)
     tokens = np.fromfile(os.path.join(DATA, "gpl-bytes", "train.bin"), dtype="<u2")
     init = init_params(torch.Generator().manual_seed(2024))
-    save_safetensors(os.path.join(DATA, "gpt2_train_tiny_init.safetensors"), init)
+    write_safetensors(os.path.join(DATA, "gpt2_train_tiny_init.safetensors"), init)
 
     p = {k: v.clone().requires_grad_(True) for k, v in init.items()}
     decay = [t for t in p.values() if t.dim() >= 2]
@@ -156,9 +139,10 @@ def main():
         opt.zero_grad(set_to_none=True)
         losses.append(total)
         print(f"iter {it}: loss {total:.6f}, lr {lr_at(it):.3e}")
-    save_safetensors(os.path.join(DATA, "gpt2_train_tiny_expected.safetensors"),
+    write_safetensors(os.path.join(DATA, "gpt2_train_tiny_expected.safetensors"),
                      {"losses": torch.tensor(losses, dtype=torch.float64)},
-                     dict(RUN, torch=torch.__version__, generator="tests/reference/gen_gpt2_train.py"))
+                     {k: str(v) for k, v in dict(RUN, torch=torch.__version__,
+                                                 generator="tests/reference/gen_gpt2_train.py").items()})
 
 
 if __name__ == "__main__":
