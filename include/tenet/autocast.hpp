@@ -37,6 +37,19 @@ inline autocast_state& cuda_autocast_slot() {
   thread_local autocast_state s;
   return s;
 }
+/// Sets this thread's state for its lifetime and restores the one it found (also on an exception):
+/// the public guard below, and the autograd engine running a node's backward under the state the
+/// node was recorded with (autograd/graph.hpp).
+class autocast_scope {
+ public:
+  explicit autocast_scope(autocast_state s) : previous_(cuda_autocast_slot()) { cuda_autocast_slot() = s; }
+  ~autocast_scope() { cuda_autocast_slot() = previous_; }
+  autocast_scope(const autocast_scope&) = delete;
+  autocast_scope& operator=(const autocast_scope&) = delete;
+
+ private:
+  autocast_state previous_;
+};
 }  // namespace detail
 
 /// Whether autocast is on for `type` in this thread (torch.is_autocast_enabled(device_type)).
@@ -54,21 +67,18 @@ inline dtype get_autocast_dtype(device_type type = device_type::cuda) {
 /// float16 / bfloat16 (a CPU device or another dtype is a value_error).
 class autocast {
  public:
-  explicit autocast(device d, dtype low = dtype::float16, bool enabled = true)
-      : previous_(detail::cuda_autocast_slot()) {
+  explicit autocast(device d, dtype low = dtype::float16, bool enabled = true) : scope_(checked(d, low, enabled)) {}
+
+ private:
+  static detail::autocast_state checked(device d, dtype low, bool enabled) {
     if (d.type != device_type::cuda)
       throw value_error("tenet: autocast supports CUDA devices only (got " + d.str() +
                         "); CPU autocast (torch.autocast('cpu')) is not implemented");
     if (low != dtype::float16 && low != dtype::bfloat16)
       throw value_error(std::string("tenet: autocast casts to float16 or bfloat16, not ") + name(low));
-    detail::cuda_autocast_slot() = {enabled, low};
+    return {enabled, low};
   }
-  ~autocast() { detail::cuda_autocast_slot() = previous_; }
-  autocast(const autocast&) = delete;
-  autocast& operator=(const autocast&) = delete;
-
- private:
-  detail::autocast_state previous_;
+  detail::autocast_scope scope_;
 };
 
 }  // namespace tenet

@@ -349,15 +349,8 @@ inline void run_backward(const std::shared_ptr<grad_node>& root, std::any seed, 
     if (n->pending.has_value()) {
       std::any g = std::move(n->pending);
       n->pending.reset();
-      const autocast_state outside = cuda_autocast_slot();
-      cuda_autocast_slot() = n->autocast;
-      try {
-        n->apply(g);
-      } catch (...) {
-        cuda_autocast_slot() = outside;
-        throw;
-      }
-      cuda_autocast_slot() = outside;
+      const autocast_scope recorded(n->autocast);
+      n->apply(g);
     }
     if (!retain) {
       n->release();

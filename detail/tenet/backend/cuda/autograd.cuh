@@ -12,7 +12,6 @@
 
 #include <cuda_runtime.h>
 
-#include <tenet/autocast.hpp>
 #include <tenet/autograd/graph.hpp>  // view_is_injective, offset_span
 #include <tenet/backend/cuda/gemm.hpp>  // linear_weight_bias_grad
 #include <tenet/backend/cuda/native.hpp>  // cuda_gpu
@@ -454,24 +453,21 @@ void run_sum_to(cuda_gpu, const Tensor<T, Sg>& g, const Tensor<T, S>& out) {
 template <class T, class Sx, class Sg, class Sw, class Sb>
 bool run_linear_weight_bias_grad(cuda_gpu, const Tensor<T, Sx>& x, const Tensor<T, Sg>& g, const Tensor<T, Sw>& dw,
                                  const Tensor<T, Sb>& db) {
-  if constexpr (std::is_same_v<T, float>) {
-    // under autocast (the backward of a linear written under it: graph.hpp runs it under the
-    // forward's state) the GEMM runs in the low dtype, as the forward's matmul did, and its
-    // results are rounded to it (torch's dw and db of a bf16 linear, cast to float32)
-    const autocast_state ac = cuda_autocast_slot();
-    if (ac.enabled) {
-      auto low = [&]<class L>() {
-        const auto xl = cuda::cast_on_device<L>(x), gl = cuda::cast_on_device<L>(g);
-        Tensor<L, Sw> dwl(dw.sizes(), dw.device());
-        Tensor<L, Sb> dbl(db.sizes(), db.device());
-        if (!cuda::linear_weight_bias_grad<L>(xl, gl, dwl, dbl)) return false;
-        cuda::run_pointwise(dw, cast_to<T>(dwl));
-        cuda::run_pointwise(db, cast_to<T>(dbl));
-        return true;
-      };
-      return ac.low == dtype::bfloat16 ? low.template operator()<bfloat16>() : low.template operator()<float16>();
-    }
-  }
+  // under autocast (the backward of a linear written under it: graph.hpp runs it under the
+  // forward's state) the GEMM runs in the low dtype, as the forward's matmul did, and its results
+  // are rounded to it (torch's dw and db of a bf16 linear, cast to float32)
+  bool ran = false;
+  const bool autocast_on = cuda::with_autocast_dtype<T>([&](auto low) {
+    using L = decltype(low);
+    const auto xl = cuda::cast_on_device<L>(x), gl = cuda::cast_on_device<L>(g);
+    Tensor<L, Sw> dwl(dw.sizes(), dw.device());
+    Tensor<L, Sb> dbl(db.sizes(), db.device());
+    ran = cuda::linear_weight_bias_grad<L>(xl, gl, dwl, dbl);
+    if (!ran) return;
+    cuda::run_pointwise(dw, cast_to<T>(dwl));
+    cuda::run_pointwise(db, cast_to<T>(dbl));
+  });
+  if (autocast_on) return ran;
   return cuda::linear_weight_bias_grad<T>(x, g, dw, db);
 }
 template <class T, class Sv, class Sb, std::size_t RV, std::size_t RB>

@@ -236,23 +236,6 @@ void run_matmul_ranks(const Out& out, const A& a, const B& b) {
   }
 }
 
-/// Calls f(L{}) with the autocast dtype L (float16 or bfloat16) when autocast is on and the
-/// operands are float32; false: autocast does not apply (include/tenet/autocast.hpp).
-template <class T, class F>
-bool with_autocast_dtype(F&& f) {
-  if constexpr (std::is_same_v<T, float>) {
-    const auto& ac = cuda_autocast_slot();
-    if (!ac.enabled) return false;
-    if (ac.low == dtype::bfloat16)
-      f(bfloat16{});
-    else
-      f(float16{});
-    return true;
-  } else {
-    return false;
-  }
-}
-
 template <class E, class Out, class A, class B>
 void run_matmul_node(const E&, const Out& out, const A& a, const B& b) {
   using T = value_type_of<E>;

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <tenet/autocast.hpp>  // with_autocast_dtype
 #include <tenet/backend/cpu/elementwise.hpp>  // cpu::coalesce (host code, reused)
 #include <tenet/backend/node_kids.hpp>
 #include <tenet/backend/cuda/runtime.hpp>
@@ -662,6 +663,23 @@ bool dense_in_some_order(const sizes_t<R>& sizes, const sizes_t<R>& strides) {
     expected *= dims[i].second;
   }
   return true;
+}
+
+/// Calls f(L{}) with the autocast dtype L (float16 or bfloat16) when autocast is on and the
+/// operands are float32; false: autocast does not apply (include/tenet/autocast.hpp).
+template <class T, class F>
+bool with_autocast_dtype(F&& f) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& ac = cuda_autocast_slot();
+    if (!ac.enabled) return false;
+    if (ac.low == dtype::bfloat16)
+      f(bfloat16{});
+    else
+      f(float16{});
+    return true;
+  } else {
+    return false;
+  }
 }
 
 /// t converted to L on its device (one pointwise kernel). A permuted contiguous t (a transposed
