@@ -231,16 +231,14 @@ Tensor<T, shape<dyn>> randperm(std::int64_t n) {
                       std::string(name(dtype_of<T>)));
   std::vector<double> u(static_cast<std::size_t>(n));
   detail::fill_random_on_host(u.data(), n, detail::reserve_draw(detail::random_fill::uniform, n));
-  std::vector<std::int64_t> p(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) p[static_cast<std::size_t>(i)] = i;
-  for (std::int64_t i = n - 1; i > 0; --i) {
-    const auto j = std::min<std::int64_t>(i, static_cast<std::int64_t>(u[static_cast<std::size_t>(i)] * static_cast<double>(i + 1)));
-    std::swap(p[static_cast<std::size_t>(i)], p[static_cast<std::size_t>(j)]);
-  }
   std::vector<T> v(static_cast<std::size_t>(n));
   for (std::size_t i = 0; i < v.size(); ++i) {
-    if constexpr (std::is_integral_v<T>) v[i] = static_cast<T>(p[i]);
-    else v[i] = static_cast<T>(static_cast<double>(p[i]));
+    if constexpr (std::is_integral_v<T>) v[i] = static_cast<T>(i);
+    else v[i] = static_cast<T>(static_cast<double>(i));
+  }
+  for (std::int64_t i = n - 1; i > 0; --i) {
+    const auto j = std::min<std::int64_t>(i, static_cast<std::int64_t>(u[static_cast<std::size_t>(i)] * static_cast<double>(i + 1)));
+    std::swap(v[static_cast<std::size_t>(i)], v[static_cast<std::size_t>(j)]);
   }
   return tensor(std::span<const T>(v.data(), v.size()));
 }
