@@ -65,7 +65,7 @@ struct expr_node final : grad_node {
     const value_memo_scope values;
     const saved_values_scope forward(saved ? &saved->table : nullptr);
     const saved_versions_scope checked(&versions);
-    backprop(*expr, std::any_cast<const grad_tensor<T, R>&>(g));
+    backprop_root(*expr, std::any_cast<const grad_tensor<T, R>&>(g));
   }
   void release() override {
     expr.reset();

@@ -19,8 +19,10 @@
 // The rules follow PyTorch's derivatives.yaml where it picks a value at a kink or tie: abs'(0) = 0,
 // maximum/minimum/amax/amin split a tie evenly, pow's exponent gets 0 where the base is 0, sqrt'(0)
 // is inf, floor/round/sign ... have zero gradient, comparisons and integer outputs none.
+#include <algorithm>
 #include <any>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <typeinfo>
 #include <cstdint>
@@ -405,11 +407,69 @@ prim::slice_<R> flip_dim(const sizes_t<R>& sizes, std::size_t d) {
 template <class E, class G>
 void backprop(const E& e, const G& g);
 
+// ---------------------------------------------------------------------------------------------
+// Shared subexpressions (expr/shared.hpp): a subexpression used k times in a node's expression
+// (gelu's input, four times in its decomposition; layer_norm's centred input) receives its k
+// gradients summed, and the walk descends into it once. Before (to 2026-11-28) it descended k
+// times: a gelu(linear(x, w, b)) ran the linear's backward GEMMs four times, and under autocast
+// each partial gradient was rounded to bf16 on its own (tests/cuda/test_cuda_autocast_backward.cu).
+
+/// One pending shared subexpression: its gradient so far, its height in the expression tree (a
+/// shared node contains only lower ones), and the descent into it.
+struct shared_grad {
+  std::size_t height = 0;
+  std::any g;
+  std::function<void(const std::any&)> descend;
+};
+/// The pending shared subexpressions of the walk in progress (null outside backprop_root) and the
+/// address range of its stored tree (a shared node inside it is referred to, one outside it, in a
+/// rule's temporary, is copied).
+struct shared_grads {
+  std::map<const void*, shared_grad> pending;
+  const char* lo = nullptr;
+  const char* hi = nullptr;
+};
+inline shared_grads*& current_shared_grads() {
+  thread_local shared_grads* s = nullptr;
+  return s;
+}
+
+template <class E>
+struct tree_height : std::integral_constant<std::size_t, 0> {};
+template <class Op, class... C>
+struct tree_height<tenet::node<Op, C...>>
+    : std::integral_constant<std::size_t, 1 + std::max({std::size_t(0), tree_height<std::remove_cvref_t<C>>::value...})> {};
+template <class E, class S>
+struct tree_height<tenet::shared_node<E, S>> : std::integral_constant<std::size_t, 1 + tree_height<E>::value> {};
+
+/// backprop(e, g) for the stored expression of a node: the shared subexpressions' gradients are
+/// summed over their uses, then each is descended into once, outermost (highest) first.
+template <class E, class G>
+void backprop_root(const E& e, const G& g) {
+  shared_grads s;
+  s.lo = reinterpret_cast<const char*>(&e);
+  s.hi = s.lo + sizeof(E);
+  struct scope {
+    shared_grads* previous;
+    ~scope() { current_shared_grads() = previous; }
+  } restore{current_shared_grads()};
+  current_shared_grads() = &s;
+  backprop(e, g);
+  while (!s.pending.empty()) {
+    auto top = s.pending.begin();
+    for (auto it = s.pending.begin(); it != s.pending.end(); ++it)
+      if (it->second.height > top->second.height) top = it;
+    shared_grad next = std::move(top->second);
+    s.pending.erase(top);
+    next.descend(next.g);
+  }
+}
+
 /// A node recorded by a create_graph backward: a gradient expression (prims over tensors and
 /// scalars: a rule's output or one prim of a forward value). Its backward is backprop over it,
 /// whose own rule outputs are expressions of the same closed set (one per prim, dtype, rank and
-/// leaf kind), so deriving again instantiates no new types: any order works. No forward mode
-/// through it (tangent throws).
+/// leaf kind), so deriving again instantiates no new types: any order works. Forward mode through
+/// it is the tangent of its expression (jvp.hpp): jvp of a gradient, jacfwd(jacrev(f)).
 template <class E, class T, std::size_t R>
 struct backward_expr_node final : grad_node {
   std::optional<E> expr;
@@ -421,10 +481,7 @@ struct backward_expr_node final : grad_node {
     versions.at.clear();
   }
   std::string name() const override { return "gradient expression (create_graph)"; }
-  std::any tangent(jvp_context&) const override {
-    throw value_error("tenet: jvp: forward mode through a gradient computed by a create_graph backward is not "
-                      "supported; differentiate it with backward/grad instead");
-  }
+  std::any tangent(jvp_context& ctx) const override;
 };
 
 template <class E>
@@ -453,7 +510,7 @@ template <class E, class T, std::size_t R>
 void backward_expr_node<E, T, R>::apply(const std::any& g) {
   const value_memo_scope values;
   const saved_versions_scope checked(&versions);
-  backprop(*expr, std::any_cast<const grad_tensor<T, R>&>(g));
+  backprop_root(*expr, std::any_cast<const grad_tensor<T, R>&>(g));
 }
 
 template <class T, std::size_t Rg, std::size_t R>
@@ -493,7 +550,23 @@ void backprop(const E& e, const G& g) {
   } else if constexpr (TensorType<E>) {
     if (is_tracked(e)) push(e.autograd_meta(), exact(g, e.sizes()));
   } else if constexpr (SharedNode<E>) {
-    backprop(e.expr, g);
+    shared_grads* s = current_shared_grads();
+    if (!s || !e.cache) return backprop(e.expr, g);
+    if (!needs_grad(e.expr)) return;
+    using T = value_type_of<E>;
+    constexpr std::size_t R = rank_of<E>;
+    auto [it, fresh] = s->pending.try_emplace(static_cast<const void*>(e.cache.get()));
+    if (fresh) {
+      it->second.height = tree_height<E>::value;
+      const char* at = reinterpret_cast<const char*>(&e);
+      if (at >= s->lo && at < s->hi) {  // in the stored tree: its forward values are memoized by address
+        const E* p = &e;
+        it->second.descend = [p](const std::any& gs) { backprop(p->expr, std::any_cast<const grad_tensor<T, R>&>(gs)); };
+      } else {  // in a rule's temporary (a decomposition), gone by the time it is descended into
+        it->second.descend = [c = e](const std::any& gs) { backprop(c.expr, std::any_cast<const grad_tensor<T, R>&>(gs)); };
+      }
+    }
+    accumulate(it->second.g, grad_tensor<T, R>(exact(g, e.sizes())));
   } else if constexpr (Node<E>) {
     if (needs_grad(e)) backprop_node(e, exact(g, e.sizes()));
   }
