@@ -12,6 +12,7 @@
 #include <tenet/error.hpp>
 #include <tenet/explain.hpp>
 #include <tenet/factories.hpp>
+#include <tenet/func.hpp>
 #include <tenet/indexing.hpp>
 #include <tenet/io.hpp>
 #include <tenet/losses.hpp>

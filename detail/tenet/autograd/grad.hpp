@@ -29,6 +29,32 @@ struct grad_options {
   bool allow_unused = false;
 };
 
+}  // namespace tenet::autograd
+
+namespace tenet::detail::ag {
+/// The backward run of autograd::grad: from `output` (which requires grad) with `seed` (of its
+/// sizes), the gradient reaching each identity of `captures` is put into its slot (a
+/// grad_tensor<T, R> in a std::any; empty where none arrives). Nothing is accumulated into .grad.
+template <class T, class S>
+void gradients_into(const Tensor<T, S>& output, const Tensor<T, S>& seed,
+                    std::unordered_map<const meta*, std::any>& captures, const tenet::autograd::grad_options& opt) {
+  grad_tensor<T, S::rank> s = opt.create_graph ? seed : seed.detach().clone();
+  const auto& om = output.autograd_meta();
+  if (auto it = captures.find(om.get()); it != captures.end()) accumulate(it->second, s);
+  if (om->grad_fn) {
+    engine_options eo;
+    eo.retain_graph = opt.retain_graph;
+    eo.create_graph = opt.create_graph;
+    eo.accumulate_leaves = false;
+    eo.captures = &captures;
+    const device_guard on_device(output.device());  // what the rules allocate goes to the output's device
+    run_backward(om->grad_fn, std::any(s), eo);
+  }
+}
+}  // namespace tenet::detail::ag
+
+namespace tenet::autograd {
+
 /// The gradients of `output` with respect to each of `inputs` (leaves or computed tensors that
 /// require grad), for the seed `grad_output` (the gradient of output, of its sizes). Nothing is
 /// accumulated into any .grad.
@@ -60,18 +86,7 @@ std::tuple<Tensor<Ts, Ss>...> grad(const Tensor<T, S>& output, const std::tuple<
             ...);
       },
       inputs);
-  ag::grad_tensor<T, S::rank> seed = opt.create_graph ? grad_output : grad_output.detach().clone();
-  const auto& om = output.autograd_meta();
-  if (auto it = captures.find(om.get()); it != captures.end()) ag::accumulate(it->second, seed);
-  if (om->grad_fn) {
-    ag::engine_options eo;
-    eo.retain_graph = opt.retain_graph;
-    eo.create_graph = opt.create_graph;
-    eo.accumulate_leaves = false;
-    eo.captures = &captures;
-    const device_guard on_device(output.device());  // what the rules allocate goes to the output's device
-    ag::run_backward(om->grad_fn, std::any(seed), eo);
-  }
+  ag::gradients_into(output, grad_output, captures, opt);
   i = 0;
   auto result = [&](const auto& x) {
     using X = std::remove_cvref_t<decltype(x)>;

@@ -112,6 +112,37 @@ std::any view_node<T, RB, RV>::tangent(jvp_context& ctx) const {
   return out;
 }
 
+/// Whether every prim of E that a tangent can reach has a forward-mode rule (all do but the backward
+/// nodes of composites kept whole, such as scaled_dot_product_attention's sdpa_grad; a subtree of a
+/// non-floating dtype, a where() condition, takes no tangent).
+template <class E>
+struct has_tangent_rules : std::true_type {};
+template <class Op, class... C>
+struct has_tangent_rules<tenet::node<Op, C...>>
+    : std::bool_constant<!is_autograd_dtype<value_type_of<tenet::node<Op, C...>>> ||
+                         ((has_tangent_rules<std::remove_cvref_t<C>>::value && ...) &&
+                          (sizeof...(C) == 0 || requires { rules<Op>::unary_pointwise; } ||
+                           requires(const tenet::node<Op, C...>& e, jvp_context& ctx) { rules<Op>::jvp(e, ctx); }))> {};
+template <class E, class S>
+struct has_tangent_rules<tenet::shared_node<E, S>> : has_tangent_rules<E> {};
+
+template <class E, class T, std::size_t R>
+std::any backward_expr_node<E, T, R>::tangent(jvp_context& ctx) const {  // the tangent of the gradient expression
+  if constexpr (!has_tangent_rules<E>::value) {
+    (void)ctx;
+    throw value_error("tenet: jvp: forward mode through this gradient is not implemented: its expression holds the "
+                      "backward of an op with no forward-mode rule of its own (scaled_dot_product_attention's); "
+                      "differentiate it in reverse mode (func::jacrev, autograd::grad) instead");
+  } else {
+    if (!expr)
+      throw value_error("tenet: jvp: forward mode through a gradient whose graph was freed by a backward without "
+                        "retain_graph");
+    const value_memo_scope values;
+    const saved_versions_scope checked(&versions);
+    return std::any(grad_tensor<T, R>(exact(ag::tangent(*expr, ctx), expr->sizes())));
+  }
+}
+
 template <class T, std::size_t RI, std::size_t RO>
 std::any relayout_node<T, RI, RO>::tangent(jvp_context& ctx) const {  // linear: the map of the tangent
   const auto ti = meta_tangent<T, RI>(inputs[0], isizes, ctx);

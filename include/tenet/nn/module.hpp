@@ -17,6 +17,7 @@
 // Modules register the addresses of their members, so a Module can be neither copied nor moved
 // (return one from a function by value: C++17 elides that copy). A module must outlive the
 // optimizers and the references (nn::tensor_ref) taken from it.
+#include <any>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -41,6 +42,72 @@ concept has_autograd = requires(Tensor<T, S>& t, const Tensor<T, S>& g) {
   t.requires_grad();
 };
 
+/// A typed tensor handle behind a common interface (func::tensor_map). Unlike any_tensor it keeps
+/// the tensor's type and autograd identity: a module can run on it (func::functional_call) and
+/// gradients can be taken with respect to it (func::grad).
+class bound_tensor {
+ public:
+  virtual ~bound_tensor() = default;
+  virtual dtype scalar_type() const = 0;
+  virtual std::vector<std::int64_t> sizes() const = 0;
+  virtual std::string shape_text() const = 0;
+  virtual tenet::device device() const = 0;
+  virtual bool defined() const = 0;
+  virtual bool requires_grad() const = 0;
+  /// The values, detached (any_tensor's rules).
+  virtual any_tensor value() const = 0;
+  /// The same storage without autograd history.
+  virtual std::shared_ptr<bound_tensor> detached() const = 0;
+  /// A new autograd leaf over the same storage (requires grad).
+  virtual std::shared_ptr<bound_tensor> fresh_leaf() const = 0;
+  /// A recorded view of the whole tensor: a new identity whose gradients flow on to this one.
+  virtual std::shared_ptr<bound_tensor> alias() const = 0;
+  /// The autograd identity (null when none).
+  virtual const std::shared_ptr<tenet::detail::ag::meta>& identity() const = 0;
+  /// Zeros of this tensor's type, sizes and device.
+  virtual std::shared_ptr<bound_tensor> zeros() const = 0;
+  /// The gradient the engine left for this tensor (a Tensor<T, dyn_shape<R>> in g), or zeros when g is empty.
+  virtual std::shared_ptr<bound_tensor> from_gradient(const std::any& g) const = 0;
+};
+
+template <class T, class S>
+class typed_bound final : public bound_tensor {
+ public:
+  explicit typed_bound(Tensor<T, S> t) : tensor(std::move(t)) {}
+  Tensor<T, S> tensor;
+  dtype scalar_type() const override { return dtype_of<T>; }
+  std::vector<std::int64_t> sizes() const override { return {tensor.sizes().begin(), tensor.sizes().end()}; }
+  std::string shape_text() const override { return S::text(); }
+  tenet::device device() const override { return tensor.device(); }
+  bool defined() const override { return tensor.defined(); }
+  bool requires_grad() const override {
+    if constexpr (has_autograd<T, S>) return tensor.defined() && tensor.requires_grad();
+    else return false;
+  }
+  any_tensor value() const override { return any_tensor(tensor); }
+  std::shared_ptr<bound_tensor> detached() const override {
+    return std::make_shared<typed_bound>(tensor.defined() ? tensor.detach() : tensor);
+  }
+  std::shared_ptr<bound_tensor> fresh_leaf() const override {
+    auto q = tensor.detach();
+    if constexpr (has_autograd<T, S>) q.requires_grad_(true);
+    return std::make_shared<typed_bound>(std::move(q));
+  }
+  std::shared_ptr<bound_tensor> alias() const override {
+    return std::make_shared<typed_bound>(tensor.template with_layout<S>(tensor.sizes(), tensor.strides(), tensor.offset()));
+  }
+  const std::shared_ptr<tenet::detail::ag::meta>& identity() const override { return tensor.autograd_meta(); }
+  std::shared_ptr<bound_tensor> zeros() const override {
+    Tensor<T, S> z(tensor.sizes(), tensor.device());
+    z.zero_();
+    return std::make_shared<typed_bound>(std::move(z));
+  }
+  std::shared_ptr<bound_tensor> from_gradient(const std::any& g) const override {
+    if (!g.has_value()) return zeros();
+    return std::make_shared<typed_bound>(Tensor<T, S>(std::any_cast<const Tensor<T, dyn_shape<S::rank>>&>(g)));
+  }
+};
+
 /// One registered tensor member, type-erased.
 class tensor_slot {
  public:
@@ -60,6 +127,11 @@ class tensor_slot {
   virtual bool is_contiguous() const = 0;
   /// Rebinds the tensor to its copy on d (requires_grad kept, .grad dropped); nothing when it is there.
   virtual void move_to(tenet::device d) = 0;
+  /// The tensor handle itself (same storage and autograd identity).
+  virtual std::shared_ptr<bound_tensor> bound() const = 0;
+  /// Rebinds the member to b's tensor handle (no copy; b's identity); `name` labels the error when
+  /// b's dtype or shape type is not the member's.
+  virtual void rebind(const bound_tensor& b, const std::string& name) = 0;
 };
 
 template <class T, class S>
@@ -118,6 +190,18 @@ class typed_slot final : public tensor_slot {
     const bool rg = requires_grad();
     *t_ = t_->detach().to(d);
     if (rg) requires_grad_(true);
+  }
+  std::shared_ptr<bound_tensor> bound() const override { return std::make_shared<typed_bound<T, S>>(*t_); }
+  void rebind(const bound_tensor& b, const std::string& name) override {
+    const auto* p = dynamic_cast<const typed_bound<T, S>*>(&b);
+    if (!p)
+      throw dtype_error("tenet: functional_call: \"" + name + "\" is " + tenet::name(b.scalar_type()) + " " +
+                        b.shape_text() + ", the module's tensor is " + tenet::name(dtype_of<T>) + " " + S::text());
+    if (p->tensor.defined() && p->tensor.sizes() != t_->sizes())
+      throw shape_error("tenet: functional_call: \"" + name + "\" has sizes " +
+                        tenet::detail::sizes_text(p->tensor.sizes()) + ", the module's tensor " +
+                        tenet::detail::sizes_text(t_->sizes()));
+    *t_ = p->tensor;
   }
   Tensor<T, S>& tensor() const { return *t_; }
 

@@ -1,0 +1,810 @@
+#pragma once
+#define TENET_PUBLIC_HEADER_INCLUDED 1
+// tenet::func (docs/func.md): torch.func's function transforms over tenet's eager autograd.
+//
+//   func::grad(f)(x)                         df/dx for a scalar f          (torch.func.grad)
+//   func::grad(f, func::argnums<0, 2>)(x, y, z)   a tuple of gradients
+//   func::grad_and_value(f)(x)               (df/dx, f(x))
+//   func::vjp(f, x, w)                       (f(x, w), vjp_fn): vjp_fn(ct) -> (ct J_x, ct J_w)
+//   func::jvp(f, {x}, {t})                   (f(x), J t)                    (forward mode)
+//   func::linearize(f, x)                    (f(x), jvp_fn): jvp_fn(t) -> J t, f recorded once
+//   func::jacrev(f)(x), func::jacfwd(f)(x)   the Jacobian, shape f(x).shape + x.shape
+//   func::hessian(f)(x)                      jacfwd(jacrev(f))
+//
+// The transforms compose (grad(grad(f)), jacfwd(jacrev(f)), jvp(grad(f)), grad(jvp(...)), vjp of
+// any of them) in a program built with -DTENET_AUTOGRAD=2, which records a backward so that it can
+// be differentiated again. How: a transform differentiates with respect to fresh identities of
+// its arguments. Where an argument already requires grad and grad mode is on (an enclosing
+// transform, or ordinary autograd, is differentiating through this call), the fresh identity is a
+// recorded view of it instead, and the transform's own gradients are computed with create_graph:
+// the enclosing level then differentiates through them. Each level's gradients stop at its own
+// identities, so an inner level never mistakes an outer variable for its own (perturbation
+// confusion): grad(x -> grad(y -> x * y)(x))(x) is 1, not 2.
+//
+//   func::functional_call(model, params, x)  model(x) with the parameters in `params` (tensor_map)
+//   func::grad(loss)(func::parameters(model), x)   gradients as a tensor_map
+//
+// Not here yet (issue 33): vmap (so jacrev and jacfwd compute their rows / columns one by one)
+// and stack_module_state (which serves vmap).
+#include <cstddef>
+#include <any>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <type_traits>
+#include <unordered_set>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <tenet/autograd.hpp>
+#include <tenet/error.hpp>
+#include <tenet/join.hpp>
+#include <tenet/nn/module.hpp>
+#include <tenet/tensor.hpp>
+
+namespace tenet::func {
+
+/// The positions of the arguments a transform differentiates: func::grad(f, func::argnums<0, 2>).
+template <std::size_t... I>
+struct argnums_t {
+  static_assert(sizeof...(I) > 0, "tenet: func::argnums<...> needs at least one argument index");
+};
+template <std::size_t... I>
+inline constexpr argnums_t<I...> argnums{};
+
+/// f returns (output, aux): the transform differentiates the output and hands aux back as it is.
+struct has_aux_t {};
+inline constexpr has_aux_t has_aux{};
+
+/// Named tensors of any dtypes and shape types that keep their handles (storage and autograd
+/// identity): torch.func's dict of parameters and buffers, for functional_call and grad.
+class tensor_map {
+ public:
+  using entry = std::pair<std::string, std::shared_ptr<nn::detail::bound_tensor>>;
+  tensor_map() = default;
+  /// Adds or replaces `name` with the handle t (no copy).
+  template <class T, class S>
+  void set(const std::string& name, const Tensor<T, S>& t) {
+    set(name, std::make_shared<nn::detail::typed_bound<T, S>>(t));
+  }
+  void set(const std::string& name, std::shared_ptr<nn::detail::bound_tensor> b) {
+    for (auto& [n, v] : items_)
+      if (n == name) {
+        v = std::move(b);
+        return;
+      }
+    items_.emplace_back(name, std::move(b));
+  }
+  /// The tensor of `name` as Tensor<T, S>: value_error when absent, dtype_error when of another type.
+  template <class T, class S>
+  Tensor<T, S> get(const std::string& name) const {
+    const auto& b = at(name);
+    const auto* p = dynamic_cast<const nn::detail::typed_bound<T, S>*>(b.get());
+    if (!p)
+      throw dtype_error("tenet: func::tensor_map::get: \"" + name + "\" is " + tenet::name(b->scalar_type()) + " " +
+                        b->shape_text() + ", not " + tenet::name(dtype_of<T>) + " " + S::text());
+    return p->tensor;
+  }
+  const std::shared_ptr<nn::detail::bound_tensor>& at(const std::string& name) const {
+    for (const auto& [n, v] : items_)
+      if (n == name) return v;
+    throw value_error("tenet: func::tensor_map: no tensor named \"" + name + "\"");
+  }
+  bool contains(const std::string& name) const {
+    for (const auto& [n, v] : items_)
+      if (n == name) return true;
+    return false;
+  }
+  /// The values of `name`, detached (any_tensor).
+  any_tensor value(const std::string& name) const { return at(name)->value(); }
+  std::size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  std::vector<std::string> names() const {
+    std::vector<std::string> r;
+    for (const auto& [n, v] : items_) r.push_back(n);
+    return r;
+  }
+  const std::vector<entry>& items() const { return items_; }
+  /// The same names, each tensor transformed by fn (a bound_tensor -> shared_ptr<bound_tensor>).
+  template <class Fn>
+  tensor_map map(Fn&& fn) const {
+    tensor_map r;
+    for (const auto& [n, v] : items_) r.items_.emplace_back(n, fn(*v));
+    return r;
+  }
+
+ private:
+  std::vector<entry> items_;
+};
+
+namespace detail {
+inline tensor_map from_refs(const std::vector<std::pair<std::string, nn::tensor_ref>>& refs) {
+  tensor_map r;
+  for (const auto& [n, ref] : refs) r.set(n, ref.slot().bound()->detached());
+  return r;
+}
+}  // namespace detail
+
+/// The module's parameters by their dotted names, detached (torch: {k: v.detach() for k, v in
+/// model.named_parameters()}): the same storage, no autograd history.
+inline tensor_map parameters(const nn::Module& m) { return detail::from_refs(m.named_parameters()); }
+/// The module's buffers, detached.
+inline tensor_map buffers(const nn::Module& m) { return detail::from_refs(m.named_buffers()); }
+
+namespace detail {
+/// Evaluates what a module returned: an expression to a Tensor, each expression of a pair or tuple.
+template <class R>
+auto evaluate_result(R&& r) {
+  using X = std::remove_cvref_t<R>;
+  if constexpr (Expression<X>) {
+    return eval(r);
+  } else if constexpr (requires { std::tuple_size<X>::value; }) {
+    return std::apply([](auto&&... e) { return std::make_tuple(evaluate_result(e)...); }, std::forward<R>(r));
+  } else {
+    return X(std::forward<R>(r));
+  }
+}
+}  // namespace detail
+
+/// torch.func.functional_call: runs module(args...) with the parameters and buffers named in
+/// `values` in place of the module's own (their handles: gradients flow to them), then puts the
+/// module's own back (also when the call throws). Names the module lacks, or a dtype, shape type
+/// or size that is not the module's tensor's, are errors. The result is evaluated before the
+/// module's tensors are put back (an expression, or each expression of a returned pair/tuple).
+template <class M, class... A>
+auto functional_call(M& module, const tensor_map& values, const A&... args) {
+  std::vector<std::pair<std::string, nn::tensor_ref>> all = module.named_parameters();
+  for (auto& nb : module.named_buffers()) all.push_back(nb);
+  struct swapped {
+    std::vector<std::pair<nn::tensor_ref, std::shared_ptr<nn::detail::bound_tensor>>> old;
+    ~swapped() {
+      for (auto it = old.rbegin(); it != old.rend(); ++it) it->first.slot().rebind(*it->second, "(restore)");
+    }
+  } undo;
+  for (const auto& [name, b] : values.items()) {
+    const nn::tensor_ref* ref = nullptr;
+    for (const auto& [n, r] : all)
+      if (n == name) ref = &r;
+    if (!ref) {
+      std::string known;
+      for (const auto& [n, r] : all) known += (known.empty() ? "" : ", ") + n;
+      throw value_error("tenet: func::functional_call: the module has no parameter or buffer named \"" + name +
+                        "\" (it has: " + known + ")");
+    }
+    auto previous = ref->slot().bound();
+    ref->slot().rebind(*b, name);
+    undo.old.emplace_back(*ref, std::move(previous));
+  }
+  return detail::evaluate_result(module(args...));
+}
+
+namespace detail {
+namespace ag = tenet::detail::ag;
+
+template <class X>
+inline constexpr bool is_tensor_v = false;
+template <class T, class S>
+inline constexpr bool is_tensor_v<Tensor<T, S>> = true;
+template <class X>
+inline constexpr bool is_float_tensor_v = false;
+template <class T, class S>
+inline constexpr bool is_float_tensor_v<Tensor<T, S>> = is_floating_v<T>;
+/// What grad differentiates: a floating Tensor, or a tensor_map (each of its floating tensors).
+template <class X>
+inline constexpr bool is_differentiable_v = is_float_tensor_v<X> || std::is_same_v<X, tensor_map>;
+
+template <std::size_t... I>
+constexpr bool distinct() {
+  constexpr std::size_t v[] = {I...};
+  for (std::size_t a = 0; a < sizeof...(I); ++a)
+    for (std::size_t b = a + 1; b < sizeof...(I); ++b)
+      if (v[a] == v[b]) return false;
+  return true;
+}
+
+/// Where argument K sits among the argnums I..., or -1.
+template <std::size_t K, std::size_t... I>
+constexpr int position() {
+  constexpr std::size_t v[] = {I...};
+  for (std::size_t n = 0; n < sizeof...(I); ++n)
+    if (v[n] == K) return static_cast<int>(n);
+  return -1;
+}
+
+template <bool Maps, class... A, std::size_t... I>
+constexpr void check_argnums(argnums_t<I...>) {
+  static_assert(((I < sizeof...(A)) && ...), "tenet: func: an argnums index is not the position of an argument");
+  static_assert(distinct<I...>(), "tenet: func: argnums holds an index twice");
+  if constexpr (((I < sizeof...(A)) && ...)) {
+    if constexpr (Maps)
+      static_assert((is_differentiable_v<std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>> && ...),
+                    "tenet: func: a differentiated argument (argnums) must be a Tensor of a floating dtype or a "
+                    "func::tensor_map");
+    else
+      static_assert((is_float_tensor_v<std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>> && ...),
+                    "tenet: func: a differentiated argument (argnums) must be a Tensor of a floating dtype");
+  }
+}
+
+/// One transform's level: whether an enclosing level differentiates through this call (grad mode
+/// on when it was called), and the fresh identities this level made.
+struct level {
+  bool outer = false;
+  std::unordered_set<const ag::meta*> own;
+};
+
+/// The identity this level differentiates x by: a fresh leaf sharing x's storage, or, where an
+/// enclosing level differentiates x, a recorded view of x (its gradients flow on to x).
+template <class T, class S>
+Tensor<T, S> enter(const Tensor<T, S>& x, level& lv, const char* who) {
+  if (!x.defined()) throw value_error(std::string("tenet: func::") + who + ": a differentiated argument is undefined");
+  if (lv.outer && x.requires_grad()) return x.template with_layout<S>(x.sizes(), x.strides(), x.offset());
+  Tensor<T, S> q = x.detach();
+  q.requires_grad_();
+  lv.own.insert(q.autograd_meta().get());
+  return q;
+}
+
+/// Each floating tensor of the map entered as above (the others as they are).
+inline tensor_map enter(const tensor_map& m, level& lv, const char* who) {
+  return m.map([&](const nn::detail::bound_tensor& b) {
+    if (!b.defined())
+      throw value_error(std::string("tenet: func::") + who + ": a differentiated tensor_map holds an undefined tensor");
+    if (!is_floating(b.scalar_type())) return b.detached();
+    if (lv.outer && b.requires_grad()) return b.alias();
+    auto q = b.fresh_leaf();
+    lv.own.insert(q->identity().get());
+    return q;
+  });
+}
+
+/// Whether the graph of m reaches a tensor that requires grad and is not this level's own: then an
+/// enclosing level (or ordinary autograd) differentiates through this call.
+inline bool reaches_outer(const std::shared_ptr<ag::meta>& m, const level& lv) {
+  if (!m) return false;
+  std::vector<const ag::meta*> todo{m.get()};
+  std::unordered_set<const ag::meta*> seen;
+  while (!todo.empty()) {
+    const ag::meta* x = todo.back();
+    todo.pop_back();
+    if (!seen.insert(x).second || lv.own.count(x)) continue;
+    if (!x->grad_fn) {
+      if (x->requires_grad) return true;
+      continue;
+    }
+    for (const auto& in : x->grad_fn->inputs)
+      if (in) todo.push_back(in.get());
+  }
+  return false;
+}
+
+/// Whether this level must record its backward (create_graph) for an enclosing one; a value_error
+/// where that needs TENET_AUTOGRAD=2 and the program has 1.
+inline bool keeps_graph(bool needed, const char* who) {
+  if (needed && TENET_AUTOGRAD < 2)
+    throw value_error(std::string("tenet: func::") + who +
+                      ": the function reads a tensor that requires grad from outside this transform (an argument "
+                      "that requires grad, a captured parameter, or an enclosing transform's variable), so its "
+                      "result must stay differentiable, which records the backward (create_graph): build with "
+                      "-DTENET_AUTOGRAD=2, or call the transform under tenet::no_grad (its result is then not "
+                      "tracked), or pass detach()ed tensors");
+  return needed;
+}
+
+template <class T, class S>
+Tensor<T, S> zeros_of(const Tensor<T, S>& like) {
+  Tensor<T, S> z(like.sizes(), like.device());
+  z.zero_();
+  return z;
+}
+
+/// A tensor of like's sizes and device, 0 but a 1 at flat position i (row-major).
+template <class T, class S>
+Tensor<T, S> one_hot_of(const Tensor<T, S>& like, std::int64_t i) {
+  Tensor<T, S> e(like.sizes(), tenet::cpu);
+  e.zero_();
+  e.data()[i] = T(1);
+  return like.device().is_cpu() ? e : e.to(like.device());
+}
+
+inline tensor_map zeros_of(const tensor_map& like) {
+  return like.map([](const nn::detail::bound_tensor& b) { return b.zeros(); });
+}
+
+template <class X>
+X detach_if_tensor(X x) {
+  if constexpr (is_tensor_v<X>) return x.defined() ? x.detach() : x;
+  else if constexpr (std::is_same_v<X, tensor_map>) return x.map([](const nn::detail::bound_tensor& b) { return b.detached(); });
+  else return x;
+}
+
+/// f's value: (output tensor, aux) with has_aux, else (output tensor, nothing).
+template <bool Aux, class Out>
+auto split_output(Out&& out) {
+  if constexpr (Aux) {
+    static_assert(std::tuple_size<std::remove_cvref_t<Out>>::value == 2,
+                  "tenet: func: with has_aux, f must return a pair (output, aux)");
+    auto y = eval(std::get<0>(out));
+    return std::make_pair(y, std::get<1>(std::forward<Out>(out)));
+  } else {
+    auto y = eval(out);
+    return std::make_pair(y, std::monostate{});
+  }
+}
+
+/// Calls f with args, the ones at I... replaced by q (this level's identities), grad mode on.
+template <bool Aux, class F, std::size_t... I, class... A, class... Q>
+auto call(const F& f, argnums_t<I...>, const std::tuple<const A&...>& args, const std::tuple<Q...>& q) {
+  const ag::grad_mode_guard on(true);
+  return [&]<std::size_t... K>(std::index_sequence<K...>) {
+    auto pick = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) -> decltype(auto) {
+      constexpr int p = position<J, I...>();
+      if constexpr (p >= 0) return std::get<static_cast<std::size_t>(p)>(q);
+      else return std::get<J>(args);
+    };
+    return split_output<Aux>(f(pick(std::integral_constant<std::size_t, K>{})...));
+  }(std::index_sequence_for<A...>{});
+}
+
+/// The gradients of y with respect to q (zeros for an input y does not depend on), for seed.
+using capture_map = std::unordered_map<const ag::meta*, std::any>;
+
+template <class T, class S>
+void capture(const Tensor<T, S>& x, capture_map& c) {
+  c.emplace(x.autograd_meta().get(), std::any());
+}
+inline void capture(const tensor_map& m, capture_map& c) {
+  for (const auto& [n, b] : m.items())
+    if (b->identity()) c.emplace(b->identity().get(), std::any());
+}
+template <class T, class S>
+Tensor<T, S> captured(const Tensor<T, S>& x, const capture_map& c) {
+  const std::any& g = c.at(x.autograd_meta().get());
+  if (!g.has_value()) return zeros_of(x);
+  return Tensor<T, S>(std::any_cast<const ag::grad_tensor<T, S::rank>&>(g));
+}
+inline tensor_map captured(const tensor_map& m, const capture_map& c) {
+  return m.map([&](const nn::detail::bound_tensor& b) {
+    if (!b.identity()) return b.zeros();
+    return b.from_gradient(c.at(b.identity().get()));
+  });
+}
+
+/// The gradients of y with respect to q (zeros for an input y does not depend on), for seed.
+template <class Y, class... Q>
+std::tuple<Q...> gradients(const Y& y, const std::tuple<Q...>& q, const Y& seed, bool graph, bool retain) {
+  if (!y.requires_grad())
+    return std::apply([](const auto&... x) { return std::tuple<Q...>{zeros_of(x)...}; }, q);
+  capture_map c;
+  std::apply([&](const auto&... x) { (capture(x, c), ...); }, q);
+  ag::gradients_into(y, seed, c, {.retain_graph = retain, .create_graph = graph, .allow_unused = true});
+  return std::apply([&](const auto&... x) { return std::tuple<Q...>{captured(x, c)...}; }, q);
+}
+
+template <class... X>
+auto single_or_tuple(std::tuple<X...> t) {
+  if constexpr (sizeof...(X) == 1) return std::get<0>(std::move(t));
+  else return t;
+}
+
+template <class Tp>
+Tp detach_all(Tp t) {
+  std::apply([](auto&... x) { ((x = detach_if_tensor(x)), ...); }, t);
+  return t;
+}
+
+/// d(value)/d(args at I...) with the value (and aux): the body of grad and grad_and_value.
+template <bool Aux, class F, std::size_t... I, class... A>
+auto grad_and_value_at(const F& f, argnums_t<I...> nums, const A&... a) {
+  check_argnums<true, A...>(nums);
+  const std::tuple<const A&...> args(a...);
+  level lv{ag::grad_mode(), {}};
+  auto q = std::make_tuple(enter(std::get<I>(args), lv, "grad")...);
+  auto [y, aux] = call<Aux>(f, nums, args, q);
+  using Y = decltype(y);
+  static_assert(Y::rank == 0,
+                "tenet: func::grad: f must return a scalar (a rank-0 tensor, shape<>); for other outputs use "
+                "func::vjp or func::jacrev");
+  static_assert(is_floating_v<typename Y::value_type>, "tenet: func::grad: f must return a floating tensor");
+  const bool graph = keeps_graph(lv.outer && reaches_outer(y.autograd_meta(), lv), "grad");
+  Y one(y.sizes(), y.device());
+  one.fill_(1);
+  auto g = gradients(y, q, one, graph, false);
+  if (!graph) return std::make_tuple(single_or_tuple(std::move(g)), y.detach(), detach_if_tensor(std::move(aux)));
+  return std::make_tuple(single_or_tuple(std::move(g)), y, std::move(aux));
+}
+
+/// Forward mode over one recording of f: the tangent of its output for any tangents of the
+/// primals. Without an enclosing level, tenet's forward mode (the JVP rules over the recorded
+/// graph); where an enclosing level differentiates through the call, the double-VJP form
+/// (J t = d<J^T u, t>/du, u a fresh variable), whose every step is recorded.
+template <class Y, class... P>
+class linearized {
+ public:
+  template <class F, std::size_t... I, class... A>
+  linearized(const F& f, argnums_t<I...> nums, const std::tuple<const A&...>& args, const char* who) : who_(who) {
+    lv_.outer = ag::grad_mode();
+    q_ = std::make_tuple(enter(std::get<I>(args), lv_, who)...);
+    auto [y, aux] = call<false>(f, nums, args, q_);
+    (void)aux;
+    y_ = y;
+    graph_ = keeps_graph(lv_.outer && reaches_outer(y_.autograd_meta(), lv_), who);
+    if (graph_ && y_.requires_grad()) {
+      u_ = zeros_of(y_);
+      u_.requires_grad_();
+      const ag::grad_mode_guard on(true);
+      gq_ = autograd::grad(y_, q_, u_, {.retain_graph = true, .create_graph = true, .allow_unused = true});
+    }
+  }
+  /// f's output: tracked where an enclosing level differentiates through it, else detached.
+  Y output() const { return graph_ ? y_ : y_.detach(); }
+  bool recorded() const { return graph_; }
+
+  /// J t for tangents t of the primals' types and sizes.
+  Y operator()(const std::tuple<P...>& t) const {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (check_tangent(std::get<K>(q_), std::get<K>(t)), ...);
+    }(std::index_sequence_for<P...>{});
+    const bool tracked_t = ag::grad_mode() && std::apply([](const auto&... x) { return (x.requires_grad() || ...); }, t);
+    if (!graph_ && tracked_t) (void)keeps_graph(true, who_);
+    if (!y_.requires_grad()) return zeros_of(y_);
+    if (!graph_ && !tracked_t) {
+      ag::jvp_context ctx;
+      [&]<std::size_t... K>(std::index_sequence<K...>) {
+        ((ctx.seeds[std::get<K>(q_).autograd_meta().get()] =
+              ag::grad_tensor<typename P::value_type, P::rank>(std::get<K>(t).detach().contiguous())),
+         ...);
+      }(std::index_sequence_for<P...>{});
+      const ag::grad_mode_guard off(false);
+      const device_guard on_device(y_.device());
+      return Y(ag::meta_tangent<typename Y::value_type, Y::rank>(y_.autograd_meta(), y_.sizes(), ctx));
+    }
+    return recorded_jvp(t);
+  }
+
+ private:
+  template <class Q>
+  void check_tangent(const Q& q, const Q& t) const {
+    if (!t.defined() || t.sizes() != q.sizes())
+      throw shape_error(std::string("tenet: func::") + who_ + ": a tangent has sizes " +
+                        (t.defined() ? tenet::detail::sizes_text(t.sizes()) : std::string("(undefined)")) +
+                        ", its primal " + tenet::detail::sizes_text(q.sizes()));
+    if (t.device() != q.device())
+      throw device_error(std::string("tenet: func::") + who_ + ": a tangent is on " + t.device().str() +
+                         ", its primal on " + q.device().str());
+  }
+
+  Y recorded_jvp(const std::tuple<P...>& t) const {
+    if constexpr (TENET_AUTOGRAD < 2) {
+      (void)t;
+      throw value_error("tenet: func: unreachable (keeps_graph refused)");
+    } else {
+      using T = typename Y::value_type;
+      const ag::grad_mode_guard on(true);
+      Tensor<T, shape<>> s(sizes_t<0>{}, y_.device());
+      s.zero_();
+      bool any = false;
+      auto add = [&](const auto& gk, const auto& tk) {
+        if (!gk.defined()) return;
+        any = true;
+        s = Tensor<T, shape<>>(s + sum(gk * tk).template to<T>());
+      };
+      [&]<std::size_t... K>(std::index_sequence<K...>) {
+        (add(std::get<K>(gq_), std::get<K>(t)), ...);
+      }(std::index_sequence_for<P...>{});
+      if (!any || !s.requires_grad()) return zeros_of(y_);
+      Y jt = autograd::grad(s, u_, {.retain_graph = true, .create_graph = true, .allow_unused = true});
+      return jt.defined() ? jt : zeros_of(y_);
+    }
+  }
+
+  const char* who_;
+  level lv_;
+  std::tuple<P...> q_;
+  Y y_;
+  bool graph_ = false;
+  Y u_;
+  std::tuple<P...> gq_;
+};
+
+template <class F, std::size_t... I, class... A>
+auto linearize_at(const F& f, argnums_t<I...> nums, const std::tuple<const A&...>& args, const char* who) {
+  using Yt = decltype(eval(std::declval<const F&>()(std::declval<const A&>()...)));
+  using Y = Tensor<typename Yt::value_type, typename Yt::shape_type>;
+  static_assert(is_floating_v<typename Y::value_type>, "tenet: func: f must return a floating tensor");
+  return linearized<Y, std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>...>(f, nums, args, who);
+}
+
+/// The Jacobian block of y (sizes Sy) with respect to x (sizes Sx), from its numel(y) rows (each
+/// x's sizes) or numel(x) columns (each y's sizes), as a Tensor of shape Sy ++ Sx.
+template <class T, class Sy, class Sx>
+using jacobian_t = Tensor<T, tenet::detail::concat_shapes_t<Sy, Sx>>;
+
+template <class T, class Sy, class Sx>
+typename jacobian_t<T, Sy, Sx>::sizes_type jacobian_sizes(const Tensor<T, Sy>& y, const Tensor<T, Sx>& x) {
+  typename jacobian_t<T, Sy, Sx>::sizes_type s{};
+  for (std::size_t d = 0; d < Sy::rank; ++d) s[d] = y.sizes()[d];
+  for (std::size_t d = 0; d < Sx::rank; ++d) s[Sy::rank + d] = x.sizes()[d];
+  return s;
+}
+
+/// all (contiguous, numel(y) * numel(x) values in (y index, x index) order) viewed as the Jacobian.
+template <class T, class Sy, class Sx, class Flat>
+jacobian_t<T, Sy, Sx> as_jacobian(const Flat& all, const Tensor<T, Sy>& y, const Tensor<T, Sx>& x) {
+  using J = jacobian_t<T, Sy, Sx>;
+  const auto s = jacobian_sizes(y, x);
+  return all.template with_layout<typename J::shape_type>(s, tenet::detail::contiguous_strides(s), all.offset());
+}
+
+template <class T, class Sy, class Sx>
+jacobian_t<T, Sy, Sx> zero_jacobian(const Tensor<T, Sy>& y, const Tensor<T, Sx>& x) {
+  jacobian_t<T, Sy, Sx> z(jacobian_sizes(y, x), x.device());
+  z.zero_();
+  return z;
+}
+
+template <class T, class Sy, class Sx>
+jacobian_t<T, Sy, Sx> from_rows(const std::vector<Tensor<T, Sx>>& rows, const Tensor<T, Sy>& y,
+                                const Tensor<T, Sx>& x) {
+  if (rows.empty() || x.numel() == 0) return zero_jacobian(y, x);
+  std::vector<Tensor<T, dyn_shape<1>>> flat;
+  flat.reserve(rows.size());
+  for (const auto& r : rows) flat.push_back(r.template reshape<-1>());
+  return as_jacobian(cat<0>(flat), y, x);  // recorded where a row is
+}
+
+template <class T, class Sy, class Sx>
+jacobian_t<T, Sy, Sx> from_columns(const std::vector<Tensor<T, Sy>>& cols, const Tensor<T, Sy>& y,
+                                   const Tensor<T, Sx>& x) {
+  if (cols.empty() || y.numel() == 0) return zero_jacobian(y, x);
+  std::vector<Tensor<T, dyn_shape<2>>> flat;
+  flat.reserve(cols.size());
+  for (const auto& c : cols) flat.push_back(c.template reshape<1, -1>());
+  return as_jacobian(cat<0>(flat).t().contiguous(), y, x);
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// grad, grad_and_value
+
+/// torch.func.grad_and_value: a function of f's arguments returning (gradient, value); the
+/// gradient is a Tensor for one argnum, a std::tuple for several; with has_aux,
+/// (gradient, (value, aux)).
+template <class F, std::size_t... I>
+auto grad_and_value(F f, argnums_t<I...> nums) {
+  return [f = std::move(f), nums](const auto&... a) {
+    auto [g, y, aux] = detail::grad_and_value_at<false>(f, nums, a...);
+    (void)aux;
+    return std::make_pair(std::move(g), std::move(y));
+  };
+}
+template <class F, std::size_t... I>
+auto grad_and_value(F f, argnums_t<I...> nums, has_aux_t) {
+  return [f = std::move(f), nums](const auto&... a) {
+    auto [g, y, aux] = detail::grad_and_value_at<true>(f, nums, a...);
+    return std::make_pair(std::move(g), std::make_pair(std::move(y), std::move(aux)));
+  };
+}
+template <class F>
+auto grad_and_value(F f) {
+  return grad_and_value(std::move(f), argnums<0>);
+}
+template <class F>
+auto grad_and_value(F f, has_aux_t) {
+  return grad_and_value(std::move(f), argnums<0>, has_aux);
+}
+
+/// torch.func.grad: the gradient of a scalar-valued f with respect to argument 0 (or argnums): a
+/// function of f's arguments. With has_aux, (gradient, aux).
+template <class F, std::size_t... I>
+auto grad(F f, argnums_t<I...> nums) {
+  return [f = std::move(f), nums](const auto&... a) {
+    return std::get<0>(detail::grad_and_value_at<false>(f, nums, a...));
+  };
+}
+template <class F, std::size_t... I>
+auto grad(F f, argnums_t<I...> nums, has_aux_t) {
+  return [f = std::move(f), nums](const auto&... a) {
+    auto [g, y, aux] = detail::grad_and_value_at<true>(f, nums, a...);
+    (void)y;
+    return std::make_pair(std::move(g), std::move(aux));
+  };
+}
+template <class F>
+auto grad(F f) {
+  return grad(std::move(f), argnums<0>);
+}
+template <class F>
+auto grad(F f, has_aux_t) {
+  return grad(std::move(f), argnums<0>, has_aux);
+}
+
+// ---------------------------------------------------------------------------------------------
+// vjp
+
+/// torch.func.vjp: (f(primals...), vjp_fn) where vjp_fn(cotangent) returns a std::tuple with the
+/// cotangent times the Jacobian for each primal (zeros where f does not depend on it). vjp_fn may
+/// be called any number of times. Every primal must be a floating Tensor.
+template <class F, class... P>
+auto vjp(F f, const P&... primals) {
+  static_assert(sizeof...(P) > 0, "tenet: func::vjp needs at least one primal");
+  static_assert((detail::is_float_tensor_v<P> && ...), "tenet: func::vjp: every primal must be a floating Tensor");
+  using Yt = decltype(eval(f(primals...)));
+  using Y = Tensor<typename Yt::value_type, typename Yt::shape_type>;
+  struct state {
+    detail::level lv;
+    std::tuple<P...> q;
+    Y y;
+    bool graph = false;
+  };
+  auto st = std::make_shared<state>();
+  st->lv.outer = detail::ag::grad_mode();
+  st->q = std::make_tuple(detail::enter(primals, st->lv, "vjp")...);
+  {
+    const detail::ag::grad_mode_guard on(true);
+    st->y = std::apply([&](const auto&... x) { return Y(eval(f(x...))); }, st->q);
+  }
+  st->graph = detail::keeps_graph(st->lv.outer && detail::reaches_outer(st->y.autograd_meta(), st->lv), "vjp");
+  auto fn = [st](const Y& ct) {
+    if (!ct.defined() || ct.sizes() != st->y.sizes())
+      throw shape_error("tenet: func::vjp: the cotangent has sizes " +
+                        (ct.defined() ? tenet::detail::sizes_text(ct.sizes()) : std::string("(undefined)")) +
+                        ", f's output " + tenet::detail::sizes_text(st->y.sizes()));
+    if (ct.device() != st->y.device())
+      throw device_error("tenet: func::vjp: the cotangent is on " + ct.device().str() + ", f's output on " +
+                         st->y.device().str());
+    const bool graph = st->graph || detail::keeps_graph(detail::ag::grad_mode() && ct.requires_grad(), "vjp");
+    auto g = detail::gradients(st->y, st->q, ct, graph, true);
+    return graph ? g : detail::detach_all(std::move(g));
+  };
+  return std::make_pair(st->graph ? st->y : st->y.detach(), std::move(fn));
+}
+
+// ---------------------------------------------------------------------------------------------
+// jvp, linearize
+
+namespace detail {
+template <std::size_t N>
+constexpr auto all_argnums() {
+  return []<std::size_t... K>(std::index_sequence<K...>) { return argnums_t<K...>{}; }(std::make_index_sequence<N>{});
+}
+}  // namespace detail
+
+/// torch.func.linearize: (f(primals...), jvp_fn) where jvp_fn(tangents...) returns J t; f runs
+/// (and is recorded) once, each jvp_fn call is one forward-mode pass over the recording.
+template <class F, class... P>
+auto linearize(F f, const P&... primals) {
+  static_assert(sizeof...(P) > 0, "tenet: func::linearize needs at least one primal");
+  static_assert((detail::is_float_tensor_v<P> && ...),
+                "tenet: func::linearize: every primal must be a floating Tensor");
+  const std::tuple<const P&...> args(primals...);
+  auto lin = std::make_shared<decltype(detail::linearize_at(f, detail::all_argnums<sizeof...(P)>(), args, "linearize"))>(
+      detail::linearize_at(f, detail::all_argnums<sizeof...(P)>(), args, "linearize"));
+  auto y = lin->output();
+  return std::make_pair(std::move(y), [lin](const P&... t) { return (*lin)(std::tuple<P...>(t...)); });
+}
+
+/// torch.func.jvp: (f(primals...), J t) for tangents t of the primals' types and sizes.
+template <class F, class... P>
+auto jvp(F f, const std::tuple<P...>& primals, const std::tuple<P...>& tangents) {
+  static_assert(sizeof...(P) > 0, "tenet: func::jvp needs at least one primal");
+  static_assert((detail::is_float_tensor_v<P> && ...), "tenet: func::jvp: every primal must be a floating Tensor");
+  auto lin = std::apply(
+      [&](const auto&... p) {
+        return detail::linearize_at(f, detail::all_argnums<sizeof...(P)>(), std::tuple<const P&...>(p...), "jvp");
+      },
+      primals);
+  auto jt = lin(tangents);
+  return std::make_pair(lin.output(), std::move(jt));
+}
+
+// ---------------------------------------------------------------------------------------------
+// jacrev, jacfwd, hessian
+
+namespace detail {
+template <class Y, class... X>
+constexpr void check_jacobian_dtypes() {
+  static_assert((std::is_same_v<typename Y::value_type, typename X::value_type> && ...),
+                "tenet: func::jacrev / jacfwd: f's output and the differentiated arguments must have one dtype");
+}
+
+template <bool Aux, class F, std::size_t... I, class... A>
+auto jacrev_at(const F& f, argnums_t<I...> nums, const A&... a) {
+  check_argnums<false, A...>(nums);
+  const std::tuple<const A&...> args(a...);
+  level lv{ag::grad_mode(), {}};
+  auto q = std::make_tuple(enter(std::get<I>(args), lv, "jacrev")...);
+  auto [y, aux] = call<Aux>(f, nums, args, q);
+  using Y = decltype(y);
+  check_jacobian_dtypes<Y, std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>...>();
+  const bool graph = keeps_graph(lv.outer && reaches_outer(y.autograd_meta(), lv), "jacrev");
+  std::tuple<std::vector<std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>>...> rows;
+  const std::int64_t n = y.numel();
+  for (std::int64_t i = 0; i < n; ++i) {
+    auto g = gradients(y, q, one_hot_of(y, i), graph, true);
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (std::get<K>(rows).push_back(std::move(std::get<K>(g))), ...);
+    }(std::index_sequence_for<decltype(I)...>{});
+  }
+  auto jac = [&]<std::size_t... K>(std::index_sequence<K...>) {
+    return std::make_tuple(from_rows(std::get<K>(rows), y, std::get<K>(q))...);
+  }(std::index_sequence_for<decltype(I)...>{});
+  if (!graph) return std::make_pair(single_or_tuple(detach_all(std::move(jac))), detach_if_tensor(std::move(aux)));
+  return std::make_pair(single_or_tuple(std::move(jac)), std::move(aux));
+}
+
+template <class F, std::size_t... I, class... A>
+auto jacfwd_at(const F& f, argnums_t<I...> nums, const A&... a) {
+  check_argnums<false, A...>(nums);
+  const std::tuple<const A&...> args(a...);
+  auto lin = linearize_at(f, nums, args, "jacfwd");
+  auto y = lin.output();
+  using Y = decltype(y);
+  check_jacobian_dtypes<Y, std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>...>();
+  auto primals = std::make_tuple(std::get<I>(args)...);
+  auto block = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
+    const auto& x = std::get<K>(primals);
+    std::vector<Y> cols;
+    const std::int64_t n = x.numel();
+    cols.reserve(static_cast<std::size_t>(n));
+    for (std::int64_t j = 0; j < n; ++j) {
+      auto t = std::apply([](const auto&... p) { return std::make_tuple(zeros_of(p)...); }, primals);
+      std::get<K>(t) = one_hot_of(x, j);
+      cols.push_back(lin(t));
+    }
+    return from_columns(cols, y, x);
+  };
+  auto jac = [&]<std::size_t... K>(std::index_sequence<K...>) {
+    return std::make_tuple(block(std::integral_constant<std::size_t, K>{})...);
+  }(std::index_sequence_for<decltype(I)...>{});
+  return single_or_tuple(lin.recorded() ? std::move(jac) : detach_all(std::move(jac)));
+}
+}  // namespace detail
+
+/// torch.func.jacrev: the Jacobian of f with respect to argument 0 (or argnums) by reverse mode,
+/// one backward pass per element of f's output; its shape is f(x).shape ++ x.shape (a std::tuple
+/// of one per argnum for several). With has_aux, (jacobian, aux).
+template <class F, std::size_t... I>
+auto jacrev(F f, argnums_t<I...> nums) {
+  return [f = std::move(f), nums](const auto&... a) { return detail::jacrev_at<false>(f, nums, a...).first; };
+}
+template <class F, std::size_t... I>
+auto jacrev(F f, argnums_t<I...> nums, has_aux_t) {
+  return [f = std::move(f), nums](const auto&... a) { return detail::jacrev_at<true>(f, nums, a...); };
+}
+template <class F>
+auto jacrev(F f) {
+  return jacrev(std::move(f), argnums<0>);
+}
+template <class F>
+auto jacrev(F f, has_aux_t) {
+  return jacrev(std::move(f), argnums<0>, has_aux);
+}
+
+/// torch.func.jacfwd: the same Jacobian by forward mode, one tangent pass per element of the
+/// differentiated argument (f runs once).
+template <class F, std::size_t... I>
+auto jacfwd(F f, argnums_t<I...> nums) {
+  return [f = std::move(f), nums](const auto&... a) { return detail::jacfwd_at(f, nums, a...); };
+}
+template <class F>
+auto jacfwd(F f) {
+  return jacfwd(std::move(f), argnums<0>);
+}
+
+/// torch.func.hessian: jacfwd(jacrev(f, argnums), argnums), for one argnum; shape f(x).shape ++
+/// x.shape ++ x.shape. Needs TENET_AUTOGRAD=2 (jacrev's backward is differentiated).
+template <class F, std::size_t I>
+auto hessian(F f, argnums_t<I> nums) {
+  return jacfwd(jacrev(std::move(f), nums), nums);
+}
+template <class F>
+auto hessian(F f) {
+  return hessian(std::move(f), argnums<0>);
+}
+
+}  // namespace tenet::func

@@ -1,0 +1,167 @@
+// tenet::func in a program built with TENET_AUTOGRAD=1 (the default): first-order transforms in
+// float32 and float64, and the clear error where a transform would have to record its backward
+// (an enclosing level differentiates through it), which needs TENET_AUTOGRAD=2. Composition and
+// torch.func's values: test_autograd_second_func.cpp.
+#include "gradcheck.hpp"
+
+using namespace tenet;
+
+namespace {
+template <class A, class B>
+double max_diff(const A& a, const B& b) {
+  REQUIRE(a.numel() == b.numel());
+  const auto ca = a.detach().contiguous();
+  const auto cb = b.detach().contiguous();
+  double m = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i)
+    m = std::max(m, std::abs(static_cast<double>(ca.data()[i]) - static_cast<double>(cb.data()[i])));
+  return m;
+}
+template <class T, class S>
+Tensor<T, S> ramp(double lo, double step) {
+  Tensor<T, S> t = zeros<T, S>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data()[i] = static_cast<T>(lo + step * static_cast<double>(i));
+  return t;
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("func first order: grad, vjp, jvp, jacrev, jacfwd agree with each other and with calculus",
+                   "[func]", float, double) {
+  using T = TestType;
+  using X = Tensor<T, shape<2, 3>>;
+  const X x = ramp<T, shape<2, 3>>(-0.7, 0.3);
+  const double tol = std::is_same_v<T, float> ? 2e-6 : 1e-14;
+  // grad of sum(x^3 / 3 + sin x) is x^2 + cos x
+  auto f = [](const auto& a) { return sum(pow(a, T(3)) / T(3) + sin(a)); };
+  X g = func::grad(f)(x);
+  CHECK(max_diff(g, X(pow(x, T(2)) + cos(x))) < tol * 4);
+  // jacrev and jacfwd of an elementwise map are diagonal: d tanh(x)_ij / d x_kl
+  auto e = [](const auto& a) { return tanh(a); };
+  Tensor<T, shape<2, 3, 2, 3>> jr = func::jacrev(e)(x), jf = func::jacfwd(e)(x);
+  CHECK(max_diff(jr, jf) < tol);
+  const X d = X(T(1) - pow(tanh(x), T(2)));
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 2; ++k)
+        for (int l = 0; l < 3; ++l)
+          CHECK(static_cast<double>(jr(i, j, k, l)) == Approx(i == k && j == l ? static_cast<double>(d(i, j)) : 0.0).margin(tol));
+  // vjp and jvp are the Jacobian's products; the output of f (a 1-D view) keeps its shape type
+  auto m = [](const auto& a) { return sum<1>(a * a); };  // (2, 3) -> (2)
+  auto [y, vjp_fn] = func::vjp(m, x);
+  static_assert(std::is_same_v<decltype(y), Tensor<T, shape<2>>>);
+  Tensor<T, shape<2>> ct = ramp<T, shape<2>>(0.5, 1.0);
+  auto [vx] = vjp_fn(ct);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) CHECK(static_cast<double>(vx(i, j)) == Approx(2.0 * x(i, j) * ct(i)).margin(tol));
+  const X t = ramp<T, shape<2, 3>>(0.2, -0.1);
+  auto [y2, jt] = func::jvp(m, std::make_tuple(x), std::make_tuple(t));
+  for (int i = 0; i < 2; ++i) {
+    double want = 0;
+    for (int j = 0; j < 3; ++j) want += 2.0 * x(i, j) * t(i, j);
+    CHECK(static_cast<double>(jt(i)) == Approx(want).margin(tol * 4));
+  }
+  CHECK_FALSE(y.requires_grad());
+  CHECK_FALSE(jt.requires_grad());
+  // empty arguments: an empty Jacobian and an empty gradient, not an error
+  Tensor<T, dyn_shape<1>> none({0});
+  auto je = func::jacrev([](const auto& a) { return a * T(2); })(none);
+  CHECK(je.sizes() == sizes_t<2>{0, 0});
+  CHECK(func::grad([](const auto& a) { return sum(a); })(none).numel() == 0);
+}
+
+TEST_CASE("func first order: errors", "[func]") {
+  using X = Tensor<double, dyn_shape<1>>;
+  X x3({3});
+  x3.fill_(0.5);
+  auto f = [](const auto& a) { return a * a; };
+  // a tangent or cotangent of other sizes
+  CHECK_THROWS_AS(func::jvp(f, std::make_tuple(x3), std::make_tuple(X({4}))), shape_error);
+  auto [y, vjp_fn] = func::vjp(f, x3);
+  CHECK_THROWS_AS(vjp_fn(X({2})), shape_error);
+  // an undefined argument
+  CHECK_THROWS_AS(func::grad([](const auto& a) { return sum(a); })(X()), value_error);
+  // differentiating through a transform needs a recorded backward: TENET_AUTOGRAD=2, refused here
+  X p = x3.clone();
+  p.requires_grad_();
+  try {
+    (void)func::grad([](const auto& a) { return sum(a * a); })(p);
+    FAIL("no error");
+  } catch (const value_error& e) {
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("TENET_AUTOGRAD=2") && Catch::Matchers::Contains("no_grad"));
+  }
+  // a captured parameter that requires grad, too
+  CHECK_THROWS_AS(func::grad([&](const auto& a) { return sum(a * p); })(x3), value_error);
+  // under no_grad both work, and nothing is tracked
+  no_grad off;
+  X g = func::grad([](const auto& a) { return sum(a * a); })(p);
+  CHECK(max_diff(g, X(x3 * 2.0)) == 0);
+  X g2 = func::grad([&](const auto& a) { return sum(a * p); })(x3);
+  CHECK(max_diff(g2, p) == 0);
+  CHECK_FALSE(g2.requires_grad());
+}
+
+namespace {
+struct mlp : nn::Module {
+  nn::Linear<4, 5, true, double> a;
+  nn::Linear<5, 2, true, double> b;
+  mlp() {
+    register_module("a", a);
+    register_module("b", b);
+  }
+  template <Expression X>
+  auto operator()(const X& x) const {
+    return b(tanh(a(x)));
+  }
+};
+}  // namespace
+
+TEST_CASE("func::functional_call and func::grad over a module's parameters (tensor_map)", "[func]") {
+  manual_seed(5);
+  mlp model;
+  const Tensor<double, shape<3, 4>> x = ramp<double, shape<3, 4>>(-1.0, 0.17);
+  auto loss = [&](const func::tensor_map& p, const auto& xx) {
+    return sum(pow(func::functional_call(model, p, xx), 2.0));
+  };
+  const func::tensor_map params = func::parameters(model);
+  CHECK(params.names() == std::vector<std::string>{"a.weight", "a.bias", "b.weight", "b.bias"});
+  func::tensor_map g = func::grad(loss)(params, x);
+  // ordinary autograd on the module itself gives the same gradients
+  Tensor<double, shape<>> l = sum(pow(model(x), 2.0));
+  l.backward();
+  CHECK(max_diff(g.get<double, shape<5, 4>>("a.weight"), model.a.weight.grad()) < 1e-14);
+  CHECK(max_diff(g.get<double, shape<5>>("a.bias"), model.a.bias.grad()) < 1e-14);
+  CHECK(max_diff(g.get<double, shape<2, 5>>("b.weight"), model.b.weight.grad()) < 1e-14);
+  CHECK(max_diff(g.get<double, shape<2>>("b.bias"), model.b.bias.grad()) < 1e-14);
+  CHECK_FALSE(g.get<double, shape<5, 4>>("a.weight").requires_grad());
+  // grad_and_value with two argnums: (params, x)
+  auto [gs, value] = func::grad_and_value(loss, func::argnums<0, 1>)(params, x);
+  CHECK(value() == Approx(l()));
+  CHECK(max_diff(std::get<0>(gs).template get<double, shape<2>>("b.bias"), model.b.bias.grad()) < 1e-14);
+  // d loss / d x by ordinary autograd on a tracked copy of x
+  Tensor<double, shape<3, 4>> xt = x.clone();
+  xt.requires_grad_();
+  Tensor<double, shape<>> lx = sum(pow(model(xt), 2.0));
+  CHECK(max_diff(std::get<1>(gs), autograd::grad(lx, xt)) < 1e-14);
+  // other values: the output follows them, and the module's own tensors are back afterwards
+  func::tensor_map zero_w = params;
+  zero_w.set("b.weight", zeros<double, shape<2, 5>>());
+  Tensor<double, shape<3, 2>> out = func::functional_call(model, zero_w, x);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j) CHECK(out(i, j) == model.b.bias(j));
+  CHECK(model.b.weight.requires_grad());
+  CHECK(max_diff(Tensor<double, shape<3, 2>>(model(x)), Tensor<double, shape<3, 2>>(func::functional_call(model, params, x))) == 0);
+  // errors: a name the module lacks, another dtype or shape type; a view of another shape type converts
+  func::tensor_map bad;
+  bad.set("c.weight", zeros<double, shape<2, 5>>());
+  CHECK_THROWS_WITH(func::functional_call(model, bad, x), Catch::Matchers::Contains("no parameter or buffer named \"c.weight\"") &&
+                                                            Catch::Matchers::Contains("a.weight"));
+  func::tensor_map f32;
+  f32.set("b.weight", zeros<float, shape<2, 5>>());
+  CHECK_THROWS_AS(func::functional_call(model, f32, x), dtype_error);
+  func::tensor_map sized;
+  sized.set("b.bias", Tensor<double, shape<2>>(zeros<double, dyn_shape<1>>(2)));
+  CHECK_NOTHROW(func::functional_call(model, sized, x));
+  using F2 = shape<2>;
+  CHECK_THROWS_AS((g.get<float, F2>("b.bias")), dtype_error);
+  CHECK_THROWS_AS((g.get<double, F2>("nope")), value_error);
+}

@@ -1,0 +1,204 @@
+// tenet::func (include/tenet/func.hpp) against torch.func (tests/reference/gen_func.py writes
+// func.txt), the transforms composed, and their errors. Built with TENET_AUTOGRAD=2
+// (tenet_autograd2_tests): composition differentiates recorded backwards.
+#include "reference.hpp"
+
+using namespace tenet;
+using tenet_test::check_close;
+using tenet_test::get_case;
+using tenet_test::make;
+
+namespace {
+using X4 = Tensor<double, shape<4>>;
+using X5 = Tensor<double, shape<5>>;
+using W34 = Tensor<double, shape<3, 4>>;
+using Y3 = Tensor<double, shape<3>>;
+using S0 = Tensor<double, shape<>>;
+
+struct fixture {
+  const tenet_test::ref_case& c = get_case("func.txt", "f");
+  X4 x = make<double, shape<4>>(c.at("x"));
+  W34 w = make<double, shape<3, 4>>(c.at("w"));
+  Y3 b = make<double, shape<3>>(c.at("b"));
+};
+
+// the functions of gen_func.py
+auto f = [](const auto& x, const auto& w) { return sum(pow(tanh(matmul(w, x)), 2.0)); };
+auto h = [](const auto& x) { return sum(exp(-x * x) * sin(x)) + pow(sum(x), 2.0) / 4.0; };
+auto k = [](const auto& x) { return sin(x) * pow(x, 3.0); };
+
+template <class A, class B>
+double max_diff(const A& a, const B& b) {
+  REQUIRE(a.numel() == b.numel());
+  const auto ca = a.detach().contiguous();
+  const auto cb = b.detach().contiguous();
+  double m = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::abs(ca.data()[i] - cb.data()[i]));
+  return m;
+}
+}  // namespace
+
+TEST_CASE("func::grad, grad_and_value, has_aux against torch.func", "[func]") {
+  fixture fx;
+  auto [gx, gw] = func::grad(f, func::argnums<0, 1>)(fx.x, fx.w);
+  static_assert(std::is_same_v<decltype(gx), X4> && std::is_same_v<decltype(gw), W34>);
+  check_close(gx, fx.c.at("grad_x"));
+  check_close(gw, fx.c.at("grad_w"));
+  X4 g0 = func::grad(f)(fx.x, fx.w);  // argnums 0 by default: one Tensor
+  check_close(g0, fx.c.at("grad_x"));
+  auto [gv, value] = func::grad_and_value(f)(fx.x, fx.w);
+  check_close(gv, fx.c.at("grad_x"));
+  check_close(value, fx.c.at("value"));
+  // nothing is accumulated into .grad, and the arguments stay untracked
+  CHECK_FALSE(fx.x.requires_grad());
+  CHECK_FALSE(gx.requires_grad());
+  CHECK_FALSE(value.requires_grad());
+
+  const auto& ca = get_case("func.txt", "aux");
+  auto [ga, aux] = func::grad([&](const auto& x) { return std::make_pair(f(x, fx.w), eval(matmul(fx.w, x))); },
+                              func::has_aux)(fx.x);
+  check_close(ga, ca.at("grad"));
+  check_close(aux, ca.at("aux"));
+  auto [gva, va] = func::grad_and_value([&](const auto& x) { return std::make_pair(f(x, fx.w), 7); },
+                                        func::has_aux)(fx.x);
+  check_close(gva, ca.at("grad"));
+  CHECK(va.second == 7);
+
+  // an argument f does not use gets zeros, as torch.func
+  X4 gz = func::grad([&](const auto&, const auto& w) { return sum(w * w); })(fx.x, fx.w);
+  CHECK(max_diff(gz, zeros<double, shape<4>>()) == 0);
+}
+
+TEST_CASE("func::vjp, jvp, linearize, jacrev, jacfwd against torch.func", "[func]") {
+  fixture fx;
+  const auto& cg = get_case("func.txt", "g");
+  auto g = [&](const auto& x) { return tanh(matmul(fx.w, x) + fx.b) * matmul(fx.w, x); };
+  const Y3 ct = make<double, shape<3>>(cg.at("ct"));
+  const X4 t = make<double, shape<4>>(cg.at("t"));
+
+  auto [y, vjp_fn] = func::vjp(g, fx.x);
+  static_assert(std::is_same_v<decltype(y), Y3>);
+  auto [vx] = vjp_fn(ct);
+  check_close(vx, cg.at("vjp"));
+  auto [vx2] = vjp_fn(ct);  // again: the graph is kept
+  CHECK(max_diff(vx, vx2) == 0);
+  CHECK_THROWS_AS(vjp_fn(Tensor<double, shape<3>>(zeros<double, dyn_shape<1>>(2))), shape_error);
+
+  auto [y2, jt] = func::jvp(g, std::make_tuple(fx.x), std::make_tuple(t));
+  check_close(jt, cg.at("jvp"));
+  CHECK(max_diff(y, y2) == 0);
+  auto [y3, jvp_fn] = func::linearize(g, fx.x);
+  check_close(jvp_fn(t), cg.at("jvp"));
+  check_close(jvp_fn(t), cg.at("jvp"));
+
+  Tensor<double, shape<3, 4>> jr = func::jacrev(g)(fx.x);
+  Tensor<double, shape<3, 4>> jf = func::jacfwd(g)(fx.x);
+  check_close(jr, cg.at("jac"));
+  check_close(jf, cg.at("jac"));
+
+  // several argnums: one Jacobian block per argument, shape f(x).shape ++ x.shape
+  auto gw = [](const auto& x, const auto& w) { return tanh(matmul(w, x)); };
+  auto [jx, jw] = func::jacrev(gw, func::argnums<0, 1>)(fx.x, fx.w);
+  static_assert(std::is_same_v<decltype(jw), Tensor<double, shape<3, 3, 4>>>);
+  auto [fjx, fjw] = func::jacfwd(gw, func::argnums<0, 1>)(fx.x, fx.w);
+  CHECK(max_diff(jx, fjx) < 1e-12);
+  CHECK(max_diff(jw, fjw) < 1e-12);
+  // d tanh(w x)_i / d w_jk = (1 - tanh^2)_i [i == j] x_k
+  const Y3 th = tanh(matmul(fx.w, fx.x));
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int kk = 0; kk < 4; ++kk)
+        CHECK(jw(i, j, kk) == Approx(i == j ? (1 - th(i) * th(i)) * fx.x(kk) : 0.0).margin(1e-14));
+
+  // run-time extents
+  Tensor<double, dyn_shape<1>> xd = fx.x;
+  Tensor<double, dyn_shape<2>> jd = func::jacrev(g)(xd);
+  CHECK(max_diff(jd, jr) < 1e-14);
+  CHECK_THROWS_AS(func::jvp(g, std::make_tuple(xd), std::make_tuple(Tensor<double, dyn_shape<1>>({3}))), shape_error);
+}
+
+TEST_CASE("func::hessian and compositions against torch.func", "[func]") {
+  const auto& ch = get_case("func.txt", "h");
+  const X5 x = make<double, shape<5>>(ch.at("x"));
+  const X5 v = make<double, shape<5>>(ch.at("v"));
+  Tensor<double, shape<5, 5>> hs = func::hessian(h)(x);
+  check_close(hs, ch.at("hess"));
+  // the same Hessian by reverse over reverse, and by forward over forward
+  Tensor<double, shape<5, 5>> hrr = func::jacrev(func::jacrev(h))(x);
+  Tensor<double, shape<5, 5>> hff = func::jacfwd(func::jacfwd(h))(x);
+  check_close(hrr, ch.at("hess"));
+  check_close(hff, ch.at("hess"));
+  // Hessian-vector products: forward over reverse, reverse over forward, reverse over reverse
+  auto [g1, hvp] = func::jvp(func::grad(h), std::make_tuple(x), std::make_tuple(v));
+  check_close(hvp, ch.at("hvp"));
+  X5 hvp2 = func::grad([&](const auto& xx) { return func::jvp(h, std::make_tuple(xx), std::make_tuple(v)).second; })(x);
+  check_close(hvp2, ch.at("hvp"));
+  X5 hvp3 = func::grad([&](const auto& xx) { return sum(func::grad(h)(xx) * v); })(x);
+  check_close(hvp3, ch.at("hvp"));
+  auto [gg, vjp_fn] = func::vjp(func::grad(h), x);
+  check_close(std::get<0>(vjp_fn(v)), ch.at("hvp"));  // the Hessian is symmetric
+
+  const auto& ck = get_case("func.txt", "k");
+  const S0 xk = make<double, shape<>>(ck.at("x"));
+  check_close(func::grad(k)(xk), ck.at("d1"));
+  check_close(func::grad(func::grad(k))(xk), ck.at("d2"));
+  // third derivative of sin(x) x^3 by finite differences of the second
+  const double e = 1e-5;
+  auto d2 = [&](double a) {
+    S0 p = zeros<double, shape<>>();
+    p.fill_(a);
+    return func::grad(func::grad(k))(p)();
+  };
+  const double d3 = func::grad(func::grad(func::grad(k)))(xk)();
+  CHECK(d3 == Approx((d2(xk() + e) - d2(xk() - e)) / (2 * e)).epsilon(1e-6));
+
+  // the Hessian of an MLP-style loss with respect to a matrix: shape (3, 4, 3, 4)
+  fixture fx;
+  const auto& cl = get_case("func.txt", "loss");
+  auto loss = [&](const auto& w) { return f(fx.x, w); };
+  Tensor<double, shape<3, 4, 3, 4>> hw = func::hessian(loss)(fx.w);
+  check_close(hw, cl.at("hess"));
+
+  // attention's backward has no forward-mode rule: forward over reverse is refused with a message,
+  // reverse over reverse works
+  using Q = Tensor<double, shape<1, 2, 3>>;
+  Q q = zeros<double, shape<1, 2, 3>>();
+  for (int i = 0; i < 6; ++i) q.data()[i] = 0.3 * i - 0.7;
+  auto att = [](const auto& a) { return sum(pow(scaled_dot_product_attention(a, a, a), 2.0)); };
+  CHECK_THROWS_WITH(func::hessian(att)(q), Catch::Matchers::Contains("forward mode through this gradient is not implemented"));
+  Tensor<double, shape<1, 2, 3, 1, 2, 3>> ha = func::jacrev(func::jacrev(att))(q);
+  CHECK(std::isfinite(ha(0, 1, 2, 0, 1, 2)));
+}
+
+TEST_CASE("func: levels keep their variables apart, and ordinary autograd differentiates through them", "[func]") {
+  S0 x = zeros<double, shape<>>();
+  x.fill_(1.5);
+  // d/dx [ d/dy (x * y) at y = x ] = d/dx x = 1 (not 2: the inner level's y is not the outer x)
+  const S0 one = func::grad([](const auto& xx) {
+    return func::grad([&](const auto& yy) { return xx * yy; })(xx);
+  })(x);
+  CHECK(one() == Approx(1.0));
+  // torch.func.grad inside ordinary autograd: the gradient is differentiable for backward
+  X4 p = fixture{}.x.clone();
+  p.requires_grad_();
+  X4 gp = func::grad([](const auto& q) { return sum(q * q * q); })(p);  // 3 p^2, tracked
+  REQUIRE(gp.requires_grad());
+  S0 l = sum(gp);
+  l.backward();  // d/dp sum(3 p^2) = 6 p
+  CHECK(max_diff(p.grad(), X4(p.detach() * 6.0)) < 1e-12);
+  // a captured tensor that requires grad: d/dw of (d/dx sum(w x^2)) = 2 x
+  S0 wv = zeros<double, shape<>>();
+  wv.fill_(3.0);
+  wv.requires_grad_();
+  X4 x4 = fixture{}.x;
+  X4 gx = func::grad([&](const auto& q) { return sum(wv * q * q); })(x4);
+  S0 l2 = sum(gx);
+  l2.backward();
+  CHECK(wv.grad()() == Approx(2.0 * S0(sum(x4))()));
+  // under no_grad the result is not tracked
+  {
+    no_grad off;
+    X4 g2 = func::grad([&](const auto& q) { return sum(wv * q * q); })(x4);
+    CHECK_FALSE(g2.requires_grad());
+  }
+}
