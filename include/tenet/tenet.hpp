@@ -7,6 +7,7 @@
 #include <tenet/autograd.hpp>
 #include <tenet/compile.hpp>
 #include <tenet/conv.hpp>
+#include <tenet/data.hpp>
 #include <tenet/device.hpp>
 #include <tenet/dtype.hpp>
 #include <tenet/error.hpp>
