@@ -20,7 +20,7 @@ namespace {
 template <class T>
 struct view_grads {
   M<T> x, leaf_t;
-  Tensor<T, dyn_shape<3>> x3;
+  Tensor<T, dyn_shape<3>> x3, qkv;
 };
 template <class T>
 view_grads<T> view_case(const M<T>& x0, const M<T>& base0, const Tensor<T, dyn_shape<3>>& x30, device d) {
@@ -37,9 +37,17 @@ view_grads<T> view_case(const M<T>& x0, const M<T>& base0, const Tensor<T, dyn_s
   V1<T> flat = x.template transpose<0, 1>().template reshape<dyn>(x.numel());  // reshape of a non-contiguous view
   auto p = x3.template permute<2, 0, 1>();
   Tensor<T, dyn_shape<3>> pq = exp(p) * 0.5;
-  S0<T> loss = sum(a * a) + sum(b) + sum(flat * flat * flat) + sum(pq * pq);
+  // attention's heads: three (B, H, T, D) views of one (B, T, 3C) projection, each a transpose of
+  // a reshape of a narrow (a view of a strided view; the device copies each gradient once through
+  // its layout relative to the strided base, ag::relative_layout)
+  auto qkv = leaf(Tensor<T, dyn_shape<3>>(x30.template narrow<2>(0, 6).contiguous()), d);  // (3, 5, 6)
+  auto head = [&](std::int64_t h) {
+    return qkv.template narrow<2>(2 * h, 2).template reshape<dyn, dyn, 2, 1>(3, 5).template transpose<1, 2>();
+  };
+  S0<T> heads = sum(head(0) * head(0)) + sum(head(1) * head(1) * 2.0) + sum(head(2) * head(2) * 3.0);
+  S0<T> loss = sum(a * a) + sum(b) + sum(flat * flat * flat) + sum(pq * pq) + heads;
   loss.backward();
-  return {x.grad(), lt.grad(), x3.grad()};
+  return {x.grad(), lt.grad(), x3.grad(), qkv.grad()};
 }
 
 template <class T>
@@ -54,6 +62,13 @@ void run_views() {
   check_same(g.x, c.x, "d x through transpose, strided slice, reshape");
   check_same(g.leaf_t, c.leaf_t, "d of a transposed leaf");
   check_same(g.x3, c.x3, "d x3 through permute");
+  check_same(g.qkv, c.qkv, "d qkv through attention-style head views (transpose of a reshape of a narrow)");
+  // and the value: d sum((h + 1) head_h^2) / d qkv[..., 2h + j] = 2 (h + 1) qkv[..., 2h + j]
+  const Tensor<T, dyn_shape<3>> q0 = x3.template narrow<2>(0, 6).contiguous();
+  const auto gq = c.qkv.contiguous();
+  for (std::int64_t i = 0; i < q0.numel(); ++i)
+    CHECK(static_cast<double>(gq.data()[i]) ==
+          Approx(2.0 * static_cast<double>(i % 6 / 2 + 1) * static_cast<double>(q0.data()[i])).epsilon(1e-5));
   CHECK(g.leaf_t.sizes() == c.leaf_t.sizes());
 }
 

@@ -18,6 +18,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -401,6 +402,68 @@ std::pair<std::int64_t, std::int64_t> offset_span(const sizes_t<R>& sizes, const
   return {lo, hi};
 }
 
+/// The view (vsizes, vstrides, voffset) of a base (bsizes, bstrides, boffset) expressed over a
+/// contiguous tensor of the base's sizes: rstrides and roffset such that view element i is, in
+/// that tensor, the base element the view reads. The gradient of an injective view of a strided
+/// base is then g copied once through (rstrides, roffset) into a base-shaped tensor. True when the
+/// base's dims nest (ordered by stride, each stride at least the extent of the smaller ones: one
+/// index per storage position), the view's offset and strides are whole base-index steps and every
+/// view element lands inside the base dim by dim (so the map has no carries); false otherwise.
+template <std::size_t RV, std::size_t RB>
+bool relative_layout(const sizes_t<RV>& vsizes, const sizes_t<RV>& vstrides, std::int64_t voffset,
+                     const sizes_t<RB>& bsizes, const sizes_t<RB>& bstrides, std::int64_t boffset,
+                     sizes_t<RV>& rstrides, std::int64_t& roffset) {
+  std::array<std::size_t, RB> order{};
+  std::size_t n = 0;
+  for (std::size_t d = 0; d < RB; ++d) {
+    if (bsizes[d] == 0) return false;
+    if (bsizes[d] == 1) continue;
+    if (bstrides[d] <= 0) return false;
+    order[n++] = d;
+  }
+  std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n),
+            [&](std::size_t a, std::size_t b) { return bstrides[a] > bstrides[b]; });
+  for (std::size_t k = 0; k + 1 < n; ++k) {
+    std::int64_t ext = 0;
+    if (__builtin_mul_overflow(bstrides[order[k + 1]], bsizes[order[k + 1]], &ext) || bstrides[order[k]] < ext)
+      return false;
+  }
+  using index = std::array<std::int64_t, RB>;
+  auto decode = [&](std::int64_t disp, index& at) {
+    at.fill(0);
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::int64_t st = bstrides[order[k]];
+      at[order[k]] = disp / st;  // toward zero: a negative step decodes as the negative of its positive
+      disp -= at[order[k]] * st;
+    }
+    return disp == 0;
+  };
+  index off{};
+  if (!decode(voffset - boffset, off)) return false;
+  std::array<index, RV> step{};
+  for (std::size_t j = 0; j < RV; ++j) {
+    if (vsizes[j] == 0) return false;
+    if (vsizes[j] > 1 && !decode(vstrides[j], step[j])) return false;
+  }
+  for (std::size_t i = 0; i < RB; ++i) {
+    std::int64_t lo = off[i], hi = off[i];
+    for (std::size_t j = 0; j < RV; ++j) {
+      std::int64_t e = 0;
+      if (__builtin_mul_overflow(step[j][i], vsizes[j] - 1, &e)) return false;
+      if (__builtin_add_overflow(e < 0 ? lo : hi, e, e < 0 ? &lo : &hi)) return false;
+    }
+    if (lo < 0 || hi >= bsizes[i]) return false;
+  }
+  const auto cs = contiguous_strides(bsizes);
+  roffset = 0;
+  for (std::size_t i = 0; i < RB; ++i) roffset += off[i] * cs[i];
+  for (std::size_t j = 0; j < RV; ++j) {
+    rstrides[j] = 0;
+    for (std::size_t i = 0; i < RB; ++i) rstrides[j] += step[j][i] * cs[i];
+  }
+  return true;
+}
+
 /// True when the view's elements are distinct storage positions (sufficient test: the dims of
 /// size > 1, ordered by stride, each step over the whole extent of the previous ones).
 template <std::size_t R>
@@ -470,6 +533,27 @@ void record_relayout(grad_tensor<T, RB>& out, const grad_tensor<T, RV>& g, const
   }
 }
 
+/// g's storage as the base's gradient when the view covers a (strided) base one to one and g is
+/// laid out as the view's layout relative to the base (relative_layout): a reshape of a narrow,
+/// whose gradient arrives contiguous. Empty otherwise (and under create_graph, which records).
+template <class T, std::size_t RB, std::size_t RV>
+std::optional<grad_tensor<T, RB>> same_relative_layout(const grad_tensor<T, RV>& g, const sizes_t<RV>& vsizes,
+                                                       const sizes_t<RV>& vstrides, std::int64_t voffset,
+                                                       const sizes_t<RB>& bsizes, const sizes_t<RB>& bstrides,
+                                                       std::int64_t boffset, bool recording) {
+  std::int64_t bn = 1, vn = 1;
+  for (auto s : bsizes) bn *= s;
+  for (auto s : vsizes) vn *= s;
+  if (recording || bn == 0 || vn != bn || !view_is_injective(vsizes, vstrides)) return std::nullopt;
+  sizes_t<RV> rstrides{};
+  std::int64_t roffset = 0;
+  if (!relative_layout(vsizes, vstrides, voffset, bsizes, bstrides, boffset, rstrides, roffset)) return std::nullopt;
+  for (std::size_t d = 0; d < RV; ++d)
+    if (vsizes[d] != 1 && g.strides()[d] != rstrides[d]) return std::nullopt;
+  if (g.offset() < roffset) return std::nullopt;
+  return g.template with_layout<dyn_shape<RB>>(bsizes, contiguous_strides(bsizes), g.offset() - roffset);
+}
+
 /// view_backward of a gradient on a device (autograd/device.hpp): g's storage when it is laid out
 /// as the view reads a contiguous base one to one (not under create_graph), else a scatter-add and
 /// a gather kernel.
@@ -491,6 +575,8 @@ grad_tensor<T, RB> view_backward_device(const grad_tensor<T, RV>& g, const sizes
     if (same)
       return g.template with_layout<dyn_shape<RB>>(bsizes, contiguous_strides(bsizes), g.offset() + (boffset - voffset));
   }
+  if (const auto same = same_relative_layout<T, RB, RV>(g, vsizes, vstrides, voffset, bsizes, bstrides, boffset, recording))
+    return *same;
   grad_tensor<T, RB> out(bsizes, g.device());
   view_backward_on_device<T, RV, RB>(g, vstrides, voffset, out, bstrides, boffset, std::min(blo, vlo), std::max(bhi, vhi));
   record_relayout<T, RB, RV>(out, g, vsizes, vstrides, voffset, bsizes, bstrides, boffset);
@@ -544,7 +630,20 @@ grad_tensor<T, RB> view_backward(const grad_tensor<T, RV>& g, const sizes_t<RV>&
   const auto [vlo, vhi] = offset_span(vsizes, vstrides, voffset);
   const std::int64_t lo = std::min(blo, vlo), hi = std::max(bhi, vhi);
   if (!recording && bn > 0 && injective) {
-    // An injective view of a strided base (a transpose or reshape of a narrowed tensor, as
+    // An injective view of a strided base whose layout it steps through by whole indices (a
+    // transpose of a narrowed tensor: attention's heads split from one qkv projection): g copied
+    // once, through the view's layout relative to the base, into a base-shaped tensor.
+    if (const auto same = same_relative_layout<T, RB, RV>(g, vsizes, vstrides, voffset, bsizes, bstrides, boffset, false))
+      return *same;
+    sizes_t<RV> rstrides{};
+    std::int64_t roffset = 0;
+    if (relative_layout(vsizes, vstrides, voffset, bsizes, bstrides, boffset, rstrides, roffset)) {
+      grad_tensor<T, RB> out(bsizes);
+      if (vn != bn) out.fill_(T(0));
+      out.template with_layout<dyn_shape<RV>>(vsizes, rstrides, roffset).copy_(g.detach());
+      return out;
+    }
+    // Other injective views of a strided base (a transpose or reshape of a narrowed tensor, as
     // attention's heads split from one qkv projection): each storage position gets at most one
     // element of g, so g is copied (not summed) through the view's strides into a buffer over
     // both spans, which is then read through the base's strides: two strided copies by the

@@ -185,7 +185,8 @@ void view_backward_into(const Tensor<T, dyn_shape<RV>>& g, const sizes_t<RV>& vs
   // of them: attention's heads split from one qkv projection): g copied through the view's strides
   // into the base, zeroed first unless the view covers all of it. One pointwise pass instead of
   // a scatter-add into a buffer over both spans and a gather back from it.
-  if (bstrides == contiguous_strides(out.sizes()) && ag::view_is_injective<RV>(g.sizes(), vstrides)) {
+  const bool injective = ag::view_is_injective<RV>(g.sizes(), vstrides);
+  if (bstrides == contiguous_strides(out.sizes()) && injective) {
     const auto [vlo, vhi] = ag::offset_span<RV>(g.sizes(), vstrides, voffset);
     if (g.numel() == 0 || (vlo >= boffset && vhi < boffset + nb)) {
       if (g.numel() != nb)
@@ -194,6 +195,19 @@ void view_backward_into(const Tensor<T, dyn_shape<RV>>& g, const sizes_t<RV>& vs
         run_pointwise(out.template with_layout<dyn_shape<RV>>(g.sizes(), vstrides, out.offset() + (voffset - boffset)), g);
       return;
     }
+  }
+  // A strided base the view steps through by whole indices (a transpose of a narrowed tensor:
+  // attention's heads split from one qkv projection, each a view of a view): the same one copy,
+  // through the view's layout relative to the base (ag::relative_layout). Before, a scatter-add
+  // into a buffer over both spans and a gather back (GPT-2: 20 ms of a 205 ms step).
+  sizes_t<RV> rstrides{};
+  std::int64_t roffset = 0;
+  if (injective && g.numel() > 0 &&
+      ag::relative_layout<RV, RB>(g.sizes(), vstrides, voffset, out.sizes(), bstrides, boffset, rstrides, roffset)) {
+    if (g.numel() != nb)
+      TENET_CUDA_CHECK(cudaMemsetAsync(out.data(), 0, static_cast<std::size_t>(nb) * sizeof(T), current_stream()));
+    run_pointwise(out.template with_layout<dyn_shape<RV>>(g.sizes(), rstrides, out.offset() + roffset), g);
+    return;
   }
   const std::int64_t span = std::max<std::int64_t>(hi - lo + 1, 1);
   using A = compute_t<T>;
