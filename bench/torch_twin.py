@@ -191,7 +191,35 @@ gpt2_gen.compile = gpt2_gen_compiled
 
 # workloads that need autograd (run outside inference_mode)
 TRAINING = {"adamw_step_mlp784", "mlp_train_b256_adamw", "mlp_train_b256_adamw_compiled",
-            "sdpa_b4h12_l1024_e64_fwdbwd", "sdpa_b4h12_l1024_e64_causal_fwdbwd"}
+            "sdpa_b4h12_l1024_e64_fwdbwd", "sdpa_b4h12_l1024_e64_causal_fwdbwd",
+            "func_jacrev_tanh_mlp256", "func_jacfwd_tanh_mlp256", "func_hessian_64",
+            "func_per_sample_grad_mlp784_b64"}
+
+
+def func_mlp256():
+    """bench/func.cpp's 256 -> 256 tanh MLP and its input."""
+    w1, w2 = torch.randn(256, 256) / 16, torch.randn(256, 256) / 16
+    b1, b2, x = torch.randn(256), torch.randn(256), torch.randn(256)
+    return (lambda v: torch.tanh(w2 @ torch.tanh(w1 @ v + b1) + b2)), x
+
+
+def func_hessian_inputs():
+    w, x = torch.randn(64, 64) * 0.125, torch.randn(64)
+    return (lambda v: (torch.tanh(w @ v) ** 2).sum() + (v ** 4).sum()), x
+
+
+def func_per_sample_inputs():
+    """bench/func.cpp's MLP 784 -> 512 -> 10, 64 samples: vmap(grad) over the batch."""
+    model = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    xs, ys = torch.randn(64, 784), torch.randint(0, 10, (64,))
+
+    def loss(p, x, y):
+        out = torch.func.functional_call(model, p, (x.unsqueeze(0),))
+        return torch.nn.functional.cross_entropy(out, y.unsqueeze(0))
+
+    per_sample = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))
+    return per_sample, params, xs, ys
 
 
 # workloads timed over fewer runs than 5 (a run takes seconds), as their bench/*.cpp
@@ -247,6 +275,11 @@ def workloads():
            lambda model, idx: model.forward(idx), 256.0)
     yield ("gpt2_small_gen128_p16", "tokens/s", lambda: (Gpt2Small(), torch.randint(0, Gpt2Small.V, (1, 16))),
            gpt2_gen, 128.0)
+    yield ("func_jacrev_tanh_mlp256", "jacobians/s", func_mlp256, lambda f, x: torch.func.jacrev(f)(x), 1.0)
+    yield ("func_jacfwd_tanh_mlp256", "jacobians/s", func_mlp256, lambda f, x: torch.func.jacfwd(f)(x), 1.0)
+    yield ("func_hessian_64", "hessians/s", func_hessian_inputs, lambda f, x: torch.func.hessian(f)(x), 1.0)
+    yield ("func_per_sample_grad_mlp784_b64", "batches/s", func_per_sample_inputs,
+           lambda fn, p, xs, ys: fn(p, xs, ys), 1.0)
     params = resnet_stage1_params()
     yield ("resnet18_stage1_b8", "img/s", lambda: (resnet_param(0, 1.0, 0.0, 8, 3, 224, 224),),
            lambda x: resnet_stage1(x, params), 8.0)

@@ -3,6 +3,7 @@
 // (an enclosing level differentiates through it), which needs TENET_AUTOGRAD=2. Composition and
 // torch.func's values: test_autograd_second_func.cpp.
 #include "gradcheck.hpp"
+#include "reference.hpp"
 
 using namespace tenet;
 
@@ -136,7 +137,7 @@ TEST_CASE("func::functional_call and func::grad over a module's parameters (tens
   // grad_and_value with two argnums: (params, x)
   auto [gs, value] = func::grad_and_value(loss, func::argnums<0, 1>)(params, x);
   CHECK(value() == Approx(l()));
-  CHECK(max_diff(std::get<0>(gs).template get<double, shape<2>>("b.bias"), model.b.bias.grad()) < 1e-14);
+  CHECK(max_diff(std::get<0>(gs).get<double, shape<2>>("b.bias"), model.b.bias.grad()) < 1e-14);
   // d loss / d x by ordinary autograd on a tracked copy of x
   Tensor<double, shape<3, 4>> xt = x.clone();
   xt.requires_grad_();
@@ -164,4 +165,82 @@ TEST_CASE("func::functional_call and func::grad over a module's parameters (tens
   using F2 = shape<2>;
   CHECK_THROWS_AS((g.get<float, F2>("b.bias")), dtype_error);
   CHECK_THROWS_AS((g.get<double, F2>("nope")), value_error);
+}
+
+TEST_CASE("func::vmap: mapping, in_dims / out_dims, tuples, nesting, randomness and errors", "[func]") {
+  using X = Tensor<double, shape<6, 4>>;
+  const X x = ramp<double, shape<6, 4>>(-1.1, 0.1);
+  // per-row sum of squares: the batch extent (static 6) is kept in the type
+  auto rows = func::vmap([](const auto& r) { return sum(r * r); })(x);
+  static_assert(std::is_same_v<decltype(rows), Tensor<double, shape<6>>>);
+  const Tensor<double, shape<6>> want = sum<1>(x * x);
+  CHECK(max_diff(rows, want) < 1e-15);
+  // in_dims: map dim 1 of x, leave w unmapped; out_dims<1>: the batch becomes dim 1
+  const Tensor<double, shape<3, 6>> w = ramp<double, shape<3, 6>>(0.3, -0.05);
+  auto cols = func::vmap([](const auto& c, const auto& m) { return matmul(m, c); }, func::in_dims<1, func::none>,
+                         func::out_dims<1>)(x, w);  // c: column k of x (6), m: w (3, 6)
+  static_assert(std::is_same_v<decltype(cols), Tensor<double, shape<3, 4>>>);
+  CHECK(max_diff(cols, Tensor<double, shape<3, 4>>(matmul(w, x))) < 1e-14);
+  // a pair of outputs, each stacked
+  auto [s1, s2] = func::vmap([](const auto& r) { return std::make_pair(sum(r), r * 2.0); })(x);
+  CHECK(max_diff(s1, Tensor<double, shape<6>>(sum<1>(x))) < 1e-15);
+  CHECK(max_diff(s2, X(x * 2.0)) == 0);
+  // nested: vmap(vmap(f)) maps both dims
+  auto both = func::vmap(func::vmap([](const auto& e) { return e * e + 1.0; }))(x);
+  static_assert(std::is_same_v<decltype(both), X>);
+  CHECK(max_diff(both, X(x * x + 1.0)) == 0);
+  // run-time batch extents
+  Tensor<double, dyn_shape<2>> xd = x;
+  auto rd = func::vmap([](const auto& r) { return sum(r); })(xd);
+  static_assert(std::is_same_v<decltype(rd), Tensor<double, shape<dyn>>>);
+  CHECK(rd.sizes()[0] == 6);
+  // grad of a vmap: ordinary autograd through the stacked result
+  X xt = x.clone();
+  xt.requires_grad_();
+  Tensor<double, shape<>> l = sum(func::vmap([](const auto& r) { return sum(r * r * r); })(xt));
+  l.backward();
+  CHECK(max_diff(xt.grad(), X(x * x * 3.0)) < 1e-14);
+
+  // randomness: an error by default, each sample its own draws, or one draw for all
+  auto noisy = [](const auto& r) { return r * 0.0 + randn<double, shape<4>>(); };  // the draws themselves
+  CHECK_THROWS_WITH(func::vmap(noisy)(x), Catch::Matchers::Contains("randomness"));
+  auto diff = func::vmap(noisy, {.randomness = func::randomness::different})(x);
+  auto same = func::vmap(noisy, {.randomness = func::randomness::same})(x);
+  const X d = diff, sm = same;
+  CHECK(d(0, 0) != d(1, 0));
+  for (int i = 1; i < 6; ++i)
+    for (int j = 0; j < 4; ++j) CHECK(sm(i, j) == sm(0, j));
+  // errors: batch sizes that differ, nothing mapped, an empty batch, a data-dependent shape
+  const Tensor<double, shape<5, 4>> x5 = zeros<double, shape<5, 4>>();
+  CHECK_THROWS_WITH(func::vmap([](const auto& a, const auto& b) { return a + b; })(x, x5),
+                    Catch::Matchers::Contains("argument 0: 6, argument 1: 5"));
+  CHECK_THROWS_AS(func::vmap([](const auto& a) { return a; }, func::in_dims<func::none>)(x), value_error);
+  CHECK_THROWS_AS(func::vmap([](const auto& a) { return a; })(Tensor<double, dyn_shape<2>>({0, 3})), value_error);
+  auto ragged = [](const auto& r) {
+    const std::int64_t k = r(0) > -0.5 ? 2 : 1;
+    return Tensor<double, shape<dyn>>(r.template narrow<0>(0, k));
+  };
+  CHECK_THROWS_WITH(func::vmap(ragged)(x), Catch::Matchers::Contains("data-dependent"));
+  CHECK_THROWS_AS(func::vmap([](const auto& a) { return a; }, {.chunk_size = -1})(x), value_error);
+}
+
+TEST_CASE("func::vmap(grad(f)): per-sample gradients against torch.func", "[func]") {
+  const auto& c = tenet_test::get_case("func.txt", "per_sample");
+  const auto w1 = tenet_test::make<double, shape<5, 4>>(c.at("w1"));
+  const auto b1 = tenet_test::make<double, shape<5>>(c.at("b1"));
+  const auto w2 = tenet_test::make<double, shape<3, 5>>(c.at("w2"));
+  const auto b2 = tenet_test::make<double, shape<3>>(c.at("b2"));
+  const auto xs = tenet_test::make<double, shape<6, 4>>(c.at("x"));
+  const auto ys = tenet_test::make<std::int64_t, shape<6>>(c.at("y"));
+  auto loss = [](const auto& a1, const auto& c1, const auto& a2, const auto& c2, const auto& x, const auto& y) {
+    return cross_entropy(linear(tanh(linear(x.template unsqueeze<0>(), a1, c1)), a2, c2), y.template unsqueeze<0>());
+  };
+  auto per_sample = func::vmap(func::grad(loss, func::argnums<0, 1, 2, 3>),
+                               func::in_dims<func::none, func::none, func::none, func::none, 0, 0>);
+  auto [g1, g2, g3, g4] = per_sample(w1, b1, w2, b2, xs, ys);
+  static_assert(std::is_same_v<decltype(g1), Tensor<double, shape<6, 5, 4>>>);
+  tenet_test::check_close(g1, c.at("gw1"));
+  tenet_test::check_close(g2, c.at("gb1"));
+  tenet_test::check_close(g3, c.at("gw2"));
+  tenet_test::check_close(g4, c.at("gb2"));
 }

@@ -24,8 +24,10 @@
 //   func::functional_call(model, params, x)  model(x) with the parameters in `params` (tensor_map)
 //   func::grad(loss)(func::parameters(model), x)   gradients as a tensor_map
 //
-// Not here yet (issue 33): vmap (so jacrev and jacfwd compute their rows / columns one by one)
-// and stack_module_state (which serves vmap).
+//   func::vmap(f[, in_dims<...>[, out_dims<O>]])(xs...)   f per sample, results stacked
+//
+// Not here yet (issue 33): batching rules (vmap runs f per sample; jacrev and jacfwd compute
+// their rows / columns one by one) and stack_module_state.
 #include <cstddef>
 #include <any>
 #include <cstdint>
@@ -43,6 +45,7 @@
 #include <tenet/error.hpp>
 #include <tenet/join.hpp>
 #include <tenet/nn/module.hpp>
+#include <tenet/runtime/philox.hpp>
 #include <tenet/tensor.hpp>
 
 namespace tenet::func {
@@ -403,8 +406,10 @@ auto grad_and_value_at(const F& f, argnums_t<I...> nums, const A&... a) {
   const std::tuple<const A&...> args(a...);
   level lv{ag::grad_mode(), {}};
   auto q = std::make_tuple(enter(std::get<I>(args), lv, "grad")...);
-  auto [y, aux] = call<Aux>(f, nums, args, q);
-  using Y = decltype(y);
+  auto out = call<Aux>(f, nums, args, q);  // not a structured binding: lambdas below use y (clang 14)
+  auto& y = out.first;
+  auto& aux = out.second;
+  using Y = std::remove_cvref_t<decltype(y)>;
   static_assert(Y::rank == 0,
                 "tenet: func::grad: f must return a scalar (a rank-0 tensor, shape<>); for other outputs use "
                 "func::vjp or func::jacrev");
@@ -718,8 +723,10 @@ auto jacrev_at(const F& f, argnums_t<I...> nums, const A&... a) {
   const std::tuple<const A&...> args(a...);
   level lv{ag::grad_mode(), {}};
   auto q = std::make_tuple(enter(std::get<I>(args), lv, "jacrev")...);
-  auto [y, aux] = call<Aux>(f, nums, args, q);
-  using Y = decltype(y);
+  auto out = call<Aux>(f, nums, args, q);  // not a structured binding: lambdas below use y (clang 14)
+  auto& y = out.first;
+  auto& aux = out.second;
+  using Y = std::remove_cvref_t<decltype(y)>;
   check_jacobian_dtypes<Y, std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>...>();
   const bool graph = keeps_graph(lv.outer && reaches_outer(y.autograd_meta(), lv), "jacrev");
   std::tuple<std::vector<std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>>...> rows;
@@ -743,7 +750,7 @@ auto jacfwd_at(const F& f, argnums_t<I...> nums, const A&... a) {
   const std::tuple<const A&...> args(a...);
   auto lin = linearize_at(f, nums, args, "jacfwd");
   auto y = lin.output();
-  using Y = decltype(y);
+  using Y = std::remove_cvref_t<decltype(y)>;
   check_jacobian_dtypes<Y, std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>...>();
   auto primals = std::make_tuple(std::get<I>(args)...);
   auto block = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
@@ -805,6 +812,206 @@ auto hessian(F f, argnums_t<I> nums) {
 template <class F>
 auto hessian(F f) {
   return hessian(std::move(f), argnums<0>);
+}
+
+// ---------------------------------------------------------------------------------------------
+// vmap
+
+/// An argument vmap does not map (torch's in_dims None): func::in_dims<0, func::none>.
+inline constexpr int none = -(1 << 30);
+/// The mapped dim of each argument (negative counts from the end; func::none: not mapped).
+template <int... D>
+struct in_dims_t {};
+template <int... D>
+inline constexpr in_dims_t<D...> in_dims{};
+/// The dim of the outputs that the batch is stacked along.
+template <int D>
+struct out_dims_t {};
+template <int D>
+inline constexpr out_dims_t<D> out_dims{};
+
+/// What vmap does when f draws random numbers (torch.func.vmap's randomness).
+enum class randomness {
+  error,      // a value_error (torch's default)
+  different,  // each sample draws its own numbers
+  same,       // every sample draws the same numbers
+};
+struct vmap_options {
+  func::randomness randomness = randomness::error;
+  /// torch's chunk_size (0: none). Accepted for the API; tenet's vmap runs f per sample (below),
+  /// so it changes nothing.
+  std::int64_t chunk_size = 0;
+};
+
+namespace detail {
+/// The mapped dim of argument K of type A (in_dims D..., or 0 for every Tensor when none given),
+/// normalized; -1 when the argument is not mapped.
+template <class A, int D>
+constexpr int mapped_dim() {
+  if constexpr (D == none) {
+    return -1;
+  } else {
+    static_assert(is_tensor_v<A>, "tenet: func::vmap: an argument with a mapped dim (in_dims) must be a Tensor");
+    if constexpr (is_tensor_v<A>) {
+      constexpr int r = static_cast<int>(A::rank);
+      static_assert(r >= 1, "tenet: func::vmap: a mapped argument must have at least one dim");
+      static_assert(D >= -r && D < r, "tenet: func::vmap: an in_dims entry is outside its argument's dims");
+      return D < 0 ? D + r : D;
+    } else {
+      return -1;
+    }
+  }
+}
+
+template <int M, class A>
+decltype(auto) sample_of(const A& a, std::int64_t i) {
+  if constexpr (M < 0) return (a);
+  else return a.template select<M>(i);
+}
+
+/// The batch's extent type: the first mapped argument's extent at its mapped dim (static or dyn).
+template <class... P>
+struct first_extent;
+template <>
+struct first_extent<> {
+  using type = shape<dyn>;
+};
+template <class P0, class... P>
+struct first_extent<P0, P...> {
+  using type = std::conditional_t<(P0::dim >= 0), typename P0::extent, typename first_extent<P...>::type>;
+};
+template <class A, int M>
+struct arg_dim {
+  static constexpr int dim = M;
+  using extent = std::conditional_t<(M >= 0), tenet::detail::take_extents_t<typename A::shape_type, (M >= 0 ? M : 0), (M >= 0 ? M + 1 : 1)>,
+                                    shape<dyn>>;
+};
+template <class A>
+struct arg_dim<A, -1> {
+  static constexpr int dim = -1;
+  using extent = shape<dyn>;
+};
+
+/// The outputs of every sample stacked along dim O: a Tensor, or each Tensor of a pair / tuple.
+template <int O, class BatchExtent, class R>
+auto stack_samples(const std::vector<R>& outs) {
+  if constexpr (is_tensor_v<R>) {
+    using T = typename R::value_type;
+    using S = typename R::shape_type;
+    constexpr int r = static_cast<int>(S::rank);
+    static_assert(O >= -(r + 1) && O <= r, "tenet: func::vmap: out_dims is outside the output's dims");
+    constexpr std::size_t o = static_cast<std::size_t>(O < 0 ? O + r + 1 : O);
+    using SB = tenet::detail::concat_shapes_t<tenet::detail::take_extents_t<S, 0, o>, BatchExtent,
+                                              tenet::detail::take_extents_t<S, o, S::rank>>;
+    for (std::size_t i = 1; i < outs.size(); ++i)
+      if (outs[i].sizes() != outs[0].sizes())
+        throw value_error("tenet: func::vmap: f returned sizes " + tenet::detail::sizes_text(outs[0].sizes()) +
+                          " for sample 0 and " + tenet::detail::sizes_text(outs[i].sizes()) + " for sample " +
+                          std::to_string(i) +
+                          "; vmap needs one output shape for every sample (a data-dependent shape, as "
+                          "nonzero's or masked_select's, cannot be batched)");
+    std::vector<decltype(outs[0].template unsqueeze<static_cast<std::int64_t>(o)>())> parts;
+    parts.reserve(outs.size());
+    for (const auto& t : outs) parts.push_back(t.template unsqueeze<static_cast<std::int64_t>(o)>());
+    return Tensor<T, SB>(cat<static_cast<std::int64_t>(o)>(parts));
+  } else {
+    return [&]<std::size_t... K>(std::index_sequence<K...>) {
+      auto part = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+        std::vector<std::remove_cvref_t<std::tuple_element_t<J, R>>> v;
+        v.reserve(outs.size());
+        for (const auto& o : outs) v.push_back(std::get<J>(o));
+        return stack_samples<O, BatchExtent>(v);
+      };
+      return std::make_tuple(part(std::integral_constant<std::size_t, K>{})...);
+    }(std::make_index_sequence<std::tuple_size<R>::value>{});
+  }
+}
+
+template <int O, int... D, class F, class... A>
+auto vmap_call(const F& f, const vmap_options& opt, const A&... a) {
+  static_assert(sizeof...(D) == sizeof...(A),
+                "tenet: func::vmap: in_dims needs one entry per argument of the mapped function (func::none for "
+                "an argument that is not mapped)");
+  constexpr int dims[] = {mapped_dim<A, D>()..., 0};
+  if (opt.chunk_size < 0)
+    throw value_error("tenet: func::vmap: chunk_size must be positive (or 0 for none), got " +
+                      std::to_string(opt.chunk_size));
+  std::int64_t batch = -1;
+  std::string all;
+  bool mismatch = false;
+  [&]<std::size_t... K>(std::index_sequence<K...>) {
+    (
+        [&] {
+          constexpr int m = dims[K];
+          if constexpr (m >= 0) {
+            const auto& x = std::get<K>(std::forward_as_tuple(a...));
+            if (!x.defined()) throw value_error("tenet: func::vmap: argument " + std::to_string(K) + " is undefined");
+            const std::int64_t n = x.sizes()[static_cast<std::size_t>(m)];
+            all += (all.empty() ? "" : ", ") + std::string("argument ") + std::to_string(K) + ": " + std::to_string(n);
+            if (batch < 0) batch = n;
+            else if (n != batch) mismatch = true;
+          }
+        }(),
+        ...);
+  }(std::index_sequence_for<A...>{});
+  if (batch < 0)
+    throw value_error("tenet: func::vmap: no argument is mapped (in_dims are all func::none); at least one Tensor "
+                      "argument needs a mapped dim");
+  if (mismatch)
+    throw value_error("tenet: func::vmap: the mapped dims of the arguments have different sizes (" + all +
+                      "); every mapped argument needs the same batch size");
+  if (batch == 0)
+    throw value_error("tenet: func::vmap: the batch is empty (mapped dims of size 0): the output's shape is unknown "
+                      "without a sample");
+  auto& gen = tenet::detail::default_generator();
+  const auto start = gen.state();
+  auto run = [&](std::int64_t i) {
+    return [&]<std::size_t... K>(std::index_sequence<K...>) {
+      return evaluate_result(f(sample_of<dims[K]>(std::get<K>(std::forward_as_tuple(a...)), i)...));
+    }(std::index_sequence_for<A...>{});
+  };
+  using R = decltype(run(0));
+  std::vector<R> outs;
+  outs.reserve(static_cast<std::size_t>(batch));
+  for (std::int64_t i = 0; i < batch; ++i) {
+    if (opt.randomness == randomness::same) gen.set_state(start);
+    const auto before = gen.state();
+    outs.push_back(run(i));
+    const auto after = gen.state();
+    if (opt.randomness == randomness::error && (after.seed != before.seed || after.offset != before.offset))
+      throw value_error("tenet: func::vmap: f draws random numbers; say how the samples draw them: "
+                        "vmap_options{.randomness = func::randomness::different} (each its own) or ::same");
+  }
+  using E = typename first_extent<arg_dim<std::remove_cvref_t<A>, mapped_dim<A, D>()>...>::type;
+  return stack_samples<O, E>(outs);
+}
+
+template <class A>
+constexpr int default_in_dim() {
+  return is_tensor_v<A> ? 0 : none;
+}
+}  // namespace detail
+
+/// torch.func.vmap: f mapped over dim in_dims of its arguments (0 of every Tensor argument by
+/// default; func::none leaves one unmapped), its outputs (a Tensor, or a pair / tuple of them)
+/// stacked along out_dims (0). The batch extent is the first mapped argument's (static or dyn).
+///
+/// tenet's vmap runs f once per sample and stacks the results (torch's fallback for an op without
+/// a batching rule): exact for every op, composable (vmap(grad(f)), vmap(vmap(f)), grad of a vmap),
+/// but it does not batch the computation. Batching rules for the prims are not written yet.
+template <class F, int... D, int O>
+auto vmap(F f, in_dims_t<D...>, out_dims_t<O>, vmap_options opt = {}) {
+  return [f = std::move(f), opt](const auto&... a) { return detail::vmap_call<O, D...>(f, opt, a...); };
+}
+template <class F, int... D>
+auto vmap(F f, in_dims_t<D...> d, vmap_options opt = {}) {
+  return vmap(std::move(f), d, out_dims<0>, opt);
+}
+template <class F>
+auto vmap(F f, vmap_options opt = {}) {
+  return [f = std::move(f), opt](const auto&... a) {
+    return detail::vmap_call<0, detail::default_in_dim<std::remove_cvref_t<decltype(a)>>()...>(f, opt, a...);
+  };
 }
 
 }  // namespace tenet::func

@@ -12,7 +12,8 @@ Functions (float64; the C++ test writes the same ones):
   loss(w) = sum(tanh(w @ x) ** 2) as a function of w (3, 4)              scalar
 Case `f`: grad_x, grad_w (argnums (0, 1)), value. Case `g`: jac (3, 4), ct (3), vjp (4), t (4),
 jvp (3). Case `h`: hess (5, 5), v (5), hvp (5). Case `k`: x, d1, d2 (grad and grad of grad).
-Case `loss`: hess (3, 4, 3, 4). Case `aux`: grad of f with aux = w @ x.
+Case `loss`: hess (3, 4, 3, 4). Case `aux`: grad of f with aux = w @ x. Case `per_sample`:
+vmap(grad(cross_entropy of an MLP 4 -> 5 -> 3)) over 6 samples, the gradients of its 4 parameters.
 """
 
 import torch
@@ -75,5 +76,20 @@ ref.case("loss", hess=hessian(loss)(w))
 
 (ga, aux) = grad(lambda x: (f(x, w), w @ x), has_aux=True)(x)
 ref.case("aux", grad=ga, aux=aux)
+
+# per-sample gradients (torch.func.vmap(grad)): an MLP 4 -> 5 -> 3, cross_entropy, 6 samples
+pw1, pb1, pw2, pb2 = (torch.randn(*s, dtype=D) for s in [(5, 4), (5,), (3, 5), (3,)])
+px = torch.randn(6, 4, dtype=D)
+py = torch.tensor([0, 2, 1, 1, 0, 2])
+
+
+def sample_loss(w1, b1, w2, b2, x, y):
+    logits = torch.nn.functional.linear(torch.tanh(torch.nn.functional.linear(x.unsqueeze(0), w1, b1)), w2, b2)
+    return torch.nn.functional.cross_entropy(logits, y.unsqueeze(0))
+
+
+g1, g2, g3, g4 = torch.func.vmap(grad(sample_loss, argnums=(0, 1, 2, 3)), in_dims=(None, None, None, None, 0, 0))(
+    pw1, pb1, pw2, pb2, px, py)
+ref.case("per_sample", w1=pw1, b1=pb1, w2=pw2, b2=pb2, x=px, y=py, gw1=g1, gb1=g2, gw2=g3, gb2=g4)
 
 ref.write("func.txt")

@@ -421,12 +421,15 @@ bool relative_layout(const sizes_t<RV>& vsizes, const sizes_t<RV>& vstrides, std
     if (bstrides[d] <= 0) return false;
     order[n++] = d;
   }
-  std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n),
-            [&](std::size_t a, std::size_t b) { return bstrides[a] > bstrides[b]; });
-  for (std::size_t k = 0; k + 1 < n; ++k) {
-    std::int64_t ext = 0;
-    if (__builtin_mul_overflow(bstrides[order[k + 1]], bsizes[order[k + 1]], &ext) || bstrides[order[k]] < ext)
-      return false;
+  if constexpr (RB > 1) {  // (GCC 12 warns of order[1] out of bounds for RB = 1 at -O3 otherwise)
+    for (std::size_t i = 1; i < n; ++i)  // by stride, largest first (insertion sort: std::sort on a
+      for (std::size_t k = i; k > 0 && bstrides[order[k - 1]] < bstrides[order[k]]; --k)  // small array
+        std::swap(order[k - 1], order[k]);  // trips the same warning)
+    for (std::size_t k = 0; k + 1 < n; ++k) {
+      std::int64_t ext = 0;
+      if (__builtin_mul_overflow(bstrides[order[k + 1]], bsizes[order[k + 1]], &ext) || bstrides[order[k]] < ext)
+        return false;
+    }
   }
   using index = std::array<std::int64_t, RB>;
   auto decode = [&](std::int64_t disp, index& at) {
@@ -476,7 +479,9 @@ bool view_is_injective(const sizes_t<R>& sizes, const sizes_t<R>& strides) {
     if (strides[d] <= 0) return false;
     dims[n++] = {strides[d], sizes[d]};
   }
-  std::sort(dims.begin(), dims.begin() + static_cast<std::ptrdiff_t>(n));
+  if constexpr (R > 1)  // sorted (insertion sort: see relative_layout)
+    for (std::size_t i = 1; i < n; ++i)
+      for (std::size_t k = i; k > 0 && dims[k] < dims[k - 1]; --k) std::swap(dims[k - 1], dims[k]);
   std::int64_t extent = 1;  // elements spanned by the dims so far
   for (std::size_t i = 0; i < n; ++i) {
     if (dims[i].first < extent) return false;
