@@ -2,6 +2,8 @@
 #define TENET_PUBLIC_HEADER_INCLUDED 1
 // Activation modules (torch.nn.ReLU, GELU, ...): each forwards to tenet's functional op and holds
 // the op's options as public members.
+#include <string>
+
 #include <tenet/activations.hpp>
 #include <tenet/nn_functional.hpp>
 #include <tenet/nn/module.hpp>
@@ -9,13 +11,14 @@
 
 namespace tenet::nn {
 
-#define TENET_NN_ACTIVATION(Name, fn)        \
-  class Name : public Module {               \
-   public:                                   \
-    template <Expression X>                  \
-    auto operator()(const X& x) const {      \
-      return fn(x);                          \
-    }                                        \
+#define TENET_NN_ACTIVATION(Name, fn)                              \
+  class Name : public Module {                                     \
+   public:                                                         \
+    template <Expression X>                                        \
+    auto operator()(const X& x) const {                            \
+      return fn(x);                                                \
+    }                                                              \
+    std::string type_name() const override { return #Name; }      \
   };
 TENET_NN_ACTIVATION(ReLU, relu)
 TENET_NN_ACTIVATION(ReLU6, relu6)
@@ -41,6 +44,10 @@ class GELU : public Module {
     if constexpr (A == gelu_approximate::none) return gelu(x);
     else return gelu(x, approximate_tanh);
   }
+  std::string type_name() const override { return "GELU"; }
+  std::string extra_repr() const override {
+    return A == gelu_approximate::none ? "approximate='none'" : "approximate='tanh'";
+  }
 };
 
 class LeakyReLU : public Module {
@@ -51,6 +58,8 @@ class LeakyReLU : public Module {
   auto operator()(const X& x) const {
     return leaky_relu(x, negative_slope);
   }
+  std::string type_name() const override { return "LeakyReLU"; }
+  std::string extra_repr() const override { return "negative_slope=" + detail::py_float(negative_slope); }
 };
 class ELU : public Module {
  public:
@@ -60,6 +69,8 @@ class ELU : public Module {
   auto operator()(const X& x) const {
     return elu(x, alpha);
   }
+  std::string type_name() const override { return "ELU"; }
+  std::string extra_repr() const override { return "alpha=" + detail::py_float(alpha); }
 };
 class CELU : public Module {
  public:
@@ -69,6 +80,8 @@ class CELU : public Module {
   auto operator()(const X& x) const {
     return celu(x, alpha);
   }
+  std::string type_name() const override { return "CELU"; }
+  std::string extra_repr() const override { return "alpha=" + detail::py_float(alpha); }
 };
 class Softplus : public Module {
  public:
@@ -77,6 +90,10 @@ class Softplus : public Module {
   template <Expression X>
   auto operator()(const X& x) const {
     return softplus(x, beta, threshold);
+  }
+  std::string type_name() const override { return "Softplus"; }
+  std::string extra_repr() const override {
+    return "beta=" + detail::py_float(beta) + ", threshold=" + detail::py_float(threshold);
   }
 };
 class Hardtanh : public Module {
@@ -87,6 +104,10 @@ class Hardtanh : public Module {
   auto operator()(const X& x) const {
     return hardtanh(x, min_val, max_val);
   }
+  std::string type_name() const override { return "Hardtanh"; }
+  std::string extra_repr() const override {
+    return "min_val=" + detail::py_float(min_val) + ", max_val=" + detail::py_float(max_val);
+  }
 };
 class Softshrink : public Module {
  public:
@@ -96,6 +117,8 @@ class Softshrink : public Module {
   auto operator()(const X& x) const {
     return softshrink(x, lambd);
   }
+  std::string type_name() const override { return "Softshrink"; }
+  std::string extra_repr() const override { return detail::py_float(lambd); }
 };
 class Hardshrink : public Module {
  public:
@@ -105,6 +128,8 @@ class Hardshrink : public Module {
   auto operator()(const X& x) const {
     return hardshrink(x, lambd);
   }
+  std::string type_name() const override { return "Hardshrink"; }
+  std::string extra_repr() const override { return detail::py_float(lambd); }
 };
 template <std::int64_t Dim>
 class Softmax : public Module {
@@ -113,6 +138,8 @@ class Softmax : public Module {
   auto operator()(const X& x) const {
     return softmax<Dim>(x);
   }
+  std::string type_name() const override { return "Softmax"; }
+  std::string extra_repr() const override { return "dim=" + std::to_string(Dim); }
 };
 template <std::int64_t Dim>
 class LogSoftmax : public Module {
@@ -121,6 +148,8 @@ class LogSoftmax : public Module {
   auto operator()(const X& x) const {
     return log_softmax<Dim>(x);
   }
+  std::string type_name() const override { return "LogSoftmax"; }
+  std::string extra_repr() const override { return "dim=" + std::to_string(Dim); }
 };
 template <std::int64_t Dim>
 class Softmin : public Module {
@@ -129,6 +158,8 @@ class Softmin : public Module {
   auto operator()(const X& x) const {
     return softmin<Dim>(x);
   }
+  std::string type_name() const override { return "Softmin"; }
+  std::string extra_repr() const override { return "dim=" + std::to_string(Dim); }
 };
 
 }  // namespace tenet::nn

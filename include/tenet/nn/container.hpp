@@ -21,6 +21,7 @@ class Sequential : public Module {
  public:
   /// Each module default-constructed (set their public options afterwards: `seq.get<1>().p = 0.2`).
   Sequential() { register_all(std::index_sequence_for<M...>{}); }
+  std::string type_name() const override { return "Sequential"; }
   static constexpr std::size_t size() { return sizeof...(M); }
   template <std::size_t I>
   auto& get() {
@@ -66,6 +67,23 @@ class ModuleList : public Module {
     return m;
   }
   std::size_t size() const { return mods_.size(); }
+  std::string type_name() const override { return "ModuleList"; }
+  /// torch's ModuleList repr: a run of modules that print the same is one line, "(0-5): 6 x ...".
+  std::string repr() const override {
+    if (mods_.empty()) return type_name() + "()";
+    std::string s = type_name() + "(";
+    for (std::size_t i = 0; i < mods_.size();) {
+      const std::string r = mods_[i].repr();
+      std::size_t j = i;
+      while (j + 1 < mods_.size() && mods_[j + 1].repr() == r) ++j;
+      const std::string local = i == j ? "(" + std::to_string(i) + "): " + r
+                                       : "(" + std::to_string(i) + "-" + std::to_string(j) + "): " +
+                                             std::to_string(j - i + 1) + " x " + r;
+      s += "\n  " + detail::add_indent(local, 2);
+      i = j + 1;
+    }
+    return s + "\n)";
+  }
   M& operator[](std::int64_t i) { return mods_[index(i)]; }
   const M& operator[](std::int64_t i) const { return mods_[index(i)]; }
   auto begin() { return mods_.begin(); }

@@ -5,8 +5,10 @@
 // shape); stride, padding and dilation are run-time options, as in tenet::conv2d. Init as torch's
 // reset_parameters: W ~ kaiming_uniform_(a = √5), i.e. U(-1/√fan_in, 1/√fan_in), b ~ U(-1/√fan_in,
 // 1/√fan_in), with fan_in = W.size(1) * kernel elements (for ConvTranspose2d, W.size(1) = Out/groups).
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include <tenet/conv.hpp>
 #include <tenet/nn/init.hpp>
@@ -15,6 +17,47 @@
 namespace tenet::nn {
 
 namespace detail {
+template <std::size_t N>
+bool all_equal(const ints<N>& v, std::int64_t x) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (v[i] != x) return false;
+  return true;
+}
+template <std::size_t N>
+std::string tuple_text(const ints<N>& v) {
+  return py_tuple(v.v.data(), N);
+}
+/// A conv's padding as torch prints it: "same", "valid", a tuple, or "" when all zero (not printed).
+template <std::size_t N>
+std::string padding_text(const conv_pad<N>& p) {
+  if (p.mode) return *p.mode == conv_padding::same ? "same" : "valid";
+  return all_equal(p, 0) ? std::string() : tuple_text<N>(p);
+}
+template <std::size_t N>
+std::string padding_text(const ints<N>& p) {
+  return all_equal(p, 0) ? std::string() : tuple_text(p);
+}
+/// torch's _ConvNd.extra_repr: channels, kernel_size and stride always; padding, dilation,
+/// output_padding, groups and bias when not their defaults.
+template <std::size_t N>
+std::string conv_extra_repr(int in, int out, const std::array<std::int64_t, N>& kernel, const ints<N>& stride,
+                            const std::string& padding, const ints<N>& dilation, const ints<N>& output_padding,
+                            int groups, bool bias) {
+  std::string s = std::to_string(in) + ", " + std::to_string(out) + ", kernel_size=" + py_tuple(kernel.data(), N) +
+                  ", stride=" + tuple_text(stride);
+  if (!padding.empty()) s += ", padding=" + padding;
+  if (!all_equal(dilation, 1)) s += ", dilation=" + tuple_text(dilation);
+  if (!all_equal(output_padding, 0)) s += ", output_padding=" + tuple_text(output_padding);
+  if (groups != 1) s += ", groups=" + std::to_string(groups);
+  if (!bias) s += ", bias=False";
+  return s;
+}
+/// A pooling size as torch prints the one a user passes: one integer when both are equal (as
+/// MaxPool2d(2)), else a tuple; stride 0 means the kernel size.
+inline std::string pool_size_text(const ints<2>& v) {
+  return v[0] == v[1] ? std::to_string(v[0]) : tuple_text(v);
+}
+
 /// What Conv1d, Conv2d and ConvTranspose2d share: the options (groups fixed by the type), the
 /// weight (of shape W, sizes given by the module), the bias of Out elements when Bias, registered
 /// by torch's names, and torch's reset_parameters: W ~ kaiming_uniform_(a = √5), b ~ U(±1/√fan_in).
@@ -65,6 +108,12 @@ class Conv1d : public detail::conv_module<conv1d_options, Tensor<T, shape<Out, I
   auto operator()(const X& x) const {
     return this->apply(x, [](const auto&... a) { return conv1d(a...); });
   }
+  std::string type_name() const override { return "Conv1d"; }
+  std::string extra_repr() const override {
+    const auto& o = this->options;
+    return detail::conv_extra_repr<1>(In, Out, {K}, o.stride, detail::padding_text(o.padding), o.dilation, 0, Groups,
+                                      Bias);
+  }
 };
 
 /// (N, In, H, W) -> (N, Out, H', W'); weight [Out, In/Groups, KH, KW].
@@ -81,6 +130,12 @@ class Conv2d
   template <Expression X>
   auto operator()(const X& x) const {
     return this->apply(x, [](const auto&... a) { return conv2d(a...); });
+  }
+  std::string type_name() const override { return "Conv2d"; }
+  std::string extra_repr() const override {
+    const auto& o = this->options;
+    return detail::conv_extra_repr<2>(In, Out, {KH, KW}, o.stride, detail::padding_text(o.padding), o.dilation, 0,
+                                      Groups, Bias);
   }
 };
 
@@ -100,6 +155,12 @@ class ConvTranspose2d : public detail::conv_module<conv_transpose2d_options,
   auto operator()(const X& x) const {
     return this->apply(x, [](const auto&... a) { return conv_transpose2d(a...); });
   }
+  std::string type_name() const override { return "ConvTranspose2d"; }
+  std::string extra_repr() const override {
+    const auto& o = this->options;
+    return detail::conv_extra_repr<2>(In, Out, {KH, KW}, o.stride, detail::padding_text(o.padding), o.dilation,
+                                      o.output_padding, Groups, Bias);
+  }
 };
 
 class MaxPool2d : public Module {
@@ -111,6 +172,15 @@ class MaxPool2d : public Module {
   auto operator()(const X& x) const {
     return max_pool2d(x, kernel_size, options);
   }
+  std::string type_name() const override { return "MaxPool2d"; }
+  /// torch's text; a size whose two values are equal prints as one integer (as MaxPool2d(2)).
+  std::string extra_repr() const override {
+    const auto& o = options;
+    return "kernel_size=" + detail::pool_size_text(kernel_size) +
+           ", stride=" + detail::pool_size_text(detail::all_equal(o.stride, 0) ? kernel_size : o.stride) +
+           ", padding=" + detail::pool_size_text(o.padding) + ", dilation=" + detail::pool_size_text(o.dilation) +
+           ", ceil_mode=" + detail::py_bool(o.ceil_mode);
+  }
 };
 class AvgPool2d : public Module {
  public:
@@ -121,6 +191,13 @@ class AvgPool2d : public Module {
   auto operator()(const X& x) const {
     return avg_pool2d(x, kernel_size, options);
   }
+  std::string type_name() const override { return "AvgPool2d"; }
+  std::string extra_repr() const override {
+    const auto& o = options;
+    return "kernel_size=" + detail::pool_size_text(kernel_size) +
+           ", stride=" + detail::pool_size_text(detail::all_equal(o.stride, 0) ? kernel_size : o.stride) +
+           ", padding=" + detail::pool_size_text(o.padding);
+  }
 };
 class AdaptiveAvgPool2d : public Module {
  public:
@@ -130,6 +207,8 @@ class AdaptiveAvgPool2d : public Module {
   auto operator()(const X& x) const {
     return adaptive_avg_pool2d(x, output_size);
   }
+  std::string type_name() const override { return "AdaptiveAvgPool2d"; }
+  std::string extra_repr() const override { return "output_size=" + detail::pool_size_text(output_size); }
 };
 
 }  // namespace tenet::nn

@@ -46,6 +46,11 @@ class Linear : public Module {
     if constexpr (Bias) return linear(x, weight, bias);
     else return linear(x, weight);
   }
+  std::string type_name() const override { return "Linear"; }
+  std::string extra_repr() const override {
+    return "in_features=" + std::to_string(In) + ", out_features=" + std::to_string(Out) +
+           ", bias=" + detail::py_bool(Bias);
+  }
 };
 
 /// y[b, o] = Σ_ij x1[b, i] W[o, i, j] x2[b, j] + bias[o] for 2-D x1 [B, In1] and x2 [B, In2]
@@ -73,6 +78,11 @@ class Bilinear : public Module {
     static_assert(rank_of<X1> == 2 && rank_of<X2> == 2, "tenet: nn::Bilinear takes 2-D inputs [B, In1] and [B, In2]");
     if constexpr (Bias) return einsum<"bi,oij,bj->bo">(x1, weight, x2) + bias;
     else return einsum<"bi,oij,bj->bo">(x1, weight, x2);
+  }
+  std::string type_name() const override { return "Bilinear"; }
+  std::string extra_repr() const override {
+    return "in1_features=" + std::to_string(In1) + ", in2_features=" + std::to_string(In2) +
+           ", out_features=" + std::to_string(Out) + ", bias=" + detail::py_bool(Bias);
   }
 };
 
@@ -102,6 +112,12 @@ class Embedding : public Module {
   auto operator()(const I& idx) const {
     return embedding(idx, weight, padding_idx);
   }
+  std::string type_name() const override { return "Embedding"; }
+  std::string extra_repr() const override {
+    std::string s = std::to_string(Num) + ", " + std::to_string(Dim);
+    if (padding_idx) s += ", padding_idx=" + std::to_string(*padding_idx);
+    return s;
+  }
 };
 
 /// The input unchanged.
@@ -111,6 +127,7 @@ class Identity : public Module {
   auto operator()(const X& x) const {
     return x;
   }
+  std::string type_name() const override { return "Identity"; }
 };
 
 /// Dims Start..End flattened into one (torch.nn.Flatten; defaults 1, -1). A view of the evaluated input.
@@ -120,6 +137,10 @@ class Flatten : public Module {
   template <Expression X>
   auto operator()(const X& x) const {
     return tenet::eval(x).template flatten<Start, End>();
+  }
+  std::string type_name() const override { return "Flatten"; }
+  std::string extra_repr() const override {
+    return "start_dim=" + std::to_string(Start) + ", end_dim=" + std::to_string(End);
   }
 };
 
@@ -137,6 +158,9 @@ class Dropout : public Module {
   auto operator()(const X& x) const {
     return dropout(x, p, training());
   }
+  std::string type_name() const override { return "Dropout"; }
+  /// torch's text; tenet's dropout is never in place.
+  std::string extra_repr() const override { return "p=" + detail::py_float(p) + ", inplace=False"; }
 };
 
 }  // namespace tenet::nn

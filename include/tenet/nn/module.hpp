@@ -17,13 +17,27 @@
 // Modules register the addresses of their members, so a Module can be neither copied nor moved
 // (return one from a function by value: C++17 elides that copy). A module must outlive the
 // optimizers and the references (nn::tensor_ref) taken from it.
+//
+// Printing (docs/nn.md, "Printing a model"): `std::cout << model` writes torch's print(model) text
+// (type_name(), extra_repr() and the children, indented), nn::summary(model) a table of the modules,
+// their parameters and the totals.
+#include <algorithm>
 #include <any>
+#include <charconv>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
+#include <typeinfo>
 #include <utility>
 #include <vector>
+#if __has_include(<cxxabi.h>)
+#include <cxxabi.h>
+#define TENET_NN_HAS_CXXABI 1
+#endif
 
 #include <tenet/device.hpp>
 #include <tenet/error.hpp>
@@ -208,6 +222,88 @@ class typed_slot final : public tensor_slot {
  private:
   Tensor<T, S>* t_;
 };
+// --- printing helpers (torch's repr texts) ---------------------------------------------------
+/// Python's repr of a float: the shortest digits that read back; fixed notation for exponents -4..15
+/// ("0.0001", "20.0", with ".0" on an integral value), else scientific with a sign and at least two
+/// exponent digits ("1e-05", "1e+16"); "inf", "-inf", "nan".
+inline std::string py_float(double x) {
+  if (x != x) return "nan";
+  if (x > 1.7976931348623157e308) return "inf";
+  if (x < -1.7976931348623157e308) return "-inf";
+  char buf[48];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::scientific);
+  const std::string s(buf, r.ptr);  // [-]d[.ddd]e(+|-)dd
+  const bool neg = s[0] == '-';
+  const std::size_t e = s.find('e');
+  std::string digits;
+  for (std::size_t i = neg ? 1 : 0; i < e; ++i)
+    if (s[i] != '.') digits += s[i];
+  int exp = 0;
+  for (std::size_t i = e + 2; i < s.size(); ++i) exp = exp * 10 + (s[i] - '0');
+  if (s[e + 1] == '-') exp = -exp;
+  std::string out;
+  if (exp < -4 || exp >= 16) {
+    out = digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    const int a = exp < 0 ? -exp : exp;
+    out += std::string(exp < 0 ? "e-" : "e+") + (a < 10 ? "0" : "") + std::to_string(a);
+  } else if (exp < 0) {
+    out = "0." + std::string(static_cast<std::size_t>(-exp - 1), '0') + digits;
+  } else {
+    const auto whole = static_cast<std::size_t>(exp) + 1;
+    if (digits.size() <= whole) out = digits + std::string(whole - digits.size(), '0') + ".0";
+    else out = digits.substr(0, whole) + "." + digits.substr(whole);
+  }
+  return neg ? "-" + out : out;
+}
+inline std::string py_bool(bool b) { return b ? "True" : "False"; }
+/// A Python tuple of integers: "(3,)", "(3, 5)".
+inline std::string py_tuple(const std::int64_t* v, std::size_t n) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + (n == 1 ? ",)" : ")");
+}
+/// A list of sizes as torch prints one: "[128, 784]", "[]".
+inline std::string py_list(const std::vector<std::int64_t>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+/// torch's _addindent: every line after the first indented by n spaces.
+inline std::string add_indent(const std::string& s, std::size_t n) {
+  std::string out;
+  for (char c : s) {
+    out += c;
+    if (c == '\n') out.append(n, ' ');
+  }
+  return out;
+}
+/// The class name of a type_info, readable: demangled (GCC, Clang), without its namespaces or
+/// enclosing scopes and without template arguments ("tenet::nn::Linear<4, 2, true, float>" ->
+/// "Linear", "(anonymous namespace)::MLP" -> "MLP").
+inline std::string readable_type_name(const std::type_info& ti) {
+  std::string full = ti.name();
+#ifdef TENET_NN_HAS_CXXABI
+  int status = 0;
+  char* d = abi::__cxa_demangle(ti.name(), nullptr, nullptr, &status);
+  if (status == 0 && d) full = d;
+  std::free(d);
+#else
+  for (const char* p : {"class ", "struct "})
+    if (full.rfind(p, 0) == 0) full.erase(0, std::strlen(p));
+#endif
+  std::size_t start = 0;
+  int depth = 0;
+  for (std::size_t i = 0; i < full.size(); ++i) {
+    const char c = full[i];
+    if (c == '<' || c == '(' || c == '[' || c == '{') ++depth;
+    else if (c == '>' || c == ')' || c == ']' || c == '}') --depth;
+    else if (depth == 0 && c == ':' && i + 1 < full.size() && full[i + 1] == ':') start = ++i + 1;
+  }
+  std::string name = full.substr(start);
+  if (const auto lt = name.find('<'); lt != std::string::npos && lt > 0) name.resize(lt);
+  return name.empty() ? std::string("Module") : name;
+}
 }  // namespace detail
 
 /// A reference to a registered parameter or buffer (valid while its module lives).
@@ -295,6 +391,38 @@ class Module {
     std::int64_t n = 0;
     for (auto& p : parameters()) n += p.numel();
     return n;
+  }
+
+  // --- printing (torch's print(model)) --------------------------------------------------------
+  /// The name printed for this module (torch's class name). Default: the dynamic type's class name,
+  /// demangled, without namespaces and template arguments (`struct MLP : nn::Module` prints "MLP").
+  /// tenet's modules return torch's names ("LayerNorm" for LayerNormT<...>, "BatchNorm2d", ...).
+  virtual std::string type_name() const { return detail::readable_type_name(typeid(*this)); }
+  /// The text inside the parentheses before the children (torch's extra_repr): the module's
+  /// options, in torch's words ("in_features=4, out_features=2, bias=True"); empty by default.
+  virtual std::string extra_repr() const { return {}; }
+  /// torch's repr(module): `type_name()(extra_repr)` on one line when the module has no children,
+  /// else the extra_repr's lines and one line per child, "(name): " and the child's repr, indented
+  /// by two spaces, and ")" on a line of its own. `std::cout << m` writes it.
+  virtual std::string repr() const {
+    std::vector<std::string> lines;
+    const std::string extra = extra_repr();
+    if (!extra.empty()) {  // Python's extra.split('\n')
+      std::size_t b = 0;
+      for (std::size_t e; (e = extra.find('\n', b)) != std::string::npos; b = e + 1)
+        lines.push_back(extra.substr(b, e - b));
+      lines.push_back(extra.substr(b));
+    }
+    const std::size_t n_extra = lines.size();
+    for (const auto& [n, m] : children_) lines.push_back(detail::add_indent("(" + n + "): " + m->repr(), 2));
+    std::string s = type_name() + "(";
+    if (n_extra == 1 && children_.empty()) {
+      s += lines[0];
+    } else if (!lines.empty()) {
+      for (const auto& l : lines) s += "\n  " + l;
+      s += "\n";
+    }
+    return s + ")";
   }
 
   // --- modes ----------------------------------------------------------------------------------
@@ -463,5 +591,77 @@ class Module {
   std::vector<std::pair<std::string, Module*>> children_;
   bool training_ = true;
 };
+
+/// torch's print(model): `std::cout << model` writes model.repr().
+inline std::ostream& operator<<(std::ostream& os, const Module& m) { return os << m.repr(); }
+
+namespace detail {
+/// 101770 -> "101,770"
+inline std::string thousands(std::int64_t n) {
+  std::string d = std::to_string(n < 0 ? -n : n), out;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    if (i && (d.size() - i) % 3 == 0) out += ',';
+    out += d[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+}  // namespace detail
+
+/// A table of the model, as torchinfo.summary without an input (no forward runs): one row per
+/// module of named_modules() (the root "(root)"), with its type_name(), its own parameters
+/// ("weight [128, 784], bias [128]") and their element count ("--" when it has none); then the
+/// totals over named_parameters() / named_buffers() (a shared tensor once): total parameters,
+/// trainable ones (requires_grad), non-trainable, buffer elements, and the size of parameters and
+/// buffers in MB (10^6 bytes, each tensor's numel times its dtype's itemsize).
+inline std::string summary(const Module& model) {
+  struct row {
+    std::string cell[4];
+  };
+  std::vector<row> rows{{{"Module", "Type", "Parameters", "Param #"}}};
+  for (const auto& [name, m] : model.named_modules()) {
+    std::string shapes;
+    std::int64_t count = 0;
+    const auto own = m->named_parameters(false);
+    for (const auto& [pn, p] : own) {
+      shapes += (shapes.empty() ? "" : ", ") + pn + " " + detail::py_list(p.sizes());
+      count += p.numel();
+    }
+    rows.push_back({{name.empty() ? "(root)" : name, m->type_name(), own.empty() ? "--" : shapes,
+                     own.empty() ? "--" : detail::thousands(count)}});
+  }
+  std::size_t w[4] = {0, 0, 0, 0};
+  for (const auto& r : rows)
+    for (int c = 0; c < 4; ++c) w[c] = std::max(w[c], r.cell[c].size());
+  const std::size_t width = w[0] + w[1] + w[2] + w[3] + 6;
+  const std::string rule(width, '=');
+  std::string out;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    for (int c = 0; c < 3; ++c) out += r.cell[c] + std::string(w[c] - r.cell[c].size() + 2, ' ');
+    out += std::string(w[3] - r.cell[3].size(), ' ') + r.cell[3] + "\n";
+    if (i == 0) out += rule + "\n";
+  }
+  std::int64_t total = 0, trainable = 0, buffer_elems = 0;
+  double bytes = 0;
+  for (const auto& [n, p] : model.named_parameters()) {
+    total += p.numel();
+    if (p.requires_grad()) trainable += p.numel();
+    bytes += static_cast<double>(p.numel()) * static_cast<double>(itemsize(p.scalar_type()));
+  }
+  for (const auto& [n, b] : model.named_buffers()) {
+    buffer_elems += b.numel();
+    bytes += static_cast<double>(b.numel()) * static_cast<double>(itemsize(b.scalar_type()));
+  }
+  char mb[64];
+  const auto r = std::to_chars(mb, mb + sizeof mb, bytes / 1e6, std::chars_format::fixed, 2);
+  out += rule + "\n";
+  out += "Total params: " + detail::thousands(total) + "\n";
+  out += "Trainable params: " + detail::thousands(trainable) + "\n";
+  out += "Non-trainable params: " + detail::thousands(total - trainable) + "\n";
+  out += "Buffer elements: " + detail::thousands(buffer_elems) + "\n";
+  out += "Params + buffers size (MB): " + std::string(mb, r.ptr) + "\n";
+  out += rule + "\n";
+  return out;
+}
 
 }  // namespace tenet::nn

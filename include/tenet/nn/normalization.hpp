@@ -14,6 +14,15 @@
 
 namespace tenet::nn {
 
+namespace detail {
+/// torch's normalized_shape text: "(8,)", "(4, 8)".
+template <int... N>
+std::string normalized_shape_text() {
+  const std::int64_t v[] = {N...};
+  return py_tuple(v, sizeof...(N));
+}
+}  // namespace detail
+
 /// Normalizes over the last sizeof...(N) dims, whose extents are N... (torch.nn.LayerNorm(normalized_shape)).
 /// Affine = false keeps no parameters (weight 1 and bias 0 are still applied).
 template <class T, bool Affine, int... N>
@@ -36,6 +45,11 @@ class LayerNormT : public Module {
   auto operator()(const X& x) const {
     return layer_norm(x, weight, bias, eps);
   }
+  std::string type_name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override {
+    return detail::normalized_shape_text<N...>() + ", eps=" + detail::py_float(eps) +
+           ", elementwise_affine=" + detail::py_bool(Affine) + ", bias=" + detail::py_bool(Affine);
+  }
 };
 template <int... N>
 using LayerNorm = LayerNormT<float, true, N...>;
@@ -54,6 +68,11 @@ class RMSNormT : public Module {
   template <Expression X>
   auto operator()(const X& x) const {
     return rms_norm(x, weight, eps ? *eps : -1.0);
+  }
+  std::string type_name() const override { return "RMSNorm"; }
+  std::string extra_repr() const override {
+    return detail::normalized_shape_text<N...>() + ", eps=" + (eps ? detail::py_float(*eps) : "None") +
+           ", elementwise_affine=True";
   }
 };
 template <int... N>
@@ -81,6 +100,11 @@ class GroupNorm : public Module {
   template <Expression X>
   auto operator()(const X& x) const {
     return group_norm(x, G, weight, bias, eps);
+  }
+  std::string type_name() const override { return "GroupNorm"; }
+  std::string extra_repr() const override {
+    return std::to_string(G) + ", " + std::to_string(C) + ", eps=" + detail::py_float(eps) +
+           ", affine=" + detail::py_bool(Affine) + ", bias=" + detail::py_bool(Affine);
   }
 };
 
@@ -137,6 +161,13 @@ class BatchNormT : public Module {
     if (options.track_running_stats)
       return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, factor, options.eps);
     return batch_norm(x, none, none, weight, bias, true, factor, options.eps);
+  }
+  std::string type_name() const override { return MinRank == 4 ? "BatchNorm2d" : "BatchNorm1d"; }
+  std::string extra_repr() const override {
+    return std::to_string(C) + ", eps=" + detail::py_float(options.eps) +
+           ", momentum=" + (options.momentum ? detail::py_float(*options.momentum) : "None") +
+           ", affine=" + detail::py_bool(Affine) + ", bias=" + detail::py_bool(Affine) +
+           ", track_running_stats=" + detail::py_bool(options.track_running_stats);
   }
 };
 template <int C, bool Affine = true, class T = float>

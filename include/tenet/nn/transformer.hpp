@@ -27,6 +27,7 @@
 #include <tenet/nn_functional.hpp>
 #include <tenet/nn/container.hpp>
 #include <tenet/nn/init.hpp>
+#include <tenet/nn/linear.hpp>  // Dropout
 #include <tenet/nn/module.hpp>
 
 namespace tenet::nn {
@@ -110,6 +111,8 @@ class linear_layer : public Module {
  public:
   Tensor<T, shape<Out, In>> weight{{Out, In}};
   Tensor<T, shape<Out>> bias;
+  /// The printed name: "Linear", or torch's "NonDynamicallyQuantizableLinear" for MultiheadAttention's out_proj.
+  const char* printed_name = "Linear";
   explicit linear_layer(bool with_bias = true) {
     register_parameter("weight", weight);
     if (with_bias) {
@@ -128,6 +131,11 @@ class linear_layer : public Module {
     if (bias.defined()) return Y(linear(x, weight) + bias);
     return Y(linear(x, weight));
   }
+  std::string type_name() const override { return printed_name; }
+  std::string extra_repr() const override {
+    return "in_features=" + std::to_string(In) + ", out_features=" + std::to_string(Out) +
+           ", bias=" + py_bool(bias.defined());
+  }
 };
 
 /// LayerNorm over the last dim whose bias is a run-time choice (torch.nn.LayerNorm(bias=)).
@@ -136,7 +144,8 @@ class layer_norm_layer : public Module {
  public:
   double eps;
   Tensor<T, shape<N>> weight{{N}}, bias{{N}};
-  explicit layer_norm_layer(double epsilon = 1e-5, bool with_bias = true) : eps(epsilon) {
+  bool has_bias;
+  explicit layer_norm_layer(double epsilon = 1e-5, bool with_bias = true) : eps(epsilon), has_bias(with_bias) {
     register_parameter("weight", weight);
     if (with_bias) register_parameter("bias", bias);
     init::ones_(weight);
@@ -145,6 +154,11 @@ class layer_norm_layer : public Module {
   template <Expression X>
   auto operator()(const X& x) const {
     return layer_norm(x, weight, bias, eps);
+  }
+  std::string type_name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override {
+    return "(" + std::to_string(N) + ",), eps=" + py_float(eps) +
+           ", elementwise_affine=True, bias=" + py_bool(has_bias);
   }
 };
 
@@ -226,9 +240,12 @@ class MultiheadAttention : public Module {
       register_parameter("bias_k", bias_k);
       register_parameter("bias_v", bias_v);
     }
+    out_proj.printed_name = "NonDynamicallyQuantizableLinear";  // torch's class for out_proj
     register_module("out_proj", out_proj);
     reset_parameters();
   }
+  /// torch's MultiheadAttention prints no options, only out_proj.
+  std::string type_name() const override { return "MultiheadAttention"; }
 
   void reset_parameters() {
     if constexpr (same_dims) {
@@ -421,33 +438,37 @@ struct decoder_layer_args {
 };
 
 namespace detail {
-/// The feed-forward block and the options shared by both layer types.
+/// The feed-forward block, the options and the Dropout modules shared by both layer types (torch's
+/// names: `dropout` inside the feed-forward block, `dropout1` after the self-attention, `dropout2`
+/// after the encoder's feed-forward block or the decoder's cross-attention). Each Dropout module's
+/// p and training mode apply, as torch's; all start at options.dropout.
 template <int DModel, int DimFF, class T>
 class transformer_ff : public Module {
  public:
   transformer_layer_options options;
   linear_layer<DModel, DimFF, T> linear1;
   linear_layer<DimFF, DModel, T> linear2;
+  Dropout dropout, dropout1, dropout2;
   explicit transformer_ff(const transformer_layer_options& o) : options(o), linear1(o.bias), linear2(o.bias) {
     if (!(o.dropout >= 0.0 && o.dropout <= 1.0))
       throw value_error("tenet: nn::Transformer layers: dropout probability has to be between 0 and 1, but got " +
                         std::to_string(o.dropout));
+    dropout.p = dropout1.p = dropout2.p = o.dropout;
   }
+  /// linear2(dropout(activation(linear1(x)))), then the dropout `after`.
   template <class X>
-  X ff(const X& x) const {
-    const double p = training() ? options.dropout : 0.0;
+  X ff(const X& x, const Dropout& after) const {
     auto h = linear1(x);  // (..., DimFF)
     if (options.activation == transformer_activation::relu) h = relu(h);
     else h = gelu(h);
-    if (p > 0) h = dropout(h, p, true);
-    X y = linear2(h);
-    if (p > 0) y = dropout(y, p, true);
-    return y;
+    h = drop(dropout, h);
+    return drop(after, X(linear2(h)));
   }
+  /// x through the Dropout module d (nothing to do when p is 0 or d is in eval mode).
   template <class X>
-  X drop(const X& x) const {
-    const double p = training() ? options.dropout : 0.0;
-    if (p > 0) return dropout(x, p, true);
+  static X drop(const Dropout& d, const X& x) {
+    const double p = d.training() ? d.p : 0.0;
+    if (p > 0) return tenet::dropout(x, p, true);
     return x;
   }
 };
@@ -465,27 +486,32 @@ class TransformerEncoderLayer : public detail::transformer_ff<DModel, DimFF, T> 
   explicit TransformerEncoderLayer(const transformer_layer_options& o = {})
       : base(o), self_attn({.dropout = o.dropout, .bias = o.bias, .batch_first = o.batch_first}),
         norm1(o.layer_norm_eps, o.bias), norm2(o.layer_norm_eps, o.bias) {
-    this->register_module("self_attn", self_attn);
+    this->register_module("self_attn", self_attn);  // torch's order (its print and named_modules)
     this->register_module("linear1", this->linear1);
+    this->register_module("dropout", this->dropout);
     this->register_module("linear2", this->linear2);
     this->register_module("norm1", norm1);
     this->register_module("norm2", norm2);
+    this->register_module("dropout1", this->dropout1);
+    this->register_module("dropout2", this->dropout2);
   }
+  std::string type_name() const override { return "TransformerEncoderLayer"; }
   /// src: (S, E) unbatched, (S, N, E), or (N, S, E) with batch_first.
   template <Expression X>
   auto operator()(const X& src, const encoder_layer_args<T>& a = {}) const {
     using Y = detail::seq_t<T, rank_of<X>, DModel>;
     Y x = src;
     auto sa = [&](const Y& h) -> Y {
-      return this->drop(Y(self_attn(h, h, h, {.key_padding_mask = a.src_key_padding_mask, .need_weights = false,
-                                             .attn_mask = a.src_mask, .is_causal = a.is_causal}).output));
+      return this->drop(this->dropout1, Y(self_attn(h, h, h, {.key_padding_mask = a.src_key_padding_mask,
+                                                              .need_weights = false, .attn_mask = a.src_mask,
+                                                              .is_causal = a.is_causal}).output));
     };
     if (this->options.norm_first) {
       x = x + sa(norm1(x));
-      x = x + this->ff(Y(norm2(x)));
+      x = x + this->ff(Y(norm2(x)), this->dropout2);
     } else {
       x = norm1(x + sa(x));
-      x = norm2(x + this->ff(x));
+      x = norm2(x + this->ff(x, this->dropout2));
     }
     return x;
   }
@@ -500,18 +526,25 @@ class TransformerDecoderLayer : public detail::transformer_ff<DModel, DimFF, T> 
  public:
   MultiheadAttention<DModel, NHead, DModel, DModel, T> self_attn, multihead_attn;
   detail::layer_norm_layer<DModel, T> norm1, norm2, norm3;
+  Dropout dropout3;  // after the feed-forward block (dropout1, dropout2: after the attentions)
   explicit TransformerDecoderLayer(const transformer_layer_options& o = {})
       : base(o), self_attn({.dropout = o.dropout, .bias = o.bias, .batch_first = o.batch_first}),
         multihead_attn({.dropout = o.dropout, .bias = o.bias, .batch_first = o.batch_first}),
         norm1(o.layer_norm_eps, o.bias), norm2(o.layer_norm_eps, o.bias), norm3(o.layer_norm_eps, o.bias) {
-    this->register_module("self_attn", self_attn);
+    dropout3.p = o.dropout;
+    this->register_module("self_attn", self_attn);  // torch's order (its print and named_modules)
     this->register_module("multihead_attn", multihead_attn);
     this->register_module("linear1", this->linear1);
+    this->register_module("dropout", this->dropout);
     this->register_module("linear2", this->linear2);
     this->register_module("norm1", norm1);
     this->register_module("norm2", norm2);
     this->register_module("norm3", norm3);
+    this->register_module("dropout1", this->dropout1);
+    this->register_module("dropout2", this->dropout2);
+    this->register_module("dropout3", dropout3);
   }
+  std::string type_name() const override { return "TransformerDecoderLayer"; }
   template <Expression X, Expression M>
   auto operator()(const X& tgt, const M& memory, const decoder_layer_args<T>& a = {}) const {
     static_assert(rank_of<X> == rank_of<M>, "tenet: nn::TransformerDecoderLayer: tgt and memory must both be batched or both unbatched");
@@ -519,21 +552,23 @@ class TransformerDecoderLayer : public detail::transformer_ff<DModel, DimFF, T> 
     Y x = tgt;
     const Y mem = memory;
     auto sa = [&](const Y& h) -> Y {
-      return this->drop(Y(self_attn(h, h, h, {.key_padding_mask = a.tgt_key_padding_mask, .need_weights = false,
-                                             .attn_mask = a.tgt_mask, .is_causal = a.tgt_is_causal}).output));
+      return this->drop(this->dropout1, Y(self_attn(h, h, h, {.key_padding_mask = a.tgt_key_padding_mask,
+                                                              .need_weights = false, .attn_mask = a.tgt_mask,
+                                                              .is_causal = a.tgt_is_causal}).output));
     };
     auto ca = [&](const Y& h) -> Y {
-      return this->drop(Y(multihead_attn(h, mem, mem, {.key_padding_mask = a.memory_key_padding_mask, .need_weights = false,
-                                                       .attn_mask = a.memory_mask, .is_causal = a.memory_is_causal}).output));
+      return this->drop(this->dropout2, Y(multihead_attn(h, mem, mem, {.key_padding_mask = a.memory_key_padding_mask,
+                                                                        .need_weights = false, .attn_mask = a.memory_mask,
+                                                                        .is_causal = a.memory_is_causal}).output));
     };
     if (this->options.norm_first) {
       x = x + sa(norm1(x));
       x = x + ca(norm2(x));
-      x = x + this->ff(Y(norm3(x)));
+      x = x + this->ff(Y(norm3(x)), dropout3);
     } else {
       x = norm1(x + sa(x));
       x = norm2(x + ca(x));
-      x = norm3(x + this->ff(x));
+      x = norm3(x + this->ff(x, dropout3));
     }
     return x;
   }
@@ -573,6 +608,7 @@ class TransformerEncoder : public Module {
     register_module("layers", layers);
     if (has_norm) register_module("norm", norm);
   }
+  std::string type_name() const override { return "TransformerEncoder"; }
   template <Expression X>
   auto operator()(const X& src, const encoder_layer_args<T>& a = {}) const {
     using Y = detail::seq_t<T, rank_of<X>, DModel>;
@@ -650,6 +686,7 @@ class TransformerDecoder : public Module {
     register_module("layers", layers);
     if (has_norm) register_module("norm", norm);
   }
+  std::string type_name() const override { return "TransformerDecoder"; }
   template <Expression X, Expression M>
   auto operator()(const X& tgt, const M& memory, const decoder_layer_args<T>& a = {}) const {
     using Y = detail::seq_t<T, rank_of<X>, DModel>;
@@ -694,6 +731,7 @@ class Transformer : public Module {
       init::xavier_uniform_(l.multihead_attn.out_proj.weight);
     }
   }
+  std::string type_name() const override { return "Transformer"; }
   template <Expression S, Expression X>
   auto operator()(const S& src, const X& tgt, const transformer_args<T>& a = {}) const {
     static_assert(rank_of<S> == rank_of<X>, "tenet: nn::Transformer: src and tgt must both be batched or both unbatched");
