@@ -244,3 +244,46 @@ TEST_CASE("func::vmap(grad(f)): per-sample gradients against torch.func", "[func
   tenet_test::check_close(g3, c.at("gw2"));
   tenet_test::check_close(g4, c.at("gb2"));
 }
+
+TEST_CASE("func::stack_module_state + vmap: three models run as one ensemble", "[func]") {
+  manual_seed(11);
+  std::array<mlp, 3> models;  // different random weights each
+  const Tensor<double, shape<5, 4>> x = ramp<double, shape<5, 4>>(-0.8, 0.07);
+  auto [params, buffers] = func::stack_module_state(models);
+  CHECK(buffers.empty());
+  CHECK(params.names() == std::vector<std::string>{"a.weight", "a.bias", "b.weight", "b.bias"});
+  CHECK(params.at("a.weight")->sizes() == std::vector<std::int64_t>{3, 5, 4});
+  const auto stacked_w = params.value("a.weight").as<double, shape<3, 5, 4>>();  // a CPU copy of the stack
+  CHECK(max_diff(Tensor<double, shape<5, 4>>(stacked_w.select<0>(2)), models[2].a.weight) == 0);
+  // a stacked map is mapped, not differentiated
+  CHECK_THROWS_AS(func::grad([](const func::tensor_map&) { return zeros<double, shape<>>(); })(params), value_error);
+  mlp base;  // its own weights are replaced by each model's in turn
+  auto run = [&](const func::tensor_map& p, const auto& xx) { return func::functional_call(base, p, xx); };
+  // the same input for every model, and one input per model
+  auto ys = func::vmap(run, func::in_dims<0, func::none>)(params, x);
+  static_assert(std::is_same_v<decltype(ys), Tensor<double, shape<dyn, 5, 2>>>);
+  Tensor<double, shape<3, 5, 4>> xs = zeros<double, shape<3, 5, 4>>();
+  for (int k = 0; k < 3; ++k) xs.select<0>(k).copy_(x * (1.0 + k));
+  auto ys2 = func::vmap(run)(params, xs);
+  for (int k = 0; k < 3; ++k) {
+    const Tensor<double, shape<5, 2>> want = models[static_cast<std::size_t>(k)](x);
+    const Tensor<double, shape<5, 2>> want2 = models[static_cast<std::size_t>(k)](Tensor<double, shape<5, 4>>(x * (1.0 + k)));
+    CHECK(max_diff(Tensor<double, shape<5, 2>>(ys.select<0>(k)), want) < 1e-14);
+    CHECK(max_diff(Tensor<double, shape<5, 2>>(ys2.select<0>(k)), want2) < 1e-14);
+  }
+  // models of other parameter shapes cannot be stacked; a map of mixed first extents cannot be mapped
+  struct other : nn::Module {
+    nn::Linear<4, 6, true, double> a;
+    nn::Linear<6, 2, true, double> b;
+    other() {
+      register_module("a", a);
+      register_module("b", b);
+    }
+  };
+  std::array<other, 1> o;
+  std::vector<const nn::Module*> mixed{&models[0], &o[0]};
+  CHECK_THROWS_AS(func::stack_module_state(mixed), dtype_error);
+  func::tensor_map ragged = params;
+  ragged.set("b.bias", zeros<double, shape<2, 2>>());
+  CHECK_THROWS_WITH(func::vmap(run, func::in_dims<0, func::none>)(ragged, x), Catch::Matchers::Contains("first extents"));
+}

@@ -26,8 +26,10 @@
 //
 //   func::vmap(f[, in_dims<...>[, out_dims<O>]])(xs...)   f per sample, results stacked
 //
+//   func::stack_module_state(models)       parameters and buffers stacked, for vmap (ensembling)
+//
 // Not here yet (issue 33): batching rules (vmap runs f per sample; jacrev and jacfwd compute
-// their rows / columns one by one) and stack_module_state.
+// their rows / columns one by one).
 #include <cstddef>
 #include <any>
 #include <cstdint>
@@ -72,6 +74,12 @@ class tensor_map {
   template <class T, class S>
   void set(const std::string& name, const Tensor<T, S>& t) {
     set(name, std::make_shared<nn::detail::typed_bound<T, S>>(t));
+  }
+  /// Adds or replaces `name` with one Tensor<T, S> per model, stacked (what stack_module_state
+  /// makes): vmap maps it, each sample one of them (for functional_call).
+  template <class T, class S>
+  void set_stacked(const std::string& name, std::vector<Tensor<T, S>> per_model) {
+    set(name, std::make_shared<nn::detail::stacked_bound<T, S>>(std::move(per_model)));
   }
   void set(const std::string& name, std::shared_ptr<nn::detail::bound_tensor> b) {
     for (auto& [n, v] : items_)
@@ -850,8 +858,12 @@ template <class A, int D>
 constexpr int mapped_dim() {
   if constexpr (D == none) {
     return -1;
+  } else if constexpr (std::is_same_v<A, tensor_map>) {
+    static_assert(D == 0, "tenet: func::vmap: a tensor_map is mapped along dim 0 of every tensor (in_dims 0)");
+    return 0;
   } else {
-    static_assert(is_tensor_v<A>, "tenet: func::vmap: an argument with a mapped dim (in_dims) must be a Tensor");
+    static_assert(is_tensor_v<A>,
+                  "tenet: func::vmap: an argument with a mapped dim (in_dims) must be a Tensor or a func::tensor_map");
     if constexpr (is_tensor_v<A>) {
       constexpr int r = static_cast<int>(A::rank);
       static_assert(r >= 1, "tenet: func::vmap: a mapped argument must have at least one dim");
@@ -866,7 +878,32 @@ constexpr int mapped_dim() {
 template <int M, class A>
 decltype(auto) sample_of(const A& a, std::int64_t i) {
   if constexpr (M < 0) return (a);
+  else if constexpr (std::is_same_v<A, tensor_map>) return a.map([&](const nn::detail::bound_tensor& b) { return b.select0(i); });
   else return a.template select<M>(i);
+}
+
+/// The extent of a mapped argument's dim: a Tensor's, or the common first extent of a tensor_map's
+/// tensors (value_error when they differ or one has no dim).
+template <int M, class A>
+std::int64_t mapped_size(const A& x, std::size_t k) {
+  if constexpr (std::is_same_v<A, tensor_map>) {
+    std::int64_t n = -1;
+    for (const auto& [name, b] : x.items()) {
+      const auto s = b->sizes();
+      if (s.empty())
+        throw value_error("tenet: func::vmap: argument " + std::to_string(k) + " (a tensor_map) maps \"" + name +
+                          "\", which has no dim 0");
+      if (n < 0) n = s[0];
+      else if (s[0] != n)
+        throw value_error("tenet: func::vmap: argument " + std::to_string(k) + " (a tensor_map) holds tensors of "
+                          "first extents " + std::to_string(n) + " and " + std::to_string(s[0]) + " (\"" + name + "\")");
+    }
+    if (n < 0) throw value_error("tenet: func::vmap: argument " + std::to_string(k) + " is an empty tensor_map");
+    return n;
+  } else {
+    if (!x.defined()) throw value_error("tenet: func::vmap: argument " + std::to_string(k) + " is undefined");
+    return x.sizes()[static_cast<std::size_t>(M)];
+  }
 }
 
 /// The batch's extent type: the first mapped argument's extent at its mapped dim (static or dyn).
@@ -889,6 +926,11 @@ struct arg_dim {
 template <class A>
 struct arg_dim<A, -1> {
   static constexpr int dim = -1;
+  using extent = shape<dyn>;
+};
+template <>
+struct arg_dim<tensor_map, 0> {
+  static constexpr int dim = 0;
   using extent = shape<dyn>;
 };
 
@@ -944,9 +986,7 @@ auto vmap_call(const F& f, const vmap_options& opt, const A&... a) {
         [&] {
           constexpr int m = dims[K];
           if constexpr (m >= 0) {
-            const auto& x = std::get<K>(std::forward_as_tuple(a...));
-            if (!x.defined()) throw value_error("tenet: func::vmap: argument " + std::to_string(K) + " is undefined");
-            const std::int64_t n = x.sizes()[static_cast<std::size_t>(m)];
+            const std::int64_t n = mapped_size<m>(std::get<K>(std::forward_as_tuple(a...)), K);
             all += (all.empty() ? "" : ", ") + std::string("argument ") + std::to_string(K) + ": " + std::to_string(n);
             if (batch < 0) batch = n;
             else if (n != batch) mismatch = true;
@@ -988,9 +1028,40 @@ auto vmap_call(const F& f, const vmap_options& opt, const A&... a) {
 
 template <class A>
 constexpr int default_in_dim() {
-  return is_tensor_v<A> ? 0 : none;
+  return is_tensor_v<A> || std::is_same_v<A, tensor_map> ? 0 : none;
 }
 }  // namespace detail
+
+/// torch.func.stack_module_state: the parameters and the buffers of modules of one type, each
+/// stacked along a new dim 0 (detached), by their dotted names; with vmap over them and
+/// functional_call on one module of the type, one call runs every model (model ensembling).
+/// `models` is a range of modules or of pointers to modules.
+template <class Range>
+std::pair<tensor_map, tensor_map> stack_module_state(const Range& models) {
+  auto module_of = [](const auto& m) -> const nn::Module& {
+    if constexpr (std::is_pointer_v<std::remove_cvref_t<decltype(m)>>) return *m;
+    else return m;
+  };
+  auto stacked = [&](bool params) {
+    tensor_map out;
+    std::vector<std::vector<std::pair<std::string, nn::tensor_ref>>> all;
+    for (const auto& m : models) all.push_back(params ? module_of(m).named_parameters() : module_of(m).named_buffers());
+    if (all.empty()) throw value_error("tenet: func::stack_module_state needs at least one module");
+    for (std::size_t i = 0; i < all[0].size(); ++i) {
+      const std::string& name = all[0][i].first;
+      std::vector<std::shared_ptr<nn::detail::bound_tensor>> rest;
+      for (std::size_t k = 1; k < all.size(); ++k) {
+        if (all[k].size() != all[0].size() || all[k][i].first != name)
+          throw value_error("tenet: func::stack_module_state: module " + std::to_string(k) +
+                            " has other parameters or buffers than module 0 (at \"" + name + "\")");
+        rest.push_back(all[k][i].second.slot().bound());
+      }
+      out.set(name, all[0][i].second.slot().bound()->stack0(rest, name));
+    }
+    return out;
+  };
+  return {stacked(true), stacked(false)};
+}
 
 /// torch.func.vmap: f mapped over dim in_dims of its arguments (0 of every Tensor argument by
 /// default; func::none leaves one unmapped), its outputs (a Tensor, or a pair / tuple of them)

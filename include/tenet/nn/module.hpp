@@ -82,6 +82,12 @@ class bound_tensor {
   virtual std::shared_ptr<bound_tensor> zeros() const = 0;
   /// The gradient the engine left for this tensor (a Tensor<T, dyn_shape<R>> in g), or zeros when g is empty.
   virtual std::shared_ptr<bound_tensor> from_gradient(const std::any& g) const = 0;
+  /// Row i along dim 0 (a view, its shape type without the first extent); value_error for rank 0.
+  virtual std::shared_ptr<bound_tensor> select0(std::int64_t i) const = 0;
+  /// This tensor and `rest` (each of this one's type and sizes) stacked along a new dim 0 (shape
+  /// type shape<dyn, ...>): func::stack_module_state.
+  virtual std::shared_ptr<bound_tensor> stack0(const std::vector<std::shared_ptr<bound_tensor>>& rest,
+                                               const std::string& name) const = 0;
 };
 
 template <class T, class S>
@@ -120,7 +126,90 @@ class typed_bound final : public bound_tensor {
     if (!g.has_value()) return zeros();
     return std::make_shared<typed_bound>(Tensor<T, S>(std::any_cast<const Tensor<T, dyn_shape<S::rank>>&>(g)));
   }
+  std::shared_ptr<bound_tensor> select0(std::int64_t) const override {
+    throw value_error("tenet: func::vmap maps a tensor_map's tensors stacked by func::stack_module_state (or "
+                      "set with tensor_map::set_stacked); this one is a plain " + std::string(tenet::name(dtype_of<T>)) +
+                      " " + S::text());
+  }
+  std::shared_ptr<bound_tensor> stack0(const std::vector<std::shared_ptr<bound_tensor>>& rest,
+                                       const std::string& name) const override;
 };
+
+/// One module tensor of type Tensor<T, S> from each of several models, stacked along a new dim 0
+/// (func::stack_module_state): sample i is model i's tensor, a typed_bound<T, S> a module of that
+/// type can be rebound to (func::vmap). Held as the models' tensors (detached handles, no copy),
+/// not as one Tensor<T, shape<dyn, ...>>, so a stacked entry is mapped (vmap) or read (value(): a
+/// CPU copy), not differentiated as one tensor.
+template <class T, class S>
+class stacked_bound final : public bound_tensor {
+ public:
+  explicit stacked_bound(std::vector<Tensor<T, S>> p) : parts(std::move(p)) {}
+  std::vector<Tensor<T, S>> parts;
+  dtype scalar_type() const override { return dtype_of<T>; }
+  std::vector<std::int64_t> sizes() const override {
+    std::vector<std::int64_t> r{static_cast<std::int64_t>(parts.size())};
+    if (!parts.empty()) r.insert(r.end(), parts[0].sizes().begin(), parts[0].sizes().end());
+    return r;
+  }
+  std::string shape_text() const override { return "stacked " + std::to_string(parts.size()) + " x " + S::text(); }
+  tenet::device device() const override { return parts.empty() ? tenet::device(tenet::cpu) : parts[0].device(); }
+  bool defined() const override { return !parts.empty(); }
+  bool requires_grad() const override { return false; }
+  /// The stacked values as one contiguous CPU any_tensor.
+  any_tensor value() const override {
+    any_tensor out = any_tensor::zeros(dtype_of<T>, sizes());
+    if (parts.empty()) return out;
+    const std::size_t bytes = static_cast<std::size_t>(parts[0].numel()) * sizeof(T);
+    auto* dst = static_cast<unsigned char*>(const_cast<void*>(out.raw_data()));  // our own fresh zeros
+    for (std::size_t k = 0; k < parts.size(); ++k) any_tensor(parts[k]).copy_to_host(dst + k * bytes);
+    return out;
+  }
+  std::shared_ptr<bound_tensor> detached() const override { return std::make_shared<stacked_bound>(parts); }
+  [[noreturn]] void refuse() const {
+    throw value_error("tenet: a stacked tensor_map entry (func::stack_module_state) is mapped by func::vmap, not "
+                      "differentiated: take gradients with respect to each model's tensors");
+  }
+  std::shared_ptr<bound_tensor> fresh_leaf() const override { refuse(); }
+  std::shared_ptr<bound_tensor> alias() const override { refuse(); }
+  const std::shared_ptr<tenet::detail::ag::meta>& identity() const override {
+    static const std::shared_ptr<tenet::detail::ag::meta> none;
+    return none;
+  }
+  std::shared_ptr<bound_tensor> zeros() const override { refuse(); }
+  std::shared_ptr<bound_tensor> from_gradient(const std::any&) const override { refuse(); }
+  std::shared_ptr<bound_tensor> select0(std::int64_t i) const override {
+    if (i < 0 || i >= static_cast<std::int64_t>(parts.size()))
+      throw index_error("tenet: stacked tensor_map entry: sample " + std::to_string(i) + " of " +
+                        std::to_string(parts.size()));
+    return std::make_shared<typed_bound<T, S>>(parts[static_cast<std::size_t>(i)]);
+  }
+  std::shared_ptr<bound_tensor> stack0(const std::vector<std::shared_ptr<bound_tensor>>&,
+                                       const std::string& name) const override {
+    throw value_error("tenet: stack_module_state: \"" + name + "\" is already stacked");
+  }
+};
+
+template <class T, class S>
+std::shared_ptr<bound_tensor> typed_bound<T, S>::stack0(const std::vector<std::shared_ptr<bound_tensor>>& rest,
+                                                        const std::string& name) const {
+  std::vector<Tensor<T, S>> parts{tensor.detach()};
+  for (const auto& r : rest) {
+    const auto* p = dynamic_cast<const typed_bound*>(r.get());
+    if (!p)
+      throw dtype_error("tenet: stack_module_state: \"" + name + "\" is " + std::string(tenet::name(dtype_of<T>)) + " " +
+                        S::text() + " in the first module, " + tenet::name(r->scalar_type()) + " " + r->shape_text() +
+                        " in another");
+    if (p->tensor.sizes() != tensor.sizes())
+      throw shape_error("tenet: stack_module_state: \"" + name + "\" has sizes " +
+                        tenet::detail::sizes_text(tensor.sizes()) + " in the first module, " +
+                        tenet::detail::sizes_text(p->tensor.sizes()) + " in another");
+    if (p->tensor.device() != tensor.device())
+      throw device_error("tenet: stack_module_state: \"" + name + "\" is on " + tensor.device().str() +
+                         " in the first module, on " + p->tensor.device().str() + " in another");
+    parts.push_back(p->tensor.detach());
+  }
+  return std::make_shared<stacked_bound<T, S>>(std::move(parts));
+}
 
 /// One registered tensor member, type-erased.
 class tensor_slot {
