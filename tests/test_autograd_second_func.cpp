@@ -195,6 +195,14 @@ TEST_CASE("func: levels keep their variables apart, and ordinary autograd differ
   S0 l2 = sum(gx);
   l2.backward();
   CHECK(wv.grad()() == Approx(2.0 * S0(sum(x4))()));
+  // differentiating jvp's output with respect to the tangent (the primal untracked): d/dt sum(cos(x) t) = cos(x)
+  {
+    const X4 xs = fixture{}.x, t0 = X4(fixture{}.x * 0.5);
+    X4 dt = func::grad([&](const auto& t) {
+      return sum(func::jvp([](const auto& a) { return sin(a); }, std::make_tuple(xs), std::make_tuple(t)).second);
+    })(t0);
+    CHECK(max_diff(dt, X4(cos(xs))) < 1e-14);
+  }
   // under no_grad the result is not tracked
   {
     no_grad off;

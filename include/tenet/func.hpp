@@ -445,12 +445,7 @@ class linearized {
     (void)aux;
     y_ = y;
     graph_ = keeps_graph(lv_.outer && reaches_outer(y_.autograd_meta(), lv_), who);
-    if (graph_ && y_.requires_grad()) {
-      u_ = zeros_of(y_);
-      u_.requires_grad_();
-      const ag::grad_mode_guard on(true);
-      gq_ = autograd::grad(y_, q_, u_, {.retain_graph = true, .create_graph = true, .allow_unused = true});
-    }
+    if (graph_) record_transpose();
   }
   /// f's output: tracked where an enclosing level differentiates through it, else detached.
   Y output() const { return graph_ ? y_ : y_.detach(); }
@@ -462,7 +457,7 @@ class linearized {
       (check_tangent(std::get<K>(q_), std::get<K>(t)), ...);
     }(std::index_sequence_for<P...>{});
     const bool tracked_t = ag::grad_mode() && std::apply([](const auto&... x) { return (x.requires_grad() || ...); }, t);
-    if (!graph_ && tracked_t) (void)keeps_graph(true, who_);
+    if (!graph_ && tracked_t && keeps_graph(true, who_)) record_transpose();  // J t must stay differentiable in t
     if (!y_.requires_grad()) return zeros_of(y_);
     if (!graph_ && !tracked_t) {
       ag::jvp_context ctx;
@@ -488,6 +483,18 @@ class linearized {
     if (t.device() != q.device())
       throw device_error(std::string("tenet: func::") + who_ + ": a tangent is on " + t.device().str() +
                          ", its primal on " + q.device().str());
+  }
+
+  /// gq_ = J^T u for a fresh variable u, recorded (create_graph): the double-VJP form's first half.
+  void record_transpose() const {
+    if constexpr (TENET_AUTOGRAD >= 2) {
+      if (recorded_ || !y_.requires_grad()) return;
+      u_ = zeros_of(y_);
+      u_.requires_grad_();
+      const ag::grad_mode_guard on(true);
+      gq_ = autograd::grad(y_, q_, u_, {.retain_graph = true, .create_graph = true, .allow_unused = true});
+      recorded_ = true;
+    }
   }
 
   Y recorded_jvp(const std::tuple<P...>& t) const {
@@ -519,8 +526,9 @@ class linearized {
   std::tuple<P...> q_;
   Y y_;
   bool graph_ = false;
-  Y u_;
-  std::tuple<P...> gq_;
+  mutable bool recorded_ = false;
+  mutable Y u_;
+  mutable std::tuple<P...> gq_;
 };
 
 template <class F, std::size_t... I, class... A>
