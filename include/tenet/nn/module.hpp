@@ -165,18 +165,18 @@ class stacked_bound final : public bound_tensor {
     return out;
   }
   std::shared_ptr<bound_tensor> detached() const override { return std::make_shared<stacked_bound>(parts); }
-  [[noreturn]] void refuse() const {
-    throw value_error("tenet: a stacked tensor_map entry (func::stack_module_state) is mapped by func::vmap, not "
-                      "differentiated: take gradients with respect to each model's tensors");
+  static value_error refused() {
+    return value_error("tenet: a stacked tensor_map entry (func::stack_module_state) is mapped by func::vmap, not "
+                       "differentiated: take gradients with respect to each model's tensors");
   }
-  std::shared_ptr<bound_tensor> fresh_leaf() const override { refuse(); }
-  std::shared_ptr<bound_tensor> alias() const override { refuse(); }
+  std::shared_ptr<bound_tensor> fresh_leaf() const override { throw refused(); }
+  std::shared_ptr<bound_tensor> alias() const override { throw refused(); }
   const std::shared_ptr<tenet::detail::ag::meta>& identity() const override {
     static const std::shared_ptr<tenet::detail::ag::meta> none;
     return none;
   }
-  std::shared_ptr<bound_tensor> zeros() const override { refuse(); }
-  std::shared_ptr<bound_tensor> from_gradient(const std::any&) const override { refuse(); }
+  std::shared_ptr<bound_tensor> zeros() const override { throw refused(); }
+  std::shared_ptr<bound_tensor> from_gradient(const std::any&) const override { throw refused(); }
   std::shared_ptr<bound_tensor> select0(std::int64_t i) const override {
     if (i < 0 || i >= static_cast<std::int64_t>(parts.size()))
       throw index_error("tenet: stacked tensor_map entry: sample " + std::to_string(i) + " of " +
