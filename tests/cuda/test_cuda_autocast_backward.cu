@@ -84,17 +84,20 @@ TEST_CASE("cuda autograd: broadcast gradients summed over leading dims (the colu
   auto grads = [&](device d) {
     const F3 x = x0.to(d), u = u0.to(d);
     manual_seed(3);
-    // b: the column-sum path (300 rows summed); c: a kept dim before a summed one
+    // b: the column-sum path (300 rows summed); c: a kept dim before a summed one; r: the row-sum
+    // path (the trailing 40 summed, keepdim: LayerNorm's statistics)
     Tensor<float, dyn_shape<2>> b = randn<float, dyn_shape<2>>(4, 40).to(d);
     Tensor<float, dyn_shape<3>> c = randn<float, dyn_shape<3>>(300, 1, 40).to(d);
-    b.requires_grad_(), c.requires_grad_();
-    Tensor<float, shape<>> loss = sum((x + b + c) * u);
+    Tensor<float, dyn_shape<3>> r = randn<float, dyn_shape<3>>(300, 4, 1).to(d);
+    b.requires_grad_(), c.requires_grad_(), r.requires_grad_();
+    Tensor<float, shape<>> loss = sum((x + b + c + r) * u);
     loss.backward();
-    return std::make_pair(Tensor<float, dyn_shape<2>>(b.grad()).cpu(), F3(c.grad()).cpu());
+    return std::make_tuple(Tensor<float, dyn_shape<2>>(b.grad()).cpu(), F3(c.grad()).cpu(), F3(r.grad()).cpu());
   };
-  const auto [bg, cg] = grads(gpu);
-  const auto [bc, cc] = grads(tenet::cpu);
+  const auto [bg, cg, rg] = grads(gpu);
+  const auto [bc, cc, rc] = grads(tenet::cpu);
   using tenet::test::check_close;
   check_close(bg.to(gpu), bc, 1e-6, 1e-5);
   check_close(cg.to(gpu), cc, 1e-6, 1e-5);
+  check_close(rg.to(gpu), rc, 1e-6, 1e-5);
 }

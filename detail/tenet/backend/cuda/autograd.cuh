@@ -73,6 +73,23 @@ __global__ void ag_sum_to_block_kernel(T* __restrict__ out, const T* __restrict_
   }
 }
 
+/// The row sums of a contiguous [nout, nred] g (the summed dims trail: LayerNorm's mean and
+/// variance gradients, keepdim sums): a warp per row, each lane reading every 32nd value
+/// (coalesced), a double sum, then the warp's shuffle reduction. Deterministic, no atomics.
+template <class T>
+__global__ void ag_sum_rows_kernel(T* __restrict__ out, const T* __restrict__ g, std::int64_t nout, std::int64_t nred) {
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < nout;
+       r += warps) {  // r is the same for the whole warp: the shuffles see every lane
+    const T* row = g + r * nred;
+    double acc = 0;
+    for (std::int64_t j = lane; j < nred; j += 32) acc += static_cast<double>(row[j]);
+    for (int o = 16; o > 0; o /= 2) acc += __shfl_down_sync(0xffffffffu, acc, o);
+    if (lane == 0) out[r] = static_cast<T>(acc);
+  }
+}
+
 /// The column sums of a contiguous [nred, nout] g (a bias's or a LayerNorm parameter's gradient:
 /// the summed dims lead): pass 1, a block of 32 columns x 8 row lanes over one chunk of rows
 /// (coalesced: a warp reads 32 neighbouring values of a row), its double partial per column; pass 2
@@ -144,6 +161,19 @@ void sum_to_into(const Tensor<T, dyn_shape<Rg>>& g, const Tensor<T, dyn_shape<R>
     ag_sum_columns_final_kernel<T><<<static_cast<unsigned>((nout + 255) / 256), 256, 0, current_stream()>>>(
         out.data(), part.data(), nout, chunks);
     check_launch("autograd's sum_to_size column kernel launch");
+    return;
+  }
+  // the summed dims all after the kept ones, g contiguous: g is [nout, nred], a row sum
+  bool rows = g.is_contiguous() && nred >= 32 && nout >= 32;
+  bool seen_red = false;
+  for (std::size_t d = 0; d < Rg; ++d) {
+    if (red.size[d] > 1) seen_red = true;
+    else if (keep.size[d] > 1 && seen_red) rows = false;  // a kept dim after a summed one
+  }
+  if (rows) {
+    ag_sum_rows_kernel<T><<<grid_for(nout * 32, 256, dev.index), 256, 0, current_stream()>>>(out.data(), g.data(),
+                                                                                            nout, nred);
+    check_launch("autograd's sum_to_size row kernel launch");
     return;
   }
   if (nred >= 256)
