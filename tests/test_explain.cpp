@@ -95,3 +95,83 @@ TEST_CASE("shared values: computed once per evaluation, fresh in every evaluatio
   out.copy_(lazy_var);
   for (std::int64_t j = 0; j < 3; ++j) CHECK(out(j) == Approx(v2(j)).epsilon(1e-6));
 }
+
+namespace {
+/// Serves CPU allocations through the default allocator and counts the bytes alive at once.
+struct live_bytes_hook final : detail::allocation_hook {
+  std::int64_t live = 0, peak = 0;
+  std::shared_ptr<detail::storage> allocate(std::size_t n) override {
+    detail::current_allocation_hook() = nullptr;
+    auto s = detail::allocate(n, tenet::cpu);
+    detail::current_allocation_hook() = this;
+    live += static_cast<std::int64_t>(n);
+    peak = std::max(peak, live);
+    return std::shared_ptr<detail::storage>(s.get(), [s, this, n](detail::storage*) mutable {
+      live -= static_cast<std::int64_t>(n);
+      s.reset();
+    });
+  }
+};
+
+double max_diff(const Tensor<float, dyn_shape<2>>& a, const Tensor<float, dyn_shape<2>>& b) {
+  REQUIRE(a.sizes() == b.sizes());
+  double d = 0;
+  for (std::int64_t i = 0; i < a.size(0); ++i)
+    for (std::int64_t j = 0; j < a.size(1); ++j) d = std::max(d, static_cast<double>(std::abs(a(i, j) - b(i, j))));
+  return d;
+}
+
+/// Evaluates e with the hook: the plan's kernels run, and the bytes alive at once are the memory
+/// plan's peak (a value is released after its last reader, not at the end of the evaluation).
+template <class E>
+Tensor<float, dyn_shape<2>> check_memory_plan(const E& e, const char* what) {
+  INFO(what);
+  const auto p = tenet::plan(e);
+  live_bytes_hook hook;
+  const std::int64_t k0 = detail::kernels_launched();
+  detail::current_allocation_hook() = &hook;
+  Tensor<float, dyn_shape<2>> r;
+  try {
+    r = eval(e);
+  } catch (...) {
+    detail::current_allocation_hook() = nullptr;
+    throw;
+  }
+  detail::current_allocation_hook() = nullptr;
+  CHECK(detail::kernels_launched() - k0 == p.size());
+  CHECK(hook.peak == p.peak_bytes);
+  CHECK(p.peak_bytes < p.unplanned_bytes);  // the cases below all reuse memory
+  return r;
+}
+}  // namespace
+
+TEST_CASE("eager evaluation follows the memory plan: each value lives until its last reader") {
+  manual_seed(4);
+  const Tensor<float, dyn_shape<2>> x = randn<float, dyn_shape<2>>(32, 64), w = randn<float, dyn_shape<2>>(64, 64);
+  const std::int64_t mat = 32 * 64 * 4;  // one (32, 64) float matrix
+  // a chain of GEMMs: two matrices alive at once, never three
+  auto chain = check_memory_plan(matmul(matmul(matmul(x, w), w), w), "three GEMMs");
+  CHECK(tenet::plan(matmul(matmul(matmul(x, w), w), w)).peak_bytes == 2 * mat);
+  const Tensor<float, dyn_shape<2>> m1 = matmul(x, w), m2 = matmul(m1, w), m3 = matmul(m2, w);
+  CHECK(max_diff(chain, m3) == 0.0);
+  auto sm = check_memory_plan(matmul(softmax<-1>(matmul(x, w)), w), "softmax between GEMMs");
+  CHECK(max_diff(sm, Tensor<float, dyn_shape<2>>(matmul(Tensor<float, dyn_shape<2>>(softmax<-1>(m1)), w))) == 0.0);
+  // a shared value read by two kernels: released after the second (before the later GEMMs)
+  {
+    auto sx = detail::share(matmul(x, w));
+    auto t = matmul(sx, w) + sx;
+    auto r = check_memory_plan(matmul(matmul(t, w), w) + 1.0f, "a shared value, two readers");
+    const Tensor<float, dyn_shape<2>> tv = matmul(m1, w) + m1;
+    const Tensor<float, dyn_shape<2>> ref = matmul(Tensor<float, dyn_shape<2>>(matmul(tv, w)), w) + 1.0f;
+    CHECK(max_diff(r, ref) == 0.0);
+  }
+  // a common subexpression (the same matmul written twice): computed once, then released
+  {
+    auto m = matmul(x, w);
+    auto r = check_memory_plan(matmul(matmul(sum<1>(m, keepdim) + amax<1>(m, keepdim) + x, w), w), "a CSE twin");
+    const Tensor<float, dyn_shape<2>> ref =
+        matmul(Tensor<float, dyn_shape<2>>(matmul(sum<1>(m1, keepdim) + amax<1>(m1, keepdim) + x, w)), w);
+    CHECK(max_diff(r, ref) == 0.0);
+    CHECK(tenet::plan(sum<1>(m, keepdim) + amax<1>(m, keepdim)).cse_hits == 1);
+  }
+}

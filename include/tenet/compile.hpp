@@ -301,10 +301,11 @@ auto evaluate_result(const R& r) {
   }
 }
 
-template <class R>
+/// The kernel plan backend B runs for fn's result r (a tuple's plans one after the other).
+template <class B, class R>
 kernel_plan plan_result(const R& r) {
   if constexpr (is_loss_backward<R>::value) {
-    return plan_result(r.loss);  // the forward's plan (the backward's kernels are planned as it runs)
+    return plan_result<B>(r.loss);  // the forward's plan (the backward's kernels are planned as it runs)
   } else if constexpr (is_tuple_result<R>::value) {
     kernel_plan all;
     detail::apply_tuple(
@@ -316,7 +317,7 @@ kernel_plan plan_result(const R& r) {
                 all.input_bytes += p.input_bytes;
                 all.peak_bytes = std::max(all.peak_bytes, p.peak_bytes);
                 all.unplanned_bytes += p.unplanned_bytes;
-              }(plan_result(x)),
+              }(plan_result<B>(x)),
               ...);
         },
         r);
@@ -324,7 +325,7 @@ kernel_plan plan_result(const R& r) {
   } else if constexpr (TensorType<R>) {
     return {};
   } else {
-    return plan_cpu(r);
+    return plan_on<B>(r);
   }
 }
 
@@ -388,7 +389,12 @@ template <class B, class F, class... Args>
 compile_result_t<F, Args...> run_compiled(B, std::unique_ptr<device_class_state>&, F&, const compile_options&,
                                           compile_stats&, const std::vector<std::int64_t>&, const Args&... args) {
   bool mixed = false;
-  throw device_error("tenet::compile: no compiled path for tensors on " + args_device(mixed, args...).str());
+  const device dev = args_device(mixed, args...);
+  if (has_backend(dev))  // the backend is compiled in, its compiled path is not included
+    throw device_error("tenet::compile: no compiled path for tensors on " + dev.str() +
+                       " in this translation unit; include <tenet/tenet.hpp> (or the backend's header, "
+                       "e.g. <tenet/cuda.hpp>), which brings it");
+  throw device_error("tenet::compile: no compiled path for tensors on " + dev.str());
 }
 }  // namespace detail
 
@@ -421,7 +427,16 @@ class compiled_function {
         throw device_error("tenet::compile: the arguments are on more than one device (the first tensor is on " +
                            dev.str() + "); move them to one device first");
       return detail::on_backend<detail::compile_result_t<F, Args...>>(dev, "tenet::compile", [&](auto b) {
-        return run_compiled(b, c.device_state, fn_, opt_, stats_, extents, args...);
+        // fn, traced by the backend on its own inputs: the class's first trace also plans it
+        auto traced = [&](const auto&... a) {
+          auto r = fn_(a...);
+          if (!c.planned) {
+            c.plan = detail::plan_result<decltype(b)>(r);
+            c.planned = true;
+          }
+          return r;
+        };
+        return run_compiled(b, c.device_state, traced, opt_, stats_, extents, args...);
       });
     }
 
@@ -434,7 +449,7 @@ class compiled_function {
                         " expression(s) itself (eval() or a Tensor assignment inside it), which splits the graph; "
                         "return one expression instead, or compile with fullgraph = false");
     if (fresh || (opt_.dynamic && !c.planned)) {
-      c.plan = detail::plan_result(r);
+      c.plan = detail::plan_result<detail::cpu_simd>(r);
       c.planned = true;
     }
     c.graph_breaks = breaks;
@@ -477,8 +492,8 @@ class compiled_function {
 
   const compile_stats& stats() const { return stats_; }
   const compile_options& options() const { return opt_; }
-  /// The kernel plan of the shape class of the last call (empty before the first call, and for a
-  /// class of CUDA tensors: explain() says what ran on the GPU).
+  /// The kernel plan of the shape class of the last call, for the backend of its tensors' device
+  /// (empty before the first call; for CUDA tensors, explain() also says what the graph ran).
   detail::kernel_plan plan() const { return last_ ? last_->plan : detail::kernel_plan{}; }
   /// Planned bytes of the memory arena of the last call's class (reduce_overhead, max_autotune).
   std::size_t arena_bytes() const { return last_ ? last_->arena.arena_bytes() : 0; }
@@ -606,6 +621,3 @@ compiled_function<F> compile(F fn, compile_options options = {}) {
 
 }  // namespace tenet
 
-#if defined(__CUDACC__)
-#include <tenet/backend/cuda/graph.hpp>  // tenet::compile on CUDA tensors: CUDA graphs (its run_compiled)
-#endif

@@ -26,6 +26,7 @@
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/backend/cuda/gemm.hpp>
 #include <tenet/backend/cuda/runtime.hpp>
+#include <tenet/backend/cuda/graph.hpp>  // tenet::compile on CUDA tensors: CUDA graphs (its run_compiled)
 
 namespace tenet {
 

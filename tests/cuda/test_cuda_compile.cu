@@ -79,7 +79,9 @@ TEST_CASE("compile on CUDA: pointwise in every mode equals eager; reduce_overhea
     INFO(ex);
     CHECK(has(ex, "CUDA shape class on cuda:0"));
     CHECK(has(ex, "launches 1 tenet kernel(s) on the GPU (1 pointwise"));
-    CHECK(f.plan().kernels.empty());  // no CPU plan reported for a CUDA class
+    // the class's plan is cuda_gpu's lowering: the one pointwise kernel that ran
+    REQUIRE(f.plan().size() == 1);
+    CHECK(f.plan().kernels[0].kind == "pointwise");
     if (mode == compile_mode::default_) {
       CHECK(st.graph_captures == 0);
       CHECK(st.graph_launches == 0);
@@ -155,6 +157,7 @@ TEST_CASE("compile on CUDA: reductions, softmax and layer_norm rows; shape chang
     const std::string ex = f.explain();
     INFO(ex);
     CHECK(has(ex, "launches 3 tenet kernel(s)"));  // sum, softmax, layer_norm (producers fused)
+    CHECK(f.plan().size() == 3);  // the plan of the class's rows: the same three kernels
   }
   // a long row with few outputs: the split reduction's partial buffer comes from the graph's arena
   w = rnd1(16384), b = rnd1(16384);
@@ -193,6 +196,8 @@ TEST_CASE("compile on CUDA: linear + bias + gelu and an MLP block", "[cuda][comp
     INFO(ef << em);
     CHECK(has(ef, "launches 1 tenet kernel(s) on the GPU (0 pointwise"));
     CHECK(has(em, ("launches " + std::to_string(k) + " tenet kernel(s)").c_str()));
+    CHECK(m.plan().size() == k);  // the plan lists what eager launches
+    CHECK(f.plan().size() == 1);
     if (mode == compile_mode::max_autotune) {
       CHECK(has(ef, "autotune: no pointwise kernel to tune"));
       CHECK(has(em, "autotuned pointwise launch"));

@@ -113,26 +113,75 @@ struct run_sink {
   result_tensor_t<E> view(const E& e, const X& x) {
     return view_of(e.op, e, x);
   }
+  // shared values and CSE: with the evaluation's use counts (expr/cse.hpp) a value is kept only
+  // while a later reader is left
   template <class E>
-  const typename E::tensor_type* find_shared(const E& e) {
-    return *e.cache ? &**e.cache : nullptr;
+  std::optional<typename E::tensor_type> find_shared(const E& e) {
+    use_counts* u = current_use_counts();
+    const auto it = u ? u->shared.find(e.cache.get()) : decltype(u->shared.find(nullptr)){};
+    if (!u || it == u->shared.end()) return *e.cache ? std::optional(**e.cache) : std::nullopt;
+    auto& su = it->second;
+    if (!*e.cache) {
+      if (su.done) throw_shared_reread();
+      return std::nullopt;  // the first read: lower it
+    }
+    std::optional<typename E::tensor_type> v(**e.cache);
+    if (--su.left <= 0) {  // its last reader: release it
+      e.cache->reset();
+      su.done = true;
+    }
+    return v;
   }
   template <class E, class V>
   typename E::tensor_type store_shared(const E& e, const V& v) {
+    if (use_counts* u = current_use_counts()) {
+      if (auto it = u->shared.find(e.cache.get()); it != u->shared.end() && --it->second.left <= 0) {
+        it->second.done = true;  // read once: not kept
+        return typename E::tensor_type(v);
+      }
+    }
     e.cache->emplace(v);
     return **e.cache;
   }
-  bool cse_enabled() const {
-    return current_cse_table() != nullptr;
+  template <class E>
+  bool cse_enabled(const E&) const {
+    if (!current_cse_table()) return false;
+    const use_counts* u = current_use_counts();
+    if (!u) return true;
+    const auto it = u->types.find(type_tag<strip_transparent_t<E>>());
+    return it == u->types.end() || it->second.total > 1;  // a type that occurs once has no twin
   }
   template <class E>
-  const result_tensor_t<E>* find_cached(const E&, const std::string& key) {
-    return cse_find<result_tensor_t<E>>(key);
+  std::optional<result_tensor_t<E>> find_cached(const E&, const std::string& key) {
+    const result_tensor_t<E>* p = cse_find<result_tensor_t<E>>(key);
+    std::optional<result_tensor_t<E>> v;
+    if (p) v.emplace(*p);
+    if (use_counts* u = current_use_counts()) {
+      auto it = u->types.find(type_tag<strip_transparent_t<E>>());
+      if (it != u->types.end() && --it->second.left <= 0) release_cached(it->second);  // its type's last visit
+    }
+    return v;
   }
   template <class E, class V>
   result_tensor_t<E> store_cached(const E&, const std::string* key, const V& v) {
-    if (key) cse_store(*key, result_tensor_t<E>(v));
+    if (!key) return v;
+    if (use_counts* u = current_use_counts()) {
+      auto it = u->types.find(type_tag<strip_transparent_t<E>>());
+      if (it != u->types.end()) {
+        if (it->second.left <= 0) return v;  // no visit of its type is left: not kept
+        it->second.keys.push_back(*key);
+      }
+    }
+    cse_store(*key, result_tensor_t<E>(v));
     return v;
+  }
+  static void release_cached(use_counts::type_uses& t) {
+    if (cse_table* table = current_cse_table())
+      for (const auto& k : t.keys) table->erase(k);
+    t.keys.clear();
+  }
+  [[noreturn]] static void throw_shared_reread() {
+    throw error("tenet: internal: a shared value was read after its last counted reader (use_counts, expr/cse.hpp)");
   }
   template <class B, class E, class... O>
   result_tensor_t<E> node(B b, const E& e, const O&... o) {
@@ -199,6 +248,7 @@ auto to_tensor(const E& e) {
     using R = result_tensor_t<E>;
     return on_backend<R>(expr_device(e), evaluating, [&](auto b) -> R {
       using B = decltype(b);
+      const use_counts_scope uncounted(nullptr);  // a subtree inside a kernel: not the evaluation's counted tree
       run_sink s;
       if constexpr (B::template evaluates<E>())
         return R(lower_value<B>(e, s));
@@ -297,12 +347,12 @@ device expr_device(const E& e) {
 }
 
 
-template <Expression E>
-auto evaluate_untracked(const E& e) {
-  ++evaluations();
-  using R = result_tensor_t<E>;
-  // one device for the whole expression (or a device_error naming both); its backend decomposes
-  return on_backend<R>(expr_device(e), evaluating, [&](auto b) -> R {
+/// The preamble every evaluation shares: on the backend B of device `dev`, e decomposed for B
+/// (checked closed), one scope for its shared values and CSE, then run(b, d, sink) with d the
+/// decomposed tree. An expression B cannot decompose or run is B's device_error.
+template <class R, class E, class Run>
+R lower_on_backend(const device& dev, const E& e, Run&& run) {
+  return on_backend<R>(dev, evaluating, [&](auto b) -> R {
     using B = decltype(b);
     if constexpr (!B::template decomposes<E>()) {
       B::cannot_run("an expression");
@@ -314,23 +364,41 @@ auto evaluate_untracked(const E& e) {
       if constexpr (!B::template evaluates<D>()) {
         B::cannot_run("an expression");
       } else {
+        // outside a session nothing reads the evaluation's values afterwards: each is kept only
+        // while a reader is left (expr/cse.hpp, use_counts)
+        use_counts uses;
+        const bool counted = !cse.in_session;
+        if (counted) count_uses(d, uses);
+        const use_counts_scope us(counted ? &uses : nullptr);
         run_sink s;
-        if constexpr (Node<D>) {
-          if constexpr (prim::is_view_prim<typename D::op_type>) {
-            // a view at the root: the result must be fresh contiguous storage, never a view of an input
-            auto v = lower_value<B>(d, s);
-            bool reads_input = false;
-            visit_leaves(d, [&](const auto& leaf) { reads_input = reads_input || leaf.shares_storage(v); });
-            if (reads_input || !v.is_contiguous()) {
-              ++kernels_launched();  // the copy
-              return R(v.clone());
-            }
-            return R(v);
-          }
-        }
-        return R(lower_value<B>(d, s));
+        return run(b, d, s);
       }
     }
+  });
+}
+
+template <Expression E>
+auto evaluate_untracked(const E& e) {
+  ++evaluations();
+  using R = result_tensor_t<E>;
+  // one device for the whole expression (or a device_error naming both); its backend decomposes
+  return lower_on_backend<R>(expr_device(e), e, [](auto b, auto& d, run_sink& s) -> R {
+    using B = decltype(b);
+    using D = std::remove_cvref_t<decltype(d)>;
+    if constexpr (Node<D>) {
+      if constexpr (prim::is_view_prim<typename D::op_type>) {
+        // a view at the root: the result must be fresh contiguous storage, never a view of an input
+        auto v = lower_value<B>(d, s);
+        bool reads_input = false;
+        visit_leaves(d, [&](const auto& leaf) { reads_input = reads_input || leaf.shares_storage(v); });
+        if (reads_input || !v.is_contiguous()) {
+          ++kernels_launched();  // the copy
+          return R(v.clone());
+        }
+        return R(v);
+      }
+    }
+    return R(lower_value<B>(d, s));
   });
 }
 
@@ -388,43 +456,30 @@ void assign(const Tensor<T, S>& dst, const E& e) {
                       sizes_text(dst.sizes()));
   bump_version(dst.storage().get());  // an in-place write: a backward that saved dst refuses to read it
   const auto ce = cast_to<T>(e);
-  using CE = std::remove_cvref_t<decltype(ce)>;
-  on_backend<void>(dst.device(), evaluating, [&](auto b) {
+  lower_on_backend<void>(dst.device(), ce, [&](auto b, auto& d, run_sink& s) {
     using B = decltype(b);
-    if constexpr (!B::template decomposes<CE>()) {
-      B::cannot_run("an expression");
-    } else {
-      auto d = decompose_checked<B>(ce);  // (not const: see evaluate_untracked)
-      using D = std::remove_cvref_t<decltype(d)>;
-      const shared_scope scope(d);
-      const cse_scope cse;
-      if constexpr (!B::template evaluates<D>()) {
-        B::cannot_run("an expression");
-      } else {
-        run_sink s;
-        if constexpr (Node<D> && shape_of<D>::rank == S::rank) {
-          // a reduction, matmul or native composite at the root writes straight into a contiguous dst
-          // (a view prim has no kernel: its view is copied by the pointwise path below)
-          if constexpr (!prim::is_elementwise_op<typename D::op_type> && !prim::is_view_prim<typename D::op_type>) {
-            if (!aliased && dst.is_contiguous() && es == dst.sizes()) {
-              run_into_dst<Tensor<T, S>> run{dst};
-              lower_node_with<B>(d, s, run);
-              ++kernels_launched();
-              return;
-            }
-          }
+    using D = std::remove_cvref_t<decltype(d)>;
+    if constexpr (Node<D> && shape_of<D>::rank == S::rank) {
+      // a reduction, matmul or native composite at the root writes straight into a contiguous dst
+      // (a view prim has no kernel: its view is copied by the pointwise path below)
+      if constexpr (!prim::is_elementwise_op<typename D::op_type> && !prim::is_view_prim<typename D::op_type>) {
+        if (!aliased && dst.is_contiguous() && es == dst.sizes()) {
+          run_into_dst<Tensor<T, S>> run{dst};
+          lower_node_with<B>(d, s, run);
+          ++kernels_launched();
+          return;
         }
-        if (aliased) {
-          auto value = lower_value<B>(d, s);
-          // a bare view of dst evaluates to itself: copy it before writing
-          auto tmp = value.shares_storage(dst) ? value.clone() : value;
-          run_pointwise_on(dst, tmp);
-        } else {
-          run_pointwise_on(dst, lower_operand<B>(d, s));
-        }
-        ++kernels_launched();
       }
     }
+    if (aliased) {
+      auto value = lower_value<B>(d, s);
+      // a bare view of dst evaluates to itself: copy it before writing
+      auto tmp = value.shares_storage(dst) ? value.clone() : value;
+      run_pointwise_on(dst, tmp);
+    } else {
+      run_pointwise_on(dst, lower_operand<B>(d, s));
+    }
+    ++kernels_launched();
   });
 }
 

@@ -183,7 +183,8 @@ struct plan_sink {
     b.shared.emplace(e.cache.get(), v);
     return v;
   }
-  bool cse_enabled() const {
+  template <class E>
+  bool cse_enabled(const E&) const {
     return true;
   }
   template <class E>

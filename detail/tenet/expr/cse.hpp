@@ -15,6 +15,8 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <tenet/expr/concepts.hpp>
@@ -155,6 +157,59 @@ std::optional<std::string> cse_key(const E& e) {
   std::string k;
   if (!append_cse_key(k, e)) return std::nullopt;
   return k;
+}
+
+/// How often one evaluation's lowering reads each shared value and visits each node type, counted
+/// on the decomposed tree before it is lowered (backend/evaluate.hpp: an evaluation outside a
+/// session, whose values nothing reads afterwards). With it the executor keeps a value only while a
+/// later reader is left, as the kernel plan's memory plan has it: a kernel whose node type occurs
+/// once cannot be a common subexpression and is not kept at all; a shared value, and the values of
+/// a node type, are released after their last read. Without counts (a session, the autograd
+/// forward whose values the backward reads) every value is kept to the end of the evaluation.
+/// A count can exceed the visits (a node inside a fused tree or under a CSE hit is counted, never
+/// visited): its values are then kept to the end.
+struct use_counts {
+  struct shared_uses {
+    int left = 0;       // reads left, the first (which stores) included
+    bool done = false;  // released after its last read
+  };
+  struct type_uses {
+    int total = 0, left = 0;        // occurrences; visits left
+    std::vector<std::string> keys;  // the CSE keys stored for this type
+  };
+  std::unordered_map<const void*, shared_uses> shared;  // by the shared value's cache
+  std::unordered_map<const void*, type_uses> types;     // by type_tag<strip_transparent_t<E>>
+};
+inline use_counts*& current_use_counts() {
+  thread_local use_counts* u = nullptr;
+  return u;
+}
+/// Installs u (null: none) as the current evaluation's counts for the scope.
+struct use_counts_scope {
+  use_counts* previous;
+  explicit use_counts_scope(use_counts* u) : previous(current_use_counts()) { current_use_counts() = u; }
+  ~use_counts_scope() { current_use_counts() = previous; }
+  use_counts_scope(const use_counts_scope&) = delete;
+  use_counts_scope& operator=(const use_counts_scope&) = delete;
+};
+
+template <class E>
+void count_uses(const E& e, use_counts& u);
+template <class Tup, std::size_t... I>
+void count_child_uses(const Tup& t, use_counts& u, std::index_sequence<I...>) {
+  (count_uses(std::get<I>(t), u), ...);
+}
+/// Adds e's occurrences to u: every node's type, every shared value (its subtree once, as the
+/// lowering walks it once).
+template <class E>
+void count_uses(const E& e, use_counts& u) {
+  if constexpr (SharedNode<E>) {
+    if (u.shared[e.cache.get()].left++ == 0) count_uses(e.expr, u);
+  } else if constexpr (Node<E>) {
+    auto& t = u.types[type_tag<strip_transparent_t<E>>()];
+    ++t.total, ++t.left;
+    count_child_uses(e.children, u, std::make_index_sequence<std::tuple_size_v<decltype(e.children)>>{});
+  }
 }
 
 /// The value a kernel with this key computed in this evaluation (null: none).

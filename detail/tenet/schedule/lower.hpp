@@ -26,8 +26,9 @@
 //   s.operand(v) -> O      a value read whole     s.tree(e, O...) -> O  an elementwise node
 //   s.view(e, V) -> O      a view prim
 //   s.find_shared(e) -> optional-like V, s.store_shared(e, V) -> V: a share()d value, once per evaluation
-//   s.cse_enabled() -> bool, s.find_cached(e, key), s.store_cached(e, key*, V) -> V: CSE, a kernel
-//                          already run (key: e's structural key, expr/cse.hpp; null: e has none)
+//   s.cse_enabled(e) -> bool (whether e may be a common subexpression), s.find_cached(e, key) ->
+//                          optional-like V, s.store_cached(e, key*, V) -> V: CSE, a kernel already
+//                          run (key: e's structural key, expr/cse.hpp; null: e has none)
 //   s.node(B{}, e, O...) -> V                 a node kernel, on backend B's terms
 //   s.pointwise(e, O) -> V                    a pointwise kernel
 //   s.value(e, O) -> V     O itself when it is a value, else a pointwise kernel
@@ -176,7 +177,7 @@ auto lower_tree(const E& e, S& s) {
 template <class B, class S, class E>
 auto lower_operand(const E& e, S& s) {
   if constexpr (SharedNode<E>) {
-    const auto* v = s.find_shared(e);
+    auto v = s.find_shared(e);
     return s.operand(v ? *v : s.store_shared(e, lower_value<B>(e.expr, s)));
   } else if constexpr (TensorType<E>) {
     return s.input(e);
@@ -190,8 +191,8 @@ auto lower_operand(const E& e, S& s) {
       return s.view(e, lower_value<B>(std::get<0>(e.children), s));
     } else {
       std::string key;
-      const bool keyed = s.cse_enabled() && append_cse_key(key, e);
-      const auto* v = keyed ? s.find_cached(e, key) : nullptr;
+      const bool keyed = s.cse_enabled(e) && append_cse_key(key, e);
+      auto v = keyed ? s.find_cached(e, key) : decltype(s.find_cached(e, key)){};
       return s.operand(v ? *v : s.store_cached(e, keyed ? &key : nullptr, lower_node<B>(e, s)));
     }
   }
@@ -226,8 +227,8 @@ auto lower_value(const E& e, S& s) {
   } else if constexpr (Node<E> && !SharedNode<E>) {
     if constexpr (prim::is_elementwise_op<typename E::op_type>) {
       std::string key;
-      const bool keyed = s.cse_enabled() && append_cse_key(key, e);
-      const auto* v = keyed ? s.find_cached(e, key) : nullptr;
+      const bool keyed = s.cse_enabled(e) && append_cse_key(key, e);
+      auto v = keyed ? s.find_cached(e, key) : decltype(s.find_cached(e, key)){};
       return v ? *v : s.store_cached(e, keyed ? &key : nullptr, lower_elementwise_root<B>(e, s, typename B::patterns{}));
     } else {
       return s.value(e, lower_operand<B>(e, s));
@@ -286,10 +287,11 @@ struct gemm_epilogue_pattern {
   static bool applies(const E& e);  // backend/evaluate.hpp (it needs the leaves' device)
   template <class B, class S, class E>
   static auto lower(const E& e, S& s) {
-    auto out = s.output(e);
+    // the output after the GEMM's operands, whose kernels run first (as the memory plan has it)
     const auto& mm = epilogue_matmul_of(e);
     auto a = s.operand(lower_value<B>(std::get<0>(mm.children), s));
     auto b = s.operand(lower_value<B>(std::get<1>(mm.children), s));
+    auto out = s.output(e);
     auto tree = lower_epilogue_tree<B>(e, s, out);
     return s.template pattern<gemm_epilogue_pattern>(B{}, e, out, a, b, tree);
   }
@@ -307,8 +309,8 @@ struct reduce_epilogue_pattern {
   static bool applies(const E& e);  // backend/evaluate.hpp
   template <class B, class S, class E>
   static auto lower(const E& e, S& s) {
-    auto out = s.output(e);
     auto prologue = lower_operand<B>(std::get<0>(epilogue_reduction_of(e).children), s);
+    auto out = s.output(e);  // after the kernels the prologue reads
     return s.template pattern<reduce_epilogue_pattern>(B{}, e, out, prologue);
   }
 };

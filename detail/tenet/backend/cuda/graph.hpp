@@ -1,8 +1,8 @@
 #pragma once
 #include <tenet/detail_check.hpp>
 #include <tenet/config.hpp>
-// tenet::compile on CUDA tensors (nvcc only; included by include/tenet/compile.hpp in CUDA
-// translation units). One object per shape class of CUDA arguments (docs/compile.md, docs/cuda.md):
+// tenet::compile on CUDA tensors (nvcc only; included by include/tenet/cuda.hpp, the CUDA
+// backend's public header, after <tenet/tenet.hpp>: compile.hpp's compile_result_t). One object per shape class of CUDA arguments (docs/compile.md, docs/cuda.md):
 //
 // - Every mode runs fn's expression with the CUDA backend: the same expression type, decomposed
 //   for cuda_gpu as eager evaluation does. explain() reports what ran on the GPU: the tenet
