@@ -233,28 +233,50 @@ TEST_CASE("sdpa: dropout in the tiled kernels draws the math variant's mask", "[
               want);
 }
 
-TEST_CASE("sdpa: the tiled kernel agrees with math across many blocks (128 queries, 512 keys)", "[attention]") {
-  using S4 = dyn_shape<4>;
-  manual_seed(3);
-  const auto q = randn<float, S4>(2, 3, 300, 24), k = randn<float, S4>(2, 3, 1100, 24), v = randn<float, S4>(2, 3, 1100, 16);
-  for (bool causal : {false, true}) {
-    INFO("causal " << causal);
-    const Tensor<float, S4> want = scaled_dot_product_attention<sdpa::math>(q, k, v, {.is_causal = causal});
-    check_agree(Tensor<float, S4>(scaled_dot_product_attention<sdpa::flash>(q, k, v, {.is_causal = causal})), want);
-    check_agree(Tensor<float, S4>(scaled_dot_product_attention<sdpa::memory_efficient>(q, k, v, {.is_causal = causal})), want);
+TEST_CASE("sdpa: the tiled kernel agrees with math across many blocks (120 queries, 480 keys), K and V packed per "
+          "head and per block",
+          "[attention]") {
+  // the forward packs a whole key/value head, or (attn_pack_head_limit = 0: as for long keys) each
+  // block of keys as it reaches it
+  const std::int64_t limit = detail::cpu::attn_pack_head_limit;
+  struct restore {
+    std::int64_t v;
+    ~restore() { detail::cpu::attn_pack_head_limit = v; }
+  } restore_limit{limit};
+  for (std::int64_t packing : {limit, std::int64_t(0)}) {
+    INFO("pack head limit " << packing);
+    detail::cpu::attn_pack_head_limit = packing;
+    using S4 = dyn_shape<4>;
+    manual_seed(3);
+    const auto q = randn<float, S4>(2, 3, 300, 24), k = randn<float, S4>(2, 3, 1100, 24), v = randn<float, S4>(2, 3, 1100, 16);
+    for (bool causal : {false, true}) {
+      INFO("causal " << causal);
+      const Tensor<float, S4> want = scaled_dot_product_attention<sdpa::math>(q, k, v, {.is_causal = causal});
+      check_agree(Tensor<float, S4>(scaled_dot_product_attention<sdpa::flash>(q, k, v, {.is_causal = causal})), want);
+      check_agree(Tensor<float, S4>(scaled_dot_product_attention<sdpa::memory_efficient>(q, k, v, {.is_causal = causal})), want);
+    }
+    // a bool mask with a row that sees no key, and an additive one broadcast over the batch
+    Tensor<bool, dyn_shape<2>> keep = rand<float, dyn_shape<2>>(300, 1100) > 0.2f;
+    for (std::int64_t j = 0; j < 1100; ++j) keep.data()[7 * 1100 + j] = false;
+    check_agree(Tensor<float, S4>(scaled_dot_product_attention<sdpa::memory_efficient>(q, k, v, keep)),
+                Tensor<float, S4>(scaled_dot_product_attention<sdpa::math>(q, k, v, keep)));
+    const auto bias = randn<float, S4>(1, 3, 300, 1100);
+    check_agree(Tensor<float, S4>(scaled_dot_product_attention<sdpa::memory_efficient>(q, k, v, bias)),
+                Tensor<float, S4>(scaled_dot_product_attention<sdpa::math>(q, k, v, bias)));
+    // grouped-query: 6 query heads over 3 key/value heads, causal with L > S
+    const auto q6 = randn<float, S4>(2, 6, 700, 24);
+    check_agree(Tensor<float, S4>(scaled_dot_product_attention<sdpa::flash>(q6, k.template narrow<2>(0, 600), v.template narrow<2>(0, 600),
+                                                                            {.is_causal = true, .enable_gqa = true})),
+                Tensor<float, S4>(scaled_dot_product_attention<sdpa::math>(q6, k.template narrow<2>(0, 600), v.template narrow<2>(0, 600),
+                                                                           {.is_causal = true, .enable_gqa = true})));
+    // bfloat16 (converted as it is packed), causal with L < S: the causal end cuts a packed chunk
+    const auto qb = q.template to<bfloat16>(), kb = k.template to<bfloat16>(), vb = v.template to<bfloat16>();
+    for (bool causal : {false, true}) {
+      INFO("bfloat16, causal " << causal);
+      const Tensor<float, S4> want = scaled_dot_product_attention<sdpa::math>(qb.template to<float>(), kb.template to<float>(),
+                                                                              vb.template to<float>(), {.is_causal = causal});
+      const Tensor<bfloat16, S4> got = scaled_dot_product_attention<sdpa::flash>(qb, kb, vb, {.is_causal = causal});
+      check_agree(Tensor<float, S4>(got.template to<float>()), want, 1e-2);
+    }
   }
-  // a bool mask with a row that sees no key, and an additive one broadcast over the batch
-  Tensor<bool, dyn_shape<2>> keep = rand<float, dyn_shape<2>>(300, 1100) > 0.2f;
-  for (std::int64_t j = 0; j < 1100; ++j) keep.data()[7 * 1100 + j] = false;
-  check_agree(Tensor<float, S4>(scaled_dot_product_attention<sdpa::memory_efficient>(q, k, v, keep)),
-              Tensor<float, S4>(scaled_dot_product_attention<sdpa::math>(q, k, v, keep)));
-  const auto bias = randn<float, S4>(1, 3, 300, 1100);
-  check_agree(Tensor<float, S4>(scaled_dot_product_attention<sdpa::memory_efficient>(q, k, v, bias)),
-              Tensor<float, S4>(scaled_dot_product_attention<sdpa::math>(q, k, v, bias)));
-  // grouped-query: 6 query heads over 3 key/value heads, causal with L > S
-  const auto q6 = randn<float, S4>(2, 6, 700, 24);
-  check_agree(Tensor<float, S4>(scaled_dot_product_attention<sdpa::flash>(q6, k.template narrow<2>(0, 600), v.template narrow<2>(0, 600),
-                                                                          {.is_causal = true, .enable_gqa = true})),
-              Tensor<float, S4>(scaled_dot_product_attention<sdpa::math>(q6, k.template narrow<2>(0, 600), v.template narrow<2>(0, 600),
-                                                                         {.is_causal = true, .enable_gqa = true})));
 }

@@ -6,7 +6,7 @@
 // rows) one task, the tasks spread over OpenMP threads. A task keeps its query block, a BQ x BK
 // block of scores and its BQ x Ev output accumulator in float, and walks the keys in blocks of BK:
 //
-//   S = (Q · scale) Kᵀ                  gemm_ex on the block (K read through its strides)
+//   S = (Q · scale) Kᵀ                  the GEMM micro-kernel on packed Q and K (attention_tiled)
 //   S += mask / S = -inf where masked    the attn_mask's block (memory_efficient), the causal
 //                                        triangle (blocks wholly above the diagonal are skipped)
 //   m' = max(m, rowmax S); P = exp(S - m'); l = l e^(m - m') + rowsum P; O = O e^(m - m') + P V
@@ -15,8 +15,9 @@
 // below p, else 1 / (1 - p): the draw of the math variant, element (row, key) of the scores) after
 // l has summed it and before P V.
 // and writes O / l (0 for a row whose keys are all masked out, as torch). Memory is O(BQ (BK + Ev))
-// per thread: the L x S scores are never stored, nor is the causal mask. 16-bit inputs are read
-// into float blocks; everything accumulates in float (double for double inputs).
+// per thread, plus the packed K and V of one head: the L x S scores are never stored, nor is the
+// causal mask. 16-bit inputs are converted as they are packed; everything accumulates in float
+// (double for double inputs).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -72,11 +73,16 @@ void attn_dropout_row(const attn_problem& pr, std::int64_t row, std::int64_t j0,
   }
 }
 
-/// Tile sizes: query rows per task and keys per block.
-/// (B=4, H=12, L=S=1024, E=64 fp32 on 2 AVX-512 cores: 64 x 256 gave 187 GFLOP/s, 128 x 256 195,
-/// 128 x 512 213-226, 256 x 512 237, 128 x 1024 216; 128 x 512 keeps 8 tasks per head for threads.)
+/// The backward's tile sizes: query rows per task and keys per block (docs/attention.md).
 inline constexpr std::int64_t attn_block_q = 128;
 inline constexpr std::int64_t attn_block_k = 512;
+/// The forward's (attention_tiled): see there.
+inline constexpr std::int64_t attn_fwd_block_q = 120;
+inline constexpr std::int64_t attn_fwd_block_k = 480;
+/// The forward packs a whole key/value head at once up to this many values of K and V together
+/// (16 MiB of float); above, it packs each block of keys as it reaches it. A variable so that the
+/// tests can run the per-block path on small problems.
+inline std::int64_t attn_pack_head_limit = std::int64_t(1) << 22;
 
 /// The backward keeps a row block's whole P and dP (BQ x S each) up to this many keys; above, it
 /// runs by key blocks from each row's log-sum-exp (one more product, BQ x BK memory). A variable
@@ -145,17 +151,59 @@ bool attn_online_block(A* s, std::int64_t n, A& m, A& l, A& alpha) {
   return true;
 }
 
+/// Packs one key/value head for the forward's products (as gemm_impl's packed B operands, in the
+/// accumulation type A, so 16-bit inputs are converted here): pk holds Kᵀ (E x S) as NR-key panels,
+/// panel p at pk[p E NR], element (e, j) at [e NR + j]; pv holds V by chunks of KV keys, chunk c at
+/// pv[c KV vpan NR], its Ev columns as vpan NR-column panels of the chunk's keys, (j, col) at
+/// [(col / NR) kc NR + j NR + col % NR] with kc the chunk's keys. Padding is zero.
+template <class T, class A, int NR>
+void attn_pack_kv(const T* kp, std::int64_t ksr, std::int64_t ksc, const T* vp, std::int64_t vsr, std::int64_t vsc,
+                  std::int64_t S, std::int64_t E, std::int64_t Ev, std::int64_t KV, A* pk, A* pv) {
+  const std::int64_t kpan = (S + NR - 1) / NR, vpan = (Ev + NR - 1) / NR;
+  for (std::int64_t p = 0; p < kpan; ++p) {
+    A* d = pk + p * E * NR;
+    const std::int64_t cols = std::min<std::int64_t>(NR, S - p * NR);
+    for (std::int64_t e = 0; e < E; ++e) {
+      const T* src = kp + p * NR * ksr + e * ksc;
+      for (std::int64_t j = 0; j < cols; ++j) d[e * NR + j] = static_cast<A>(src[j * ksr]);
+      for (std::int64_t j = cols; j < NR; ++j) d[e * NR + j] = A(0);
+    }
+  }
+  for (std::int64_t c0 = 0; c0 < S; c0 += KV) {
+    const std::int64_t kc = std::min(KV, S - c0);
+    A* chunk = pv + (c0 / KV) * KV * vpan * NR;
+    for (std::int64_t pn = 0; pn < vpan; ++pn) {
+      A* d = chunk + pn * kc * NR;
+      const std::int64_t cols = std::min<std::int64_t>(NR, Ev - pn * NR);
+      for (std::int64_t j = 0; j < kc; ++j) {
+        const T* src = vp + (c0 + j) * vsr + pn * NR * vsc;
+        for (std::int64_t c = 0; c < cols; ++c) d[j * NR + c] = static_cast<A>(src[c * vsc]);
+        for (std::int64_t c = cols; c < NR; ++c) d[j * NR + c] = A(0);
+      }
+    }
+  }
+}
+
 /// out (batch, hq, L, Ev), contiguous = attention of q (batch, hq, L, E), k and v (batch,
 /// hq / group, S, E | Ev) with mask M: void (none), bool (false: masked out) or the inputs' type
 /// (added to the scores).
+///
+/// The two products run on gemm_impl's micro-kernel over operands packed once: each thread packs
+/// K and V of the key/value head its tasks read (attn_pack_kv: again only when the head changes;
+/// tasks are handed out in runs of a head's consecutive query blocks), its query block scaled, and
+/// each chunk of P; P V accumulates into the output block in place.
 template <class M, class T>
 void attention_tiled(const attn_problem& pr, const attn_operand<T>& q, const attn_operand<T>& k,
                      const attn_operand<T>& v, const attn_operand<std::conditional_t<std::is_void_v<M>, T, M>>& mask,
                      T* out) {
   using A = std::conditional_t<std::is_same_v<T, double>, double, float>;  // accumulation type
-  constexpr bool direct = std::is_same_v<T, A>;  // K and V read in place (else converted per block)
+  using cfg = gemm_impl::config<A>;
+  constexpr int MR = cfg::MR, NR = cfg::NR;
   constexpr A neg_inf = -std::numeric_limits<A>::infinity();
-  const std::int64_t BQ = attn_block_q, BK = attn_block_k;
+  // query rows per task, keys per score block and per packed V chunk: 120 is a whole number of
+  // register tiles (MR = 12 with AVX-512, 6 with AVX2), 480 of NR panels (32 or 16 columns)
+  const std::int64_t BQ = attn_fwd_block_q, BK = attn_fwd_block_k, KV = attn_fwd_block_q;
+  static_assert(attn_fwd_block_q % cfg::MR == 0 && attn_fwd_block_k % attn_fwd_block_q == 0 && attn_fwd_block_k % cfg::NR == 0);
   const std::int64_t L = pr.L, S = pr.S, E = pr.E, Ev = pr.Ev;
   const std::int64_t qblocks = (L + BQ - 1) / BQ;
   const std::int64_t tasks = pr.batch * pr.hq * qblocks;
@@ -164,16 +212,30 @@ void attention_tiled(const attn_problem& pr, const attn_operand<T>& q, const att
   const double work = 2.0 * static_cast<double>(L) * static_cast<double>(S) * static_cast<double>(E + Ev) *
                       static_cast<double>(pr.batch * pr.hq);
   const int threads = (omp_in_parallel() || work < 2e6) ? 1 : omp_get_max_threads();
+  // K and V packed for the whole head (pk, pv hold keys [0, S)), or, for long keys, for the block
+  // of BK keys being walked (they hold keys [j0, j0 + BK))
+  const bool whole_head = S * (E + Ev) <= attn_pack_head_limit;
+  const std::int64_t span = whole_head ? S : std::min(BK, S);  // keys pk and pv hold
+  const std::int64_t qpan = (BQ + MR - 1) / MR, kpan = (span + NR - 1) / NR, vpan = (Ev + NR - 1) / NR;
+  const std::int64_t vchunks = (span + KV - 1) / KV;
+  // tasks handed out in runs of consecutive query blocks of one head (a thread packs the head's K
+  // and V once per run), as long as every thread still gets about four runs
+  const int chunk = static_cast<int>(std::clamp<std::int64_t>(tasks / (4 * threads), 1, qblocks));
 
 #pragma omp parallel num_threads(threads)
   {
-    std::vector<A> qf(static_cast<std::size_t>(BQ * std::max<std::int64_t>(E, 1)));
-    std::vector<A> sf(static_cast<std::size_t>(BQ * BK));
-    std::vector<A> of(static_cast<std::size_t>(BQ * Ev)), pv(static_cast<std::size_t>(BQ * Ev));
-    std::vector<A> kf(direct ? 0 : static_cast<std::size_t>(BK * std::max<std::int64_t>(E, 1)));
-    std::vector<A> vf(direct ? 0 : static_cast<std::size_t>(BK * Ev));
+    // the thread's buffers, kept from call to call (gemm_impl::scratch: 64-byte aligned; slots 0
+    // and 1 are the GEMM's own)
+    A* const pq = gemm_impl::scratch<A, 2>(static_cast<std::size_t>(qpan * MR * E));
+    A* const pp = gemm_impl::scratch<A, 3>(static_cast<std::size_t>(qpan * MR * KV));
+    A* const pk = gemm_impl::scratch<A, 4>(static_cast<std::size_t>(kpan * NR * E));
+    A* const pv = gemm_impl::scratch<A, 5>(static_cast<std::size_t>(vchunks * KV * vpan * NR));
+    A* const sf = gemm_impl::scratch<A, 6>(static_cast<std::size_t>(BQ * BK));
+    A* const of = gemm_impl::scratch<A, 7>(static_cast<std::size_t>(BQ * Ev));
+    A* const pvt = gemm_impl::scratch<A, 8>(static_cast<std::size_t>(BQ * Ev));
     std::vector<A> mrow(static_cast<std::size_t>(BQ)), lrow(static_cast<std::size_t>(BQ));
-#pragma omp for schedule(dynamic, 1)
+    std::int64_t packed_head = -1;  // the (batch, kv head) pk and pv hold
+#pragma omp for schedule(dynamic, chunk)
     for (std::int64_t t = 0; t < tasks; ++t) {
       const std::int64_t qb = t % qblocks, bh = t / qblocks;
       const std::int64_t b = bh / pr.hq, h = bh % pr.hq, hk = h / pr.group;
@@ -181,35 +243,47 @@ void attention_tiled(const attn_problem& pr, const attn_operand<T>& q, const att
       const T* qp = q.p + q.boff[static_cast<std::size_t>(b)] + h * q.sh + i0 * q.sr;
       const T* kp = k.p + k.boff[static_cast<std::size_t>(b)] + hk * k.sh;
       const T* vp = v.p + v.boff[static_cast<std::size_t>(b)] + hk * v.sh;
-      for (std::int64_t r = 0; r < nq; ++r)
-        for (std::int64_t c = 0; c < E; ++c) qf[r * E + c] = static_cast<A>(qp[r * q.sr + c * q.sc]) * scale;
+      if (const std::int64_t head = b * (pr.hq / pr.group) + hk; whole_head && head != packed_head) {
+        attn_pack_kv<T, A, NR>(kp, k.sr, k.sc, vp, v.sr, v.sc, S, E, Ev, KV, pk, pv);
+        packed_head = head;
+      }
+      // Q scale as MR-row panels (rows past nq zero)
+      for (std::int64_t pnl = 0; pnl < qpan; ++pnl) {
+        A* d = pq + pnl * E * MR;
+        for (std::int64_t e = 0; e < E; ++e)
+          for (std::int64_t i = 0; i < MR; ++i) {
+            const std::int64_t r = pnl * MR + i;
+            d[e * MR + i] = r < nq ? static_cast<A>(qp[r * q.sr + e * q.sc]) * scale : A(0);
+          }
+      }
       std::fill(mrow.begin(), mrow.begin() + nq, neg_inf);
       std::fill(lrow.begin(), lrow.begin() + nq, A(0));
-      std::fill(of.begin(), of.begin() + nq * Ev, A(0));
+      std::fill(of, of + nq * Ev, A(0));
       // top-left causal: query i sees keys j <= i, so this block needs keys below i0 + nq
       const std::int64_t kv_end = pr.causal ? std::min(S, i0 + nq) : S;
       for (std::int64_t j0 = 0; j0 < kv_end; j0 += BK) {
         const std::int64_t nk = std::min(BK, kv_end - j0);
-        // scores
-        const A* kb;
-        std::int64_t krs, kcs;  // element (kk, j) of Kᵀ at kb[kk * krs + j * kcs]
-        if constexpr (direct) {
-          kb = kp + j0 * k.sr, krs = k.sc, kcs = k.sr;
-        } else {
-          for (std::int64_t j = 0; j < nk; ++j)
-            for (std::int64_t c = 0; c < E; ++c) kf[j * E + c] = static_cast<A>(kp[(j0 + j) * k.sr + c * k.sc]);
-          kb = kf.data(), krs = 1, kcs = E;
+        const std::int64_t base = whole_head ? 0 : j0;  // the first key pk and pv hold
+        if (!whole_head) {
+          attn_pack_kv<T, A, NR>(kp + j0 * k.sr, k.sr, k.sc, vp + j0 * v.sr, v.sr, v.sc, std::min(BK, S - j0), E, Ev, KV,
+                                 pk, pv);
+          packed_head = -1;
         }
-        gemm_ex<A>(qf.data(), E, 1, kb, krs, kcs, sf.data(), BK, nq, nk, E);
+        // scores
+        if (E > 0)
+          gemm_impl::macro_kernel<A>(nq, nk, E, pq, pk + ((j0 - base) / NR) * E * NR, sf, BK, false, true, 0, 0,
+                                     no_epilogue{});
+        else
+          for (std::int64_t r = 0; r < nq; ++r) std::fill(sf + r * BK, sf + r * BK + nk, A(0));
         // mask, causal triangle, online softmax
         for (std::int64_t r = 0; r < nq; ++r) {
-          A* s = sf.data() + r * BK;
+          A* s = sf + r * BK;
           const std::int64_t i = i0 + r;
           attn_mask_row<M>(mask, b, h, i, j0, s, nk);
           std::int64_t n = nk;  // keys of this block the row may see
           if (pr.causal) n = std::clamp<std::int64_t>(i - j0 + 1, 0, nk);
           for (std::int64_t j = n; j < nk; ++j) s[j] = A(0);  // P = 0 there (below)
-          A* o = of.data() + r * Ev;
+          A* o = of + r * Ev;
           A alpha;
           if (!attn_online_block<A>(s, n, mrow[static_cast<std::size_t>(r)], lrow[static_cast<std::size_t>(r)], alpha)) {
             std::fill(s, s + n, A(0));  // every key so far masked out: nothing to add
@@ -219,18 +293,32 @@ void attention_tiled(const attn_problem& pr, const attn_operand<T>& q, const att
           if (alpha != A(1))
             for (std::int64_t c = 0; c < Ev; ++c) o[c] *= alpha;
         }
-        // O += P V
-        const A* vb;
-        std::int64_t vrs, vcs;
-        if constexpr (direct) {
-          vb = vp + j0 * v.sr, vrs = v.sr, vcs = v.sc;
-        } else {
-          for (std::int64_t j = 0; j < nk; ++j)
-            for (std::int64_t c = 0; c < Ev; ++c) vf[j * Ev + c] = static_cast<A>(vp[(j0 + j) * v.sr + c * v.sc]);
-          vb = vf.data(), vrs = Ev, vcs = 1;
+        // O += P V, a chunk of KV keys at a time
+        for (std::int64_t c0 = 0; c0 < nk; c0 += KV) {
+          const std::int64_t kc = std::min(KV, nk - c0), key0 = j0 + c0;
+          if (kc == std::min(KV, S - key0)) {
+            // the whole packed chunk: P's chunk packed as MR-row panels, accumulated in place
+            for (std::int64_t pnl = 0; pnl * MR < nq; ++pnl)
+              gemm_impl::pack_a_panel<A, MR>(sf + pnl * MR * BK + c0, BK, 1,
+                                             std::min<std::int64_t>(MR, nq - pnl * MR), kc, pp + pnl * kc * MR);
+            gemm_impl::macro_kernel<A>(nq, Ev, kc, pp, pv + ((key0 - base) / KV) * KV * vpan * NR, of, Ev, true, true,
+                                       0, 0, no_epilogue{});
+          } else {
+            // part of a chunk (the causal end inside it): the keys beyond are not read at all
+            if constexpr (std::is_same_v<T, A>) {
+              gemm_ex<A>(sf + c0, BK, 1, vp + key0 * v.sr, v.sr, v.sc, pvt, Ev, nq, Ev, kc);
+            } else {
+              // V's rows from the packed chunk (converted there), its first kc keys
+              const A* chunk = pv + ((key0 - base) / KV) * KV * vpan * NR;
+              const std::int64_t full = std::min(KV, S - key0);
+              std::vector<A> vrows(static_cast<std::size_t>(kc * Ev));
+              for (std::int64_t j = 0; j < kc; ++j)
+                for (std::int64_t c = 0; c < Ev; ++c) vrows[j * Ev + c] = chunk[(c / NR) * full * NR + j * NR + c % NR];
+              gemm_ex<A>(sf + c0, BK, 1, vrows.data(), Ev, 1, pvt, Ev, nq, Ev, kc);
+            }
+            for (std::int64_t x = 0; x < nq * Ev; ++x) of[x] += pvt[x];
+          }
         }
-        gemm_ex<A>(sf.data(), BK, 1, vb, vrs, vcs, pv.data(), Ev, nq, Ev, nk);
-        for (std::int64_t x = 0; x < nq * Ev; ++x) of[x] += pv[x];
       }
       T* op = out + (bh * L + i0) * Ev;
       for (std::int64_t r = 0; r < nq; ++r) {
