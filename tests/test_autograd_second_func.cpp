@@ -95,6 +95,21 @@ TEST_CASE("func::vjp, jvp, linearize, jacrev, jacfwd against torch.func", "[func
   Tensor<double, shape<3, 4>> jf = func::jacfwd(g)(fx.x);
   check_close(jr, cg.at("jac"));
   check_close(jf, cg.at("jac"));
+  // has_aux: (jacobian, aux), f run once; the aux is the value f returned, detached
+  int calls = 0;
+  auto g_aux = [&](const auto& x) {
+    ++calls;
+    return std::make_pair(g(x), eval(x * 2.0));
+  };
+  auto [jfa, auxf] = func::jacfwd(g_aux, func::has_aux)(fx.x);
+  CHECK(calls == 1);
+  auto [jra, auxr] = func::jacrev(g_aux, func::has_aux)(fx.x);
+  static_assert(std::is_same_v<decltype(jfa), Tensor<double, shape<3, 4>>>);
+  check_close(jfa, cg.at("jac"));
+  CHECK(max_diff(jfa, jra) < 1e-12);
+  CHECK(max_diff(auxf, X4(fx.x * 2.0)) == 0);
+  CHECK(max_diff(auxf, auxr) == 0);
+  CHECK_FALSE(auxf.requires_grad());
 
   // several argnums: one Jacobian block per argument, shape f(x).shape ++ x.shape
   auto gw = [](const auto& x, const auto& w) { return tanh(matmul(w, x)); };

@@ -34,6 +34,7 @@
 #include <any>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -784,7 +785,24 @@ auto jacfwd_at(const F& f, argnums_t<I...> nums, const A&... a) {
   auto jac = [&]<std::size_t... K>(std::index_sequence<K...>) {
     return std::make_tuple(block(std::integral_constant<std::size_t, K>{})...);
   }(std::index_sequence_for<decltype(I)...>{});
-  return single_or_tuple(lin.recorded() ? std::move(jac) : detach_all(std::move(jac)));
+  const bool recorded = lin.recorded();  // an enclosing level or autograd differentiates through it
+  return std::make_pair(single_or_tuple(recorded ? std::move(jac) : detach_all(std::move(jac))), recorded);
+}
+
+/// jacfwd with has_aux: f returns (output, aux); f runs once, and its aux comes back beside the
+/// Jacobian (detached unless an enclosing level differentiates through the call, as jacrev's).
+template <class F, std::size_t... I, class... A>
+auto jacfwd_aux_at(const F& f, argnums_t<I...> nums, const A&... a) {
+  using R = std::remove_cvref_t<decltype(f(a...))>;
+  static_assert(std::tuple_size<R>::value == 2, "tenet: func: with has_aux, f must return a pair (output, aux)");
+  std::optional<std::remove_cvref_t<std::tuple_element_t<1, R>>> aux;
+  auto out = [&f, &aux](const auto&... x) {
+    auto r = f(x...);
+    aux.emplace(std::get<1>(r));
+    return std::get<0>(std::move(r));
+  };
+  auto jr = jacfwd_at(out, nums, a...);
+  return std::make_pair(std::move(jr.first), jr.second ? std::move(*aux) : detach_if_tensor(std::move(*aux)));
 }
 }  // namespace detail
 
@@ -809,14 +827,22 @@ auto jacrev(F f, has_aux_t) {
 }
 
 /// torch.func.jacfwd: the same Jacobian by forward mode, one tangent pass per element of the
-/// differentiated argument (f runs once).
+/// differentiated argument (f runs once). With has_aux, (jacobian, aux).
 template <class F, std::size_t... I>
 auto jacfwd(F f, argnums_t<I...> nums) {
-  return [f = std::move(f), nums](const auto&... a) { return detail::jacfwd_at(f, nums, a...); };
+  return [f = std::move(f), nums](const auto&... a) { return detail::jacfwd_at(f, nums, a...).first; };
+}
+template <class F, std::size_t... I>
+auto jacfwd(F f, argnums_t<I...> nums, has_aux_t) {
+  return [f = std::move(f), nums](const auto&... a) { return detail::jacfwd_aux_at(f, nums, a...); };
 }
 template <class F>
 auto jacfwd(F f) {
   return jacfwd(std::move(f), argnums<0>);
+}
+template <class F>
+auto jacfwd(F f, has_aux_t) {
+  return jacfwd(std::move(f), argnums<0>, has_aux);
 }
 
 /// torch.func.hessian: jacfwd(jacrev(f, argnums), argnums), for one argnum; shape f(x).shape ++
