@@ -343,4 +343,22 @@ TEST_CASE("tensor from a std::vector or std::span; randperm", "[tensor][random]"
   CHECK_THROWS_WITH(randperm<std::int8_t>(300), Catch::Contains("does not fit"));
   CHECK_THROWS_WITH(randperm<bfloat16>(1000), Catch::Contains("does not fit"));
   CHECK_NOTHROW(randperm<bfloat16>(257));  // 0 .. 256 are exact in bfloat16
+
+  // randperm(n, generator): the generator's stream, the default one untouched
+  manual_seed(11);
+  Generator g(11);
+  const auto pg = randperm(1000, g);
+  const auto after = randperm(1000);  // the default generator did not move: p again
+  bool same_g = true, same_default = true;
+  for (std::int64_t i = 0; i < 1000; ++i) {
+    same_g = same_g && pg(i) == p(i);
+    same_default = same_default && after(i) == p(i);
+  }
+  CHECK(same_g);
+  CHECK(same_default);
+  const auto pg2 = randperm(1000, g);  // the generator's stream moved on
+  bool differ_g = false;
+  for (std::int64_t i = 0; i < 1000; ++i) differ_g = differ_g || pg2(i) != p(i);
+  CHECK(differ_g);
+  CHECK_THROWS_WITH(randperm(-2, g), Catch::Contains("non-negative, got -2"));
 }

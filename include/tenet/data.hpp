@@ -470,25 +470,6 @@ struct loader_options {
 };
 
 namespace detail {
-/// randperm(n) drawn from a fresh generator seeded with `seed` rather than the default one: the
-/// permutation tenet::randperm gives right after manual_seed(seed), the same algorithm (n uniform
-/// draws, Fisher-Yates), leaving the default generator alone.
-inline Tensor<std::int64_t, shape<dyn>> seeded_randperm(std::int64_t n, std::uint64_t seed) {
-  tenet::detail::generator g(seed);
-  const auto draw = g.reserve(n);
-  std::vector<double> u(static_cast<std::size_t>(n));
-  tenet::detail::fill_random_on_host(u.data(), n,
-                                     tenet::detail::random_fill{tenet::detail::random_fill::uniform, draw.seed, draw.offset});
-  Tensor<std::int64_t, shape<dyn>> perm({n}, tenet::cpu);
-  std::int64_t* v = perm.data();
-  for (std::int64_t i = 0; i < n; ++i) v[i] = i;
-  for (std::int64_t i = n - 1; i > 0; --i) {
-    const auto j = std::min<std::int64_t>(i, static_cast<std::int64_t>(u[static_cast<std::size_t>(i)] * static_cast<double>(i + 1)));
-    std::swap(v[i], v[j]);
-  }
-  return perm;
-}
-
 inline Tensor<std::int64_t, shape<dyn>> identity_order(std::int64_t n) {
   Tensor<std::int64_t, shape<dyn>> order({n}, tenet::cpu);
   for (std::int64_t i = 0; i < n; ++i) order.data()[i] = i;
@@ -648,8 +629,9 @@ class DataLoader {
   iterator begin() {
     const std::int64_t n = dataset_.size();
     const std::uint64_t e = static_cast<std::uint64_t>(epoch_++);
-    Tensor<std::int64_t, shape<dyn>> order = options_.shuffle ? detail::seeded_randperm(n, options_.seed + e)
-                                                              : detail::identity_order(n);
+    // shuffled from a generator of the loader's own (seed + epoch): the default one does not move
+    tenet::Generator g(options_.seed + e);
+    Tensor<std::int64_t, shape<dyn>> order = options_.shuffle ? tenet::randperm(n, g) : detail::identity_order(n);
     iterator it(std::make_unique<detail::loader_epoch<Dataset>>(dataset_, std::move(order), options_.batch_size, len(),
                                                                 transform_, options_.prefetch));
     ++it;

@@ -212,11 +212,14 @@ inline random_fill reserve_draw(random_fill::kind_t kind, std::int64_t n) {
 }
 }  // namespace detail
 
-/// randperm<T = int64>(n): a random permutation of 0 .. n-1 (torch.randperm), from n uniform draws
-/// of the default generator (Fisher-Yates), so a seed gives the same permutation on every device.
-/// value_error for a negative n or one whose values T cannot hold.
-template <class T = std::int64_t>
-Tensor<T, shape<dyn>> randperm(std::int64_t n) {
+/// torch.Generator: a Philox stream of its own (a seed and an offset), for draws that must not
+/// move the default generator's stream: `tenet::Generator g(seed); randperm(n, g);`.
+using Generator = detail::generator;
+
+namespace detail {
+/// randperm's values from n uniform draws of the stream at `draw` (Fisher-Yates).
+template <class T>
+Tensor<T, shape<dyn>> randperm_from(std::int64_t n, Generator* g) {
   static_assert((std::is_integral_v<T> && !std::is_same_v<T, bool>) || is_floating_v<T>,
                 "tenet: randperm needs an integer or floating dtype");
   if (n < 0) throw value_error("tenet: randperm: n must be non-negative, got " + std::to_string(n));
@@ -230,7 +233,12 @@ Tensor<T, shape<dyn>> randperm(std::int64_t n) {
     throw value_error("tenet: randperm: n = " + std::to_string(n) + " does not fit the values of " +
                       std::string(name(dtype_of<T>)));
   std::vector<double> u(static_cast<std::size_t>(n));
-  detail::fill_random_on_host(u.data(), n, detail::reserve_draw(detail::random_fill::uniform, n));
+  if (g) {
+    const auto d = g->reserve(n);
+    fill_random_on_host(u.data(), n, random_fill{random_fill::uniform, d.seed, d.offset});
+  } else {
+    fill_random_on_host(u.data(), n, reserve_draw(random_fill::uniform, n));
+  }
   std::vector<T> v(static_cast<std::size_t>(n));
   for (std::size_t i = 0; i < v.size(); ++i) {
     if constexpr (std::is_integral_v<T>) v[i] = static_cast<T>(i);
@@ -241,6 +249,22 @@ Tensor<T, shape<dyn>> randperm(std::int64_t n) {
     std::swap(v[static_cast<std::size_t>(i)], v[static_cast<std::size_t>(j)]);
   }
   return tensor(std::span<const T>(v.data(), v.size()));
+}
+}  // namespace detail
+
+/// randperm<T = int64>(n): a random permutation of 0 .. n-1 (torch.randperm), from n uniform draws
+/// of the default generator (Fisher-Yates), so a seed gives the same permutation on every device.
+/// value_error for a negative n or one whose values T cannot hold.
+template <class T = std::int64_t>
+Tensor<T, shape<dyn>> randperm(std::int64_t n) {
+  return detail::randperm_from<T>(n, nullptr);
+}
+/// randperm(n, generator): the same from g's stream (torch.randperm(n, generator=g)); the default
+/// generator does not move. A Generator seeded with s gives the permutation randperm(n) gives
+/// right after manual_seed(s).
+template <class T = std::int64_t>
+Tensor<T, shape<dyn>> randperm(std::int64_t n, Generator& g) {
+  return detail::randperm_from<T>(n, &g);
 }
 
 template <class T, class S, std::integral... N>
