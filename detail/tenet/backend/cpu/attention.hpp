@@ -184,6 +184,30 @@ void attn_pack_kv(const T* kp, std::int64_t ksr, std::int64_t ksc, const T* vp, 
   }
 }
 
+/// C[M, N] += A[M, K] B[K, N] (element strides as gemm_ex's, C row-major with row stride ldc) on
+/// gemm_impl's micro-kernel, packing into the thread's scratch (slots 9 and 10), on this thread.
+template <class A>
+void attn_gemm_accumulate(const A* a, std::int64_t ars, std::int64_t acs, const A* b, std::int64_t brs, std::int64_t bcs,
+                          A* c, std::int64_t ldc, std::int64_t M, std::int64_t N, std::int64_t K) {
+  using cfg = gemm_impl::config<A>;
+  constexpr int MR = cfg::MR, NR = cfg::NR;
+  constexpr std::int64_t KC = 256;
+  if (M <= 0 || N <= 0 || K <= 0) return;
+  const std::int64_t mpan = (M + MR - 1) / MR, npan = (N + NR - 1) / NR;
+  A* pa = gemm_impl::scratch<A, 9>(static_cast<std::size_t>(mpan * MR * std::min(KC, K)));
+  A* pb = gemm_impl::scratch<A, 10>(static_cast<std::size_t>(npan * NR * std::min(KC, K)));
+  for (std::int64_t p = 0; p < K; p += KC) {
+    const std::int64_t kc = std::min(KC, K - p);
+    for (std::int64_t r = 0; r < mpan; ++r)
+      gemm_impl::pack_a_panel<A, MR>(a + r * MR * ars + p * acs, ars, acs, std::min<std::int64_t>(MR, M - r * MR), kc,
+                                     pa + r * kc * MR);
+    for (std::int64_t j = 0; j < npan; ++j)
+      gemm_impl::pack_b_panel<A, NR>(b + p * brs + j * NR * bcs, brs, bcs, std::min<std::int64_t>(NR, N - j * NR), kc,
+                                     pb + j * kc * NR);
+    gemm_impl::macro_kernel<A>(M, N, kc, pa, pb, c, ldc, true, true, 0, 0, no_epilogue{});
+  }
+}
+
 /// out (batch, hq, L, Ev), contiguous = attention of q (batch, hq, L, E), k and v (batch,
 /// hq / group, S, E | Ev) with mask M: void (none), bool (false: masked out) or the inputs' type
 /// (added to the scores).
@@ -423,6 +447,8 @@ void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, 
                               const attn_operand<std::conditional_t<std::is_void_v<M>, T, M>>& mask, T* dq_out,
                               T* dk_out, T* dv_out) {
   using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  using cfg = gemm_impl::config<A>;
+  constexpr int MR = cfg::MR, NR = cfg::NR;
   constexpr bool direct = std::is_same_v<T, A>;
   constexpr A neg_inf = -std::numeric_limits<A>::infinity();
   const std::int64_t BQ = attn_block_q;
@@ -451,6 +477,14 @@ void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, 
     std::vector<A> zrow(pr.dropout_p > 0 ? static_cast<std::size_t>(W) : 0);
     std::vector<A> mrow(blocked ? static_cast<std::size_t>(BQ) : 0), lrow(mrow.size());
     std::vector<A> tq2(blocked ? static_cast<std::size_t>(BQ * E) : 0);
+    // the whole-row path runs its products on the micro-kernel: Kᵀ and Vᵀ as NR-key panels (S and
+    // dP), K as NR-column panels S deep (dQ), packed once per task; Q scale and g as MR-row panels
+    const std::int64_t kpan = (S + NR - 1) / NR, epan = (E + NR - 1) / NR, qpan = (BQ + MR - 1) / MR;
+    A* const pkt = blocked ? nullptr : gemm_impl::scratch<A, 2>(static_cast<std::size_t>(kpan * NR * E));
+    A* const pvt = blocked ? nullptr : gemm_impl::scratch<A, 3>(static_cast<std::size_t>(kpan * NR * Ev));
+    A* const pk = blocked ? nullptr : gemm_impl::scratch<A, 4>(static_cast<std::size_t>(epan * NR * S));
+    A* const pq = blocked ? nullptr : gemm_impl::scratch<A, 5>(static_cast<std::size_t>(qpan * MR * std::max(E, Ev)));
+    A* const pds = blocked ? nullptr : gemm_impl::scratch<A, 6>(static_cast<std::size_t>(qpan * MR * std::min<std::int64_t>(S, 256)));
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t t = 0; t < tasks; ++t) {
       const std::int64_t b = t / hkv, hk = t % hkv;
@@ -470,6 +504,17 @@ void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, 
       }
       std::fill(dk.begin(), dk.end(), A(0));
       std::fill(dv.begin(), dv.end(), A(0));
+      if (!blocked) {
+        for (std::int64_t pnl = 0; pnl < kpan; ++pnl)  // Kᵀ, Vᵀ: panel pnl of NR keys, (c, j) at [c NR + j]
+          for (std::int64_t j = 0; j < NR; ++j) {
+            const std::int64_t key = pnl * NR + j;
+            for (std::int64_t c = 0; c < E; ++c) pkt[pnl * E * NR + c * NR + j] = key < S ? kb[key * ksr + c * ksc] : A(0);
+            for (std::int64_t c = 0; c < Ev; ++c) pvt[pnl * Ev * NR + c * NR + j] = key < S ? vb[key * vsr + c * vsc] : A(0);
+          }
+        for (std::int64_t pnl = 0; pnl < epan; ++pnl)  // K: panel pnl of NR columns, (key, c) at [key NR + c]
+          gemm_impl::pack_b_panel<A, NR>(kb + pnl * NR * ksc, ksr, ksc, std::min<std::int64_t>(NR, E - pnl * NR), S,
+                                         pk + pnl * S * NR);
+      }
       for (std::int64_t h = hk * pr.group; h < (hk + 1) * pr.group; ++h) {
         for (std::int64_t i0 = 0; i0 < L; i0 += BQ) {
           const std::int64_t nq = std::min(BQ, L - i0);
@@ -494,7 +539,13 @@ void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, 
                                               tk.data(), tq.data(), tq2.data(), dk.data(), dv.data());
           } else {
             // P: the scores, masked, softmax per row
-            gemm_ex<A>(qf.data(), E, 1, kb, ksc, ksr, p.data(), W, nq, n, E);
+            for (std::int64_t pnl = 0; pnl * MR < nq; ++pnl)
+              gemm_impl::pack_a_panel<A, MR>(qf.data() + pnl * MR * E, E, 1, std::min<std::int64_t>(MR, nq - pnl * MR), E,
+                                             pq + pnl * E * MR);
+            if (E > 0)
+              gemm_impl::macro_kernel<A>(nq, n, E, pq, pkt, p.data(), W, false, true, 0, 0, no_epilogue{});
+            else
+              for (std::int64_t r = 0; r < nq; ++r) std::fill(p.data() + r * W, p.data() + r * W + n, A(0));
             for (std::int64_t r = 0; r < nq; ++r) {
               A* s = p.data() + r * W;
               const std::int64_t i = i0 + r;
@@ -512,7 +563,13 @@ void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, 
               std::fill(s + seen, s + n, A(0));
             }
             // dP = g Vᵀ, then dS = P (dP - D) in place
-            gemm_ex<A>(gf.data(), Ev, 1, vb, vsc, vsr, dp.data(), W, nq, n, Ev);
+            for (std::int64_t pnl = 0; pnl * MR < nq; ++pnl)
+              gemm_impl::pack_a_panel<A, MR>(gf.data() + pnl * MR * Ev, Ev, 1, std::min<std::int64_t>(MR, nq - pnl * MR), Ev,
+                                             pq + pnl * Ev * MR);
+            if (Ev > 0)
+              gemm_impl::macro_kernel<A>(nq, n, Ev, pq, pvt, dp.data(), W, false, true, 0, 0, no_epilogue{});
+            else
+              for (std::int64_t r = 0; r < nq; ++r) std::fill(dp.data() + r * W, dp.data() + r * W + n, A(0));
             for (std::int64_t r = 0; r < nq; ++r) {
               A* pr_ = p.data() + r * W;
               A* d = dp.data() + r * W;
@@ -528,14 +585,20 @@ void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, 
                 for (std::int64_t j = 0; j < n; ++j) d[j] = pr_[j] * (d[j] - dr);
               }
             }
-            // dV += Pᵀ g (P Z with dropout)
-            gemm_ex<A>(p.data(), 1, W, gf.data(), Ev, 1, tk.data(), Ev, n, Ev, nq);
-            for (std::int64_t x = 0; x < n * Ev; ++x) dv[x] += tk[x];
-            // dK += dSᵀ (Q scale)
-            gemm_ex<A>(dp.data(), 1, W, qf.data(), E, 1, tk.data(), E, n, E, nq);
-            for (std::int64_t x = 0; x < n * E; ++x) dk[x] += tk[x];
-            // dQ = dS K scale
-            gemm_ex<A>(dp.data(), W, 1, kb, ksr, ksc, tq.data(), E, nq, E, n);
+            // dV += Pᵀ g (P Z with dropout), dK += dSᵀ (Q scale), accumulated in place
+            attn_gemm_accumulate<A>(p.data(), 1, W, gf.data(), Ev, 1, dv.data(), Ev, n, Ev, nq);
+            attn_gemm_accumulate<A>(dp.data(), 1, W, qf.data(), E, 1, dk.data(), E, n, E, nq);
+            // dQ = dS K scale, by chunks of 256 keys, on K's panels
+            std::fill(tq.begin(), tq.begin() + nq * E, A(0));
+            for (std::int64_t c0 = 0; c0 < n; c0 += 256) {
+              const std::int64_t kc = std::min<std::int64_t>(256, n - c0);
+              for (std::int64_t pnl = 0; pnl * MR < nq; ++pnl)
+                gemm_impl::pack_a_panel<A, MR>(dp.data() + pnl * MR * W + c0, W, 1, std::min<std::int64_t>(MR, nq - pnl * MR),
+                                               kc, pds + pnl * kc * MR);
+              for (std::int64_t pnl = 0; pnl < epan; ++pnl)
+                gemm_impl::macro_kernel<A>(nq, std::min<std::int64_t>(NR, E - pnl * NR), kc, pds, pk + pnl * S * NR + c0 * NR,
+                                           tq.data() + pnl * NR, E, true, true, 0, 0, no_epilogue{});
+            }
           }
           T* dqp = dq_out + ((b * pr.hq + h) * L + i0) * E;
           for (std::int64_t x = 0; x < nq * E; ++x) dqp[x] = static_cast<T>(tq[x] * scale);
