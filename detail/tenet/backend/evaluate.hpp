@@ -114,74 +114,81 @@ struct run_sink {
     return view_of(e.op, e, x);
   }
   // shared values and CSE: with the evaluation's use counts (expr/cse.hpp) a value is kept only
-  // while a later reader is left
+  // while a later reader is left. The bookkeeping is in the non-template functions below, so
+  // that it is compiled once, not per node type.
   template <class E>
   std::optional<typename E::tensor_type> find_shared(const E& e) {
-    use_counts* u = current_use_counts();
-    const auto it = u ? u->shared.find(e.cache.get()) : decltype(u->shared.find(nullptr)){};
-    if (!u || it == u->shared.end()) return *e.cache ? std::optional(**e.cache) : std::nullopt;
-    auto& su = it->second;
     if (!*e.cache) {
-      if (su.done) throw_shared_reread();
+      shared_first_read(e.cache.get());
       return std::nullopt;  // the first read: lower it
     }
     std::optional<typename E::tensor_type> v(**e.cache);
-    if (--su.left <= 0) {  // its last reader: release it
-      e.cache->reset();
-      su.done = true;
-    }
+    if (shared_read_last(e.cache.get())) e.cache->reset();  // its last reader: release it
     return v;
   }
   template <class E, class V>
   typename E::tensor_type store_shared(const E& e, const V& v) {
-    if (use_counts* u = current_use_counts()) {
-      if (auto it = u->shared.find(e.cache.get()); it != u->shared.end() && --it->second.left <= 0) {
-        it->second.done = true;  // read once: not kept
-        return typename E::tensor_type(v);
-      }
-    }
+    if (shared_read_last(e.cache.get())) return typename E::tensor_type(v);  // read once: not kept
     e.cache->emplace(v);
     return **e.cache;
   }
   template <class E>
   bool cse_enabled(const E&) const {
-    if (!current_cse_table()) return false;
-    const use_counts* u = current_use_counts();
-    if (!u) return true;
-    const auto it = u->types.find(type_tag<strip_transparent_t<E>>());
-    return it == u->types.end() || it->second.total > 1;  // a type that occurs once has no twin
+    return cse_keyed(type_tag<strip_transparent_t<E>>());
   }
   template <class E>
   std::optional<result_tensor_t<E>> find_cached(const E&, const std::string& key) {
     const result_tensor_t<E>* p = cse_find<result_tensor_t<E>>(key);
     std::optional<result_tensor_t<E>> v;
     if (p) v.emplace(*p);
-    if (use_counts* u = current_use_counts()) {
-      auto it = u->types.find(type_tag<strip_transparent_t<E>>());
-      if (it != u->types.end() && --it->second.left <= 0) release_cached(it->second);  // its type's last visit
-    }
+    type_visited(type_tag<strip_transparent_t<E>>());
     return v;
   }
   template <class E, class V>
   result_tensor_t<E> store_cached(const E&, const std::string* key, const V& v) {
-    if (!key) return v;
-    if (use_counts* u = current_use_counts()) {
-      auto it = u->types.find(type_tag<strip_transparent_t<E>>());
-      if (it != u->types.end()) {
-        if (it->second.left <= 0) return v;  // no visit of its type is left: not kept
-        it->second.keys.push_back(*key);
-      }
-    }
-    cse_store(*key, result_tensor_t<E>(v));
+    if (key && type_keeps(type_tag<strip_transparent_t<E>>(), *key)) cse_store(*key, result_tensor_t<E>(v));
     return v;
   }
-  static void release_cached(use_counts::type_uses& t) {
-    if (cse_table* table = current_cse_table())
-      for (const auto& k : t.keys) table->erase(k);
-    t.keys.clear();
+
+  /// A shared value read with its cache empty: its first read, or a read after its last counted
+  /// reader released it (an internal error: the counts missed a reader).
+  [[gnu::noinline]] static void shared_first_read(const void* cache) {
+    if (use_counts* u = current_use_counts())
+      if (const auto* su = u->find_shared(cache); su && su->done)
+        throw error("tenet: internal: a shared value was read after its last counted reader (use_counts, expr/cse.hpp)");
   }
-  [[noreturn]] static void throw_shared_reread() {
-    throw error("tenet: internal: a shared value was read after its last counted reader (use_counts, expr/cse.hpp)");
+  /// Counts a read of a shared value; true when it was the last (release it).
+  [[gnu::noinline]] static bool shared_read_last(const void* cache) {
+    use_counts* u = current_use_counts();
+    auto* su = u ? u->find_shared(cache) : nullptr;
+    if (!su || --su->left > 0) return false;
+    su->done = true;
+    return true;
+  }
+  /// Whether a node of type `tag` may be a common subexpression (a type that occurs once has no twin).
+  [[gnu::noinline]] static bool cse_keyed(const void* tag) {
+    if (!current_cse_table()) return false;
+    use_counts* u = current_use_counts();
+    const auto* t = u ? u->find_type(tag) : nullptr;
+    return !t || t->total > 1;
+  }
+  /// Counts a visit of a node of type `tag`; after the type's last, its values are released.
+  [[gnu::noinline]] static void type_visited(const void* tag) {
+    use_counts* u = current_use_counts();
+    auto* t = u ? u->find_type(tag) : nullptr;
+    if (!t || --t->left > 0) return;
+    if (cse_table* table = current_cse_table())
+      for (const auto& k : t->keys) table->erase(k);
+    t->keys.clear();
+  }
+  /// Whether a value of type `tag` under `key` is kept (a visit of its type is left), noting the key.
+  [[gnu::noinline]] static bool type_keeps(const void* tag, const std::string& key) {
+    use_counts* u = current_use_counts();
+    auto* t = u ? u->find_type(tag) : nullptr;
+    if (!t) return true;
+    if (t->left <= 0) return false;
+    t->keys.push_back(key);
+    return true;
   }
   template <class B, class E, class... O>
   result_tensor_t<E> node(B b, const E& e, const O&... o) {

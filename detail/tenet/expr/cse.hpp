@@ -179,6 +179,24 @@ struct use_counts {
   };
   std::unordered_map<const void*, shared_uses> shared;  // by the shared value's cache
   std::unordered_map<const void*, type_uses> types;     // by type_tag<strip_transparent_t<E>>
+
+  // The map operations, out of line: every node type's walk and sink calls them, and inlined
+  // they would be compiled again for each (the compile cost of a tree is per node type).
+  /// Counts an occurrence of shared value `cache`; true for its first (walk its subtree then).
+  [[gnu::noinline]] bool add_shared(const void* cache) { return shared[cache].left++ == 0; }
+  [[gnu::noinline]] void add_type(const void* tag) {
+    auto& t = types[tag];
+    ++t.total, ++t.left;
+  }
+  /// The counts of shared value `cache` / node type `tag` (null: not counted).
+  [[gnu::noinline]] shared_uses* find_shared(const void* cache) {
+    const auto it = shared.find(cache);
+    return it == shared.end() ? nullptr : &it->second;
+  }
+  [[gnu::noinline]] type_uses* find_type(const void* tag) {
+    const auto it = types.find(tag);
+    return it == types.end() ? nullptr : &it->second;
+  }
 };
 inline use_counts*& current_use_counts() {
   thread_local use_counts* u = nullptr;
@@ -204,10 +222,9 @@ void count_child_uses(const Tup& t, use_counts& u, std::index_sequence<I...>) {
 template <class E>
 void count_uses(const E& e, use_counts& u) {
   if constexpr (SharedNode<E>) {
-    if (u.shared[e.cache.get()].left++ == 0) count_uses(e.expr, u);
+    if (u.add_shared(e.cache.get())) count_uses(e.expr, u);
   } else if constexpr (Node<E>) {
-    auto& t = u.types[type_tag<strip_transparent_t<E>>()];
-    ++t.total, ++t.left;
+    u.add_type(type_tag<strip_transparent_t<E>>());
     count_child_uses(e.children, u, std::make_index_sequence<std::tuple_size_v<decltype(e.children)>>{});
   }
 }
