@@ -1,6 +1,7 @@
 // Gradients of scaled_dot_product_attention: against PyTorch's (reference/attention.txt: q, k, v
 // and an additive mask, for sum(out * w)) with each variant running the forward, against central
 // finite differences in float64, and the forward-mode tangent against the reverse mode.
+#include <cmath>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -158,11 +159,14 @@ TEST_CASE("autograd sdpa: the tiled backward agrees with the math backward acros
   manual_seed(5);
   // the backward keeps whole rows of P up to attn_backward_full_keys keys, else runs by key
   // blocks from each row's log-sum-exp: both, on the same problem
+  // and from the log-sum-exp the forward kept, or recomputing it (sdpa_keep_lse off)
   const std::int64_t full_keys = detail::cpu::attn_backward_full_keys;
+  for (bool keep : {true, false})
   for (std::int64_t limit : {full_keys, std::int64_t{0}})
   for (bool causal : {false, true}) {
-    INFO("causal " << causal << ", backward by key blocks " << (limit == 0));
+    INFO("causal " << causal << ", backward by key blocks " << (limit == 0) << ", saved log-sum-exp " << keep);
     detail::cpu::attn_backward_full_keys = limit;
+    detail::sdpa_keep_lse = keep;
     const auto q0 = randn<float, S4>(1, 4, 300, 16), k0 = randn<float, S4>(1, 2, 700, 16), v0 = randn<float, S4>(1, 2, 700, 8);
     const auto w = randn<float, S4>(1, 4, 300, 8);
     auto grads = [&](sdpa_backend b) {
@@ -173,7 +177,9 @@ TEST_CASE("autograd sdpa: the tiled backward agrees with the math backward acros
       loss.backward();
       return std::make_tuple(q.grad(), k.grad(), v.grad());
     };
+    const std::int64_t reads = detail::sdpa_lse_reads();
     const auto [fq, fk, fv] = grads(sdpa_backend::flash);
+    CHECK(detail::sdpa_lse_reads() - reads == (keep ? 1 : 0));
     const auto [mq, mk, mv] = grads(sdpa_backend::math);
     for (auto [a, b] : {std::pair{fq, mq}, std::pair{fk, mk}, std::pair{fv, mv}}) {
       const double diff = eval(amax(abs(a - b))).item(), scale = eval(amax(abs(b))).item();
@@ -181,6 +187,46 @@ TEST_CASE("autograd sdpa: the tiled backward agrees with the math backward acros
       CHECK(diff <= 5e-5 * (1.0 + scale));
     }
   }
+  detail::cpu::attn_backward_full_keys = full_keys;
+  detail::sdpa_keep_lse = true;
+}
+
+TEST_CASE("autograd sdpa: rows with every key masked out, from a saved log-sum-exp and without", "[autograd][attention]") {
+  using S4 = dyn_shape<4>;
+  manual_seed(6);
+  const std::int64_t full_keys = detail::cpu::attn_backward_full_keys;
+  const auto q0 = randn<float, S4>(2, 3, 37, 16), k0 = randn<float, S4>(2, 3, 45, 16), v0 = randn<float, S4>(2, 3, 45, 8);
+  const auto w = randn<float, S4>(2, 3, 37, 8);
+  // keys hidden at random, and every key of rows 0, 5 and 36 (their output and gradients are 0)
+  Tensor<bool, dyn_shape<2>> mask = rand<float, dyn_shape<2>>(37, 45) > 0.3f;
+  for (std::int64_t i : {0, 5, 36})
+    for (std::int64_t j = 0; j < 45; ++j) mask.data()[i * 45 + j] = false;
+  auto grads = [&](sdpa_backend b) {
+    sdpa_kernel only({b});
+    auto q = q0.clone(), k = k0.clone(), v = v0.clone();
+    q.requires_grad_(), k.requires_grad_(), v.requires_grad_();
+    Tensor<float, shape<>> loss = sum(scaled_dot_product_attention(q, k, v, mask) * w);
+    loss.backward();
+    return std::make_tuple(q.grad(), k.grad(), v.grad());
+  };
+  const auto [mq, mk, mv] = grads(sdpa_backend::math);
+  for (bool keep : {true, false})
+    for (std::int64_t limit : {full_keys, std::int64_t{0}}) {
+      INFO("saved log-sum-exp " << keep << ", backward by key blocks " << (limit == 0));
+      detail::sdpa_keep_lse = keep;
+      detail::cpu::attn_backward_full_keys = limit;
+      const std::int64_t reads = detail::sdpa_lse_reads();
+      const auto [eq, ek, ev] = grads(sdpa_backend::memory_efficient);
+      CHECK(detail::sdpa_lse_reads() - reads == (keep ? 1 : 0));
+      for (auto [a, b] : {std::pair{eq, mq}, std::pair{ek, mk}, std::pair{ev, mv}}) {
+        const double diff = eval(amax(abs(a - b))).item(), scale = eval(amax(abs(b))).item();
+        INFO("max difference " << diff << ", max magnitude " << scale);
+        CHECK(std::isfinite(diff));
+        CHECK(diff <= 5e-5 * (1.0 + scale));
+      }
+      CHECK(eval(amax(abs(eq.template narrow<2>(5, 1)))).item() == 0.0f);  // a row with no key
+    }
+  detail::sdpa_keep_lse = true;
   detail::cpu::attn_backward_full_keys = full_keys;
 }
 
@@ -198,7 +244,9 @@ TEST_CASE("autograd sdpa: a compiled training step gives eager autograd's gradie
   auto step = compile([&](const Tensor<float, S4>& ww) {
     return backward_of(sum(scaled_dot_product_attention(q, k, v, {.is_causal = true}) * ww));
   });
+  const std::int64_t reads = detail::sdpa_lse_reads();
   const float loss = step(w).item();
+  CHECK(detail::sdpa_lse_reads() - reads == 1);  // the backward started from the forward's log-sum-exp
   auto qe = fresh(q0), ke = fresh(k0), ve = fresh(v0);
   Tensor<float, shape<>> eager = sum(scaled_dot_product_attention(qe, ke, ve, {.is_causal = true}) * w);
   eager.backward();

@@ -107,7 +107,9 @@ void check_against_math(const kernel_case& c) {
     loss.backward();
     return std::make_tuple(y, qq.grad(), kk.grad(), vv.grad());
   };
+  const std::int64_t reads = detail::sdpa_lse_reads();
   const auto [y, dq, dk, dv] = run(q, k0.to(gpu), v0.to(gpu), false);
+  CHECK(detail::sdpa_lse_reads() - reads == 1);  // the backward started from the forward's log-sum-exp
   const Tensor<float, S4> q32 = cast<float>(q), k32 = cast<float>(k0.to(gpu)), v32 = cast<float>(v0.to(gpu));
   const auto [y32, dq32, dk32, dv32] = run(q32, k32, v32, true);
   // the kernels round P and dS to T for their products (as FlashAttention does)

@@ -8,10 +8,13 @@
 // flash and memory_efficient natively (backend/cpu/attention.hpp); a backend without a kernel of
 // its own runs the math decomposition. The public API is include/tenet/attention.hpp; the
 // differentiation rules are prims/attention_rules.hpp.
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -20,6 +23,7 @@
 #include <tenet/decomp/composite.hpp>
 #include <tenet/device.hpp>
 #include <tenet/error.hpp>
+#include <tenet/expr/cse.hpp>
 #include <tenet/expr/shared.hpp>
 #include <tenet/prims/iota.hpp>
 #include <tenet/prims/random.hpp>
@@ -442,6 +446,11 @@ struct sdpa_grad {
   static constexpr std::size_t mask_child = 5;
   sdpa<Forced> forward;
   bool mask_grad = false;  // an additive mask's gradient is wanted
+  // the forward's log-sum-exp of each score row when its kernel kept one (sdpa_lse_buffer): a
+  // Tensor<float or double, (rows)> on the forward's device, in that backend's own form; the
+  // backward's tiled kernels start from it instead of recomputing it. Not part of the key: it
+  // changes no value.
+  std::shared_ptr<const void> saved_lse = nullptr;
 
   const sdpa<Forced>& attention() const {
     return forward;
@@ -581,6 +590,48 @@ struct sdpa_kernel_limits {
     return {};
   }
 };
+
+/// The forward's per-row log-sum-exp, kept for the backward (FlashAttention's saved statistic).
+/// A tiled forward kernel that runs inside a CSE session (autograd's recorded forward, a compiled
+/// training step: the sessions whose table the backward reads) asks sdpa_lse_buffer for a buffer
+/// and writes each score row's log-sum-exp into it; the buffer is kept in the session's table under
+/// the node's key plus a suffix, so the VJP finds it exactly where it finds the node's saved output
+/// (prims/attention_rules.hpp). Outside a session, or for a node that cannot be keyed: null, and
+/// the backward recomputes the statistic. A is the kernel's accumulation type; the values' form
+/// (natural or base-2 log, the mark of a row with no key) is the backend's own.
+template <class E>
+std::optional<std::string> sdpa_lse_key(const E& e) {
+  auto k = cse_key(e);
+  if (k) k->append("\0sdpa.lse", 9);
+  return k;
+}
+/// Whether the forward keeps it (the tests turn this off to run the backward that recomputes it).
+inline bool sdpa_keep_lse = true;
+template <class A, class E>
+A* sdpa_lse_buffer(const E& e, std::int64_t rows, device where) {
+  cse_session* s = cse_session::current();
+  if (!s || !sdpa_keep_lse) return nullptr;
+  auto key = sdpa_lse_key(e);
+  if (!key) return nullptr;
+  auto t = std::make_shared<Tensor<A, dyn_shape<1>>>(sizes_t<1>{rows}, where);
+  A* p = t->data();
+  s->table.insert_or_assign(std::move(*key), std::move(t));
+  return p;
+}
+/// The saved log-sum-exp of op (a backward's) when it fits: rows values of A on `where`; else null.
+/// Counts its uses (sdpa_lse_reads) for the tests.
+inline std::atomic<std::int64_t>& sdpa_lse_reads() {
+  static std::atomic<std::int64_t> n{0};
+  return n;
+}
+template <class A, class Op>
+const A* sdpa_saved_lse(const Op& op, std::int64_t rows, device where) {
+  if (!op.saved_lse) return nullptr;
+  const auto& t = *static_cast<const Tensor<A, dyn_shape<1>>*>(op.saved_lse.get());
+  if (t.numel() != rows || t.device() != where) return nullptr;
+  ++sdpa_lse_reads();
+  return t.data();
+}
 
 template <class E>
 constexpr attn_mask_kind sdpa_mask_kind_of() {

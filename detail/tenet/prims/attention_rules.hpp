@@ -10,6 +10,7 @@
 // aten::sdpa_grad's own VJP (second order, TENET_AUTOGRAD=2): through its math decomposition, which
 // recomputes the weights from q and k (the saved output is not an input of it).
 #include <cstdint>
+#include <memory>
 
 #include <tenet/autograd/jvp.hpp>
 #include <tenet/autograd/record.hpp>  // autograd_backend
@@ -23,6 +24,20 @@ inline constexpr bool runs_natively<ag::autograd_backend, aten::sdpa<Forced>, C.
 }  // namespace tenet::detail
 
 namespace tenet::detail::ag {
+/// The log-sum-exp the forward kernel of attention node e kept (sdpa_lse_buffer), from the
+/// recorded forward's table or the compiled step's session, where saved_value finds e's output.
+template <class E>
+std::shared_ptr<const void> sdpa_saved_entry(const E& e) {
+  const cse_table* t = current_saved_values();
+  if (!t)
+    if (cse_session* s = cse_session::current()) t = &s->table;
+  if (!t || t->empty()) return nullptr;
+  const auto key = sdpa_lse_key(e);
+  if (!key) return nullptr;
+  const auto it = t->find(*key);
+  return it == t->end() ? nullptr : std::shared_ptr<const void>(it->second);
+}
+
 template <class Forced>
 struct rules<aten::sdpa<Forced>> {
   /// Part [begin, begin + numel(x)) of the flat gradient, with x's sizes.
@@ -41,6 +56,7 @@ struct rules<aten::sdpa<Forced>> {
     const auto y = forward_value(e);
     const auto q = forward_value(std::get<0>(ch)), k = forward_value(std::get<1>(ch)), v = forward_value(std::get<2>(ch));
     aten::sdpa_grad<Forced> op{e.op};
+    op.saved_lse = sdpa_saved_entry(e);
     std::int64_t at = 0;
     const auto next = [&](const auto& x) {
       const std::int64_t b = at;

@@ -216,11 +216,15 @@ void attn_gemm_accumulate(const A* a, std::int64_t ars, std::int64_t acs, const 
 /// K and V of the key/value head its tasks read (attn_pack_kv: again only when the head changes;
 /// tasks are handed out in runs of a head's consecutive query blocks), its query block scaled, and
 /// each chunk of P; P V accumulates into the output block in place.
+/// The tiled kernels' accumulation type for inputs of type T.
+template <class T>
+using attn_acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
 template <class M, class T>
 void attention_tiled(const attn_problem& pr, const attn_operand<T>& q, const attn_operand<T>& k,
                      const attn_operand<T>& v, const attn_operand<std::conditional_t<std::is_void_v<M>, T, M>>& mask,
-                     T* out) {
-  using A = std::conditional_t<std::is_same_v<T, double>, double, float>;  // accumulation type
+                     T* out, attn_acc_t<T>* lse = nullptr) {
+  using A = attn_acc_t<T>;
   using cfg = gemm_impl::config<A>;
   constexpr int MR = cfg::MR, NR = cfg::NR;
   constexpr A neg_inf = -std::numeric_limits<A>::infinity();
@@ -349,6 +353,10 @@ void attention_tiled(const attn_problem& pr, const attn_operand<T>& q, const att
         const A l = lrow[static_cast<std::size_t>(r)];
         const A inv = l == A(0) ? A(0) : A(1) / l;  // no key seen: 0, as torch
         for (std::int64_t c = 0; c < Ev; ++c) op[r * Ev + c] = static_cast<T>(of[r * Ev + c] * inv);
+        // the row's log-sum-exp for the backward; +inf marks a row with no key
+        if (lse)
+          lse[bh * L + i0 + r] = l == A(0) ? std::numeric_limits<A>::infinity()
+                                           : mrow[static_cast<std::size_t>(r)] + std::log(l);
       }
     }
   }
@@ -363,8 +371,8 @@ template <class M, class T, class A>
 void attn_backward_block_rows(const attn_problem& pr, const attn_operand<std::conditional_t<std::is_void_v<M>, T, M>>& mask,
                               std::int64_t b, std::int64_t h, std::int64_t i0, std::int64_t nq, std::int64_t n, const A* kb,
                               std::int64_t ksr, std::int64_t ksc, const A* vb, std::int64_t vsr, std::int64_t vsc,
-                              const A* qf, const A* gf, const A* drow, A* mrow, A* lrow, A* p, A* dp, A* zrow, A* tk,
-                              A* tq, A* tq2, A* dk, A* dv) {
+                              const A* qf, const A* gf, const A* drow, const A* lse, A* mrow, A* lrow, A* p, A* dp,
+                              A* zrow, A* tk, A* tq, A* tq2, A* dk, A* dv) {
   constexpr A neg_inf = -std::numeric_limits<A>::infinity();
   const std::int64_t BK = attn_block_k, E = pr.E, Ev = pr.Ev;
   // the block's scores, masked: p[r * BK + j] for keys j0 .. j0 + nk; returns nothing, `seen`
@@ -376,10 +384,19 @@ void attn_backward_block_rows(const attn_problem& pr, const attn_operand<std::co
   auto seen = [&](std::int64_t r, std::int64_t j0, std::int64_t nk) {
     return pr.causal ? std::clamp<std::int64_t>(i0 + r + 1 - j0, 0, nk) : nk;
   };
-  // pass 1: m and l of every row
-  std::fill(mrow, mrow + nq, neg_inf);
-  std::fill(lrow, lrow + nq, A(0));
-  for (std::int64_t j0 = 0; j0 < n; j0 += BK) {
+  // pass 1: m and l of every row, unless the forward kept its log-sum-exp (then m = lse, l = 1;
+  // a row with no key, marked +inf there, gets m = -inf as here)
+  if (lse) {
+    for (std::int64_t r = 0; r < nq; ++r) {
+      const A x = lse[(b * pr.hq + h) * pr.L + i0 + r];
+      mrow[r] = x == -neg_inf ? neg_inf : x;
+      lrow[r] = A(1);
+    }
+  } else {
+    std::fill(mrow, mrow + nq, neg_inf);
+    std::fill(lrow, lrow + nq, A(0));
+  }
+  for (std::int64_t j0 = 0; !lse && j0 < n; j0 += BK) {
     const std::int64_t nk = std::min(BK, n - j0);
     scores(j0, nk);
     for (std::int64_t r = 0; r < nq; ++r) {
@@ -445,8 +462,8 @@ template <class M, class T>
 void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, const attn_operand<T>& k,
                               const attn_operand<T>& v, const attn_operand<T>& o, const attn_operand<T>& g,
                               const attn_operand<std::conditional_t<std::is_void_v<M>, T, M>>& mask, T* dq_out,
-                              T* dk_out, T* dv_out) {
-  using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+                              T* dk_out, T* dv_out, const attn_acc_t<T>* lse = nullptr) {
+  using A = attn_acc_t<T>;
   using cfg = gemm_impl::config<A>;
   constexpr int MR = cfg::MR, NR = cfg::NR;
   constexpr bool direct = std::is_same_v<T, A>;
@@ -535,7 +552,7 @@ void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, 
           }
           if (blocked) {
             attn_backward_block_rows<M, T, A>(pr, mask, b, h, i0, nq, n, kb, ksr, ksc, vb, vsr, vsc, qf.data(), gf.data(),
-                                              drow.data(), mrow.data(), lrow.data(), p.data(), dp.data(), zrow.data(),
+                                              drow.data(), lse, mrow.data(), lrow.data(), p.data(), dp.data(), zrow.data(),
                                               tk.data(), tq.data(), tq2.data(), dk.data(), dv.data());
           } else {
             // P: the scores, masked, softmax per row
@@ -551,6 +568,16 @@ void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, 
               const std::int64_t i = i0 + r;
               attn_mask_row<M>(mask, b, h, i, 0, s, n);
               const std::int64_t seen = pr.causal ? std::clamp<std::int64_t>(i + 1, 0, n) : n;
+              if (lse) {  // P = exp(S - lse) from the forward's statistic; +inf: no key, P = 0
+                const A x = lse[(b * pr.hq + h) * L + i];
+                if (x == -neg_inf) {
+                  std::fill(s, s + n, A(0));
+                  continue;
+                }
+                (void)attn_exp_sum<A>(s, seen, x);
+                std::fill(s + seen, s + n, A(0));
+                continue;
+              }
               A mx = row_max<A>(s, seen);
               if (mx == neg_inf && attn_has_nan<A>(s, seen)) mx = std::numeric_limits<A>::quiet_NaN();
               if (mx == neg_inf) {  // no key: P = 0 (and so dq = 0)

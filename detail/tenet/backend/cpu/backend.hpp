@@ -312,9 +312,10 @@ attention_layout<rank_of<Q>> attention_layout_of(const aten::sdpa<Forced>& op, c
 /// scaled_dot_product_attention: the variant select_sdpa picks (decomp/attention.hpp); flash and
 /// memory_efficient run the tiled kernel (attention.hpp), math its decomposition in stages. The
 /// body takes its operands as dyn_view (backend/views.hpp): one instantiation per dtype and rank.
+/// lse: where the tiled kernel writes each score row's log-sum-exp for the backward (null: nowhere).
 template <class Forced, class Out, class Q, class K, class V, class... M>
-void run_sdpa(cpu_simd, const aten::sdpa<Forced>& op, sdpa_backend variant, const Out& out, const Q& q, const K& k,
-              const V& v, const M&... m) {
+void run_sdpa(cpu_simd, const aten::sdpa<Forced>& op, sdpa_backend variant, cpu::attn_acc_t<value_type_of<Q>>* lse,
+              const Out& out, const Q& q, const K& k, const V& v, const M&... m) {
   using T = value_type_of<Q>;
   if (variant == sdpa_backend::math) {
     assign(out, op.math_with(evaluate_stage{}, q, k, v, m...));
@@ -324,18 +325,25 @@ void run_sdpa(cpu_simd, const aten::sdpa<Forced>& op, sdpa_backend variant, cons
     const auto a = attention_layout_of(op, q, k, v, m...);
     const auto qo = a.operand(q), ko = a.operand(k, true), vo = a.operand(v, true);
     if constexpr (sizeof...(M) == 0) {
-      cpu::attention_tiled<void>(a.pr, qo, ko, vo, cpu::attn_operand<T>{}, out.data());
+      cpu::attention_tiled<void>(a.pr, qo, ko, vo, cpu::attn_operand<T>{}, out.data(), lse);
     } else {
       using MT = value_type_of<std::tuple_element_t<0, std::tuple<M...>>>;
-      cpu::attention_tiled<MT>(a.pr, qo, ko, vo, a.operand(m...), out.data());
+      cpu::attention_tiled<MT>(a.pr, qo, ko, vo, a.operand(m...), out.data(), lse);
     }
   }
 }
 template <class Forced, class E, class Out, class Q, class K, class V, class... M>
 void run_kernel(cpu_simd b, const aten::sdpa<Forced>& op, const E& e, const Out& out, const Q& q, const K& k,
                 const V& v, const M&... m) {
-  run_sdpa(b, op, select_sdpa<cpu_simd>(e).variant, dyn_view(out), dyn_view(q), dyn_view(k), dyn_view(v),
-           dyn_view(m)...);
+  using A = cpu::attn_acc_t<value_type_of<Q>>;
+  const sdpa_backend variant = select_sdpa<cpu_simd>(e).variant;
+  A* lse = nullptr;  // kept for the backward inside a recorded forward (a row per (batch, head, query))
+  if (variant != sdpa_backend::math && v.sizes()[rank_of<V> - 1] > 0) {
+    std::int64_t rows = 1;
+    for (std::size_t i = 0; i + 1 < rank_of<Q>; ++i) rows *= q.sizes()[i];
+    lse = sdpa_lse_buffer<A>(e, rows, out.device());
+  }
+  run_sdpa(b, op, variant, lse, dyn_view(out), dyn_view(q), dyn_view(k), dyn_view(v), dyn_view(m)...);
 }
 
 /// scaled_dot_product_attention's backward: the tiled kernel when the selection gives a tiled
@@ -355,11 +363,12 @@ void run_sdpa_grad(cpu_simd, const aten::sdpa_grad<Forced>& op, sdpa_backend var
     T* dq = out.data();
     T* dk = dq + q.numel();
     T* dv = dk + k.numel();
+    const auto* lse = sdpa_saved_lse<cpu::attn_acc_t<T>>(op, a.pr.batch * a.pr.hq * a.pr.L, out.device());
     if constexpr (sizeof...(M) == 0) {
-      cpu::attention_backward_tiled<void>(a.pr, qo, ko, vo, oo, go, cpu::attn_operand<T>{}, dq, dk, dv);
+      cpu::attention_backward_tiled<void>(a.pr, qo, ko, vo, oo, go, cpu::attn_operand<T>{}, dq, dk, dv, lse);
     } else {
       using MT = value_type_of<std::tuple_element_t<0, std::tuple<M...>>>;
-      cpu::attention_backward_tiled<MT>(a.pr, qo, ko, vo, oo, go, a.operand(m...), dq, dk, dv);
+      cpu::attention_backward_tiled<MT>(a.pr, qo, ko, vo, oo, go, a.operand(m...), dq, dk, dv, lse);
       // an additive mask's slot: its gradient is not wanted here (else math was selected)
       std::fill(dv + v.numel(), out.data() + out.numel(), T(0));
     }

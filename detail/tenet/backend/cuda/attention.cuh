@@ -762,11 +762,13 @@ void forward(const params& p) {
 }
 
 /// The backward: p.lse2 and p.delta are (batch · hq, L) float scratch, p.dq / dk / dv the outputs.
+/// lse_ready: p.lse2 holds the forward's log-sum-exp already (else the forward kernel computes it
+/// here, without its P V product).
 template <bool Bf, int MK, class MT>
-void backward(const params& p) {
+void backward(const params& p, bool lse_ready = false) {
   constexpr int W = 4, BM = 16 * W;
   const std::int64_t rows = batch_heads(p, p.hq) * p.L;
-  forward<Bf, MK, MT, true>(p);
+  if (!lse_ready) forward<Bf, MK, MT, true>(p);
   if (rows > 0) {
     const cudaStream_t s = current_stream();
     if (p.o.vec && p.dout.vec) {  // 16-byte loads, a row per 8, 16 or 32 threads

@@ -491,9 +491,11 @@ struct cuda_evaluate_stage {
     return t.device() == where ? t : t.to(where);
   }
 };
+/// lse2: where the kernel writes each score row's log-sum-exp (base 2, +inf for a row with no key)
+/// for the backward; null: nowhere.
 template <class Forced, class Out, class Q, class K, class V, class... M>
-void run_sdpa(cuda_gpu, const aten::sdpa<Forced>& op, sdpa_backend variant, const Out& out, const Q& q, const K& k,
-              const V& v, const M&... m) {
+void run_sdpa(cuda_gpu, const aten::sdpa<Forced>& op, sdpa_backend variant, float* lse2, const Out& out, const Q& q,
+              const K& k, const V& v, const M&... m) {
   using T = value_type_of<Q>;
   if (variant == sdpa_backend::math) {
     assign(out, op.math_with(cuda_evaluate_stage{out.device()}, q, k, v, m...));
@@ -502,6 +504,7 @@ void run_sdpa(cuda_gpu, const aten::sdpa<Forced>& op, sdpa_backend variant, cons
   if constexpr (half_precision<T>) {
     cuda::attn::params p = cuda::attn::params_of(op, q, k, v, m...);
     p.out = out.data();
+    p.lse2 = lse2;
     using MT = cuda::attn::mask_traits<M...>;
     cuda::attn::forward<std::is_same_v<T, bfloat16>, MT::kind, typename MT::type>(p);
     ++kernels_launched();
@@ -535,8 +538,14 @@ template <class Forced, class E, class Out, class Q, class K, class V, class... 
 void run_kernel(cuda_gpu b, const aten::sdpa<Forced>& op, const E& e, const Out& out, const Q& q, const K& k,
                 const V& v, const M&... m) {
   const sdpa_backend variant = select_sdpa<cuda_gpu>(e).variant;  // for the autocast dtype, if any
+  float* lse2 = nullptr;  // kept for the backward inside a recorded forward (a row per (batch, head, query))
+  if (variant != sdpa_backend::math && v.sizes()[rank_of<V> - 1] > 0) {
+    std::int64_t rows = 1;
+    for (std::size_t i = 0; i + 1 < rank_of<Q>; ++i) rows *= q.sizes()[i];
+    lse2 = sdpa_lse_buffer<float>(e, rows, out.device());
+  }
   auto run = [&](const auto& o2, const auto& q2, const auto& k2, const auto& v2, const auto&... m2) {
-    run_sdpa(b, op, variant, dyn_view(o2), dyn_view(q2), dyn_view(k2), dyn_view(v2), dyn_view(m2)...);
+    run_sdpa(b, op, variant, lse2, dyn_view(o2), dyn_view(q2), dyn_view(k2), dyn_view(v2), dyn_view(m2)...);
   };
   if (!run_sdpa_autocast(op, out, run, q, k, v, m...)) run(out, q, k, v, m...);
 }
@@ -553,12 +562,14 @@ void run_sdpa_grad(cuda_gpu, const aten::sdpa_grad<Forced>& op, sdpa_backend var
     constexpr std::size_t R = rank_of<Q>;
     p.o = cuda::attn::operand_of<R>(o, p.Ev), p.dout = cuda::attn::operand_of<R>(g, p.Ev);
     const std::int64_t rows = std::max<std::int64_t>(cuda::attn::batch_heads(p, p.hq) * p.L, 1);
-    Tensor<float, dyn_shape<1>> lse(sizes_t<1>{rows}, out.device()), delta(sizes_t<1>{rows}, out.device());
-    p.lse2 = lse.data(), p.delta = delta.data();
+    // the forward's log-sum-exp when it kept one (a recorded forward), else recomputed into lse
+    const float* saved = sdpa_saved_lse<float>(op, cuda::attn::batch_heads(p, p.hq) * p.L, out.device());
+    Tensor<float, dyn_shape<1>> lse(sizes_t<1>{saved ? 1 : rows}, out.device()), delta(sizes_t<1>{rows}, out.device());
+    p.lse2 = saved ? const_cast<float*>(saved) : lse.data(), p.delta = delta.data();  // the kernels only read a saved one
     T* dq = out.data();
     p.dq = dq, p.dk = dq + q.numel(), p.dv = dq + q.numel() + k.numel();
     using MT = cuda::attn::mask_traits<M...>;
-    cuda::attn::backward<std::is_same_v<T, bfloat16>, MT::kind, typename MT::type>(p);
+    cuda::attn::backward<std::is_same_v<T, bfloat16>, MT::kind, typename MT::type>(p, saved != nullptr);
     ++kernels_launched();
     if constexpr (sizeof...(M) == 1) {
       // an additive mask's slot: its gradient is not wanted here (else math was selected)
