@@ -105,6 +105,37 @@ TEST_CASE("cuda: one fused pointwise kernel, contiguous, broadcast and strided")
     manual_seed(19);
     check_close(drawn(dsc), dc, 0, 0);
   }
+  SECTION("rows of three dims: attention's (B, H, T, D) heads as views of a (B, T, 3C) projection, and back") {
+    using F4 = Tensor<float, dyn_shape<4>>;
+    using B4 = Tensor<bfloat16, dyn_shape<4>>;
+    const auto g = tenet::cuda(0);
+    // B 2, T 10, C 32: 4 heads of 8; the heads' dims do not coalesce, so each 16-byte group of a
+    // head row is found from three row indices (the rows mode), not per element
+    F3 qkv = randn<float, dyn_shape<3>>(2, 10, 96);
+    const F3 dqkv = qkv.to(g);
+    auto head = [](auto& t, int i) { return t.template narrow<2>(i * 32, 32).template reshape<dyn, dyn, dyn, dyn>(2, 10, 4, 8).template transpose<1, 2>(); };
+    for (int i = 0; i < 3; ++i) {
+      check_close(B4(cast<bfloat16>(head(dqkv, i))), B4(cast<bfloat16>(head(qkv, i))), 0, 0);
+      check_close(F4(head(dqkv, i) * 2.0f + 1.0f), F4(head(qkv, i) * 2.0f + 1.0f), 0, 0);
+    }
+    // a head's gradient (B, H, T, D) written into its slot of a (B, T, 3C) buffer
+    const F4 gh = randn<float, dyn_shape<4>>(2, 4, 10, 8);
+    F3 into = zeros<float, dyn_shape<3>>(2, 10, 96).to(g), want = zeros<float, dyn_shape<3>>(2, 10, 96);
+    auto slot = [](auto& t) { return t.template narrow<2>(32, 32).template reshape<dyn, dyn, dyn, dyn>(2, 10, 4, 8); };
+    slot(into).copy_(gh.to(g).transpose<1, 2>());
+    slot(want).copy_(gh.transpose<1, 2>());
+    CHECK(eval(amax(abs(want))).item() > 0.0f);  // the slot is a view: the copy reached the buffer
+    check_close(F3(into), want, 0, 0);
+    // a lazy draw over the heads: element (b, h, t, d) draws the CPU's value
+    auto drawn = [&](const F3& base) {
+      const device_guard on(base.device());
+      return F4(rand_lazy<float, dyn_shape<4>>(2, 4, 10, 8) * head(base, 2));
+    };
+    manual_seed(23);
+    const F4 dc = drawn(qkv);
+    manual_seed(23);
+    check_close(drawn(dqkv), dc, 0, 0);
+  }
   SECTION("a transposed (non-contiguous) operand") {
     F2 sq = cpu_randn(64, 64);
     auto dsq = sq.to(tenet::cuda(0));

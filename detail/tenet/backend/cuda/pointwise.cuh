@@ -200,20 +200,22 @@ struct pointwise_tree<Tensor<T, S>, R> {
     if (!st[0]) return group<N>::filled(base[0]);
     return vector_at<N>(base + i);
   }
-  /// Rows layout (the pointwise rows mode): N elements from row (i0, i1), column i2, at strides
-  /// st[0] and st[1] on the row dims and st[R - 1] (0 or 1) on the vector dim.
+  /// Rows layout (the pointwise rows mode): N elements from row (i0, i1, i2), column j, at
+  /// strides st[0], st[1], st[2] on the row dims and st[R - 1] (0 or 1) on the vector dim; row
+  /// indices past the layout's row dims are 0.
   template <int N>
-  __device__ TENET_INLINE group<N> load_at3(std::int64_t i0, std::int64_t i1, std::int64_t i2) const {
+  __device__ TENET_INLINE group<N> load_rows(std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t j) const {
     const T* p = base + i0 * st[0];
     if constexpr (R >= 2) p += i1 * st[1];
+    if constexpr (R >= 3) p += i2 * st[2];
     if (!st[R - 1]) return group<N>::filled(p[0]);
-    return vector_at<N>(p + i2);
+    return vector_at<N>(p + j);
   }
   /// Two-dim layout (reductions, reduce.hpp): N elements from (i0, i1) at stride st[0] on the
   /// outer dim and st[R - 1] (0 or 1) on the vector dim.
   template <int N>
   __device__ TENET_INLINE group<N> load_at(std::int64_t i0, std::int64_t i1) const {
-    return load_at3<N>(i0, 0, i1);
+    return load_rows<N>(i0, 0, 0, i1);
   }
   /// N elements from p, one vector load (p aligned to the group's size).
   template <int N>
@@ -252,7 +254,7 @@ struct pointwise_tree<scalar<T>, R> {
     return group<N>{value};
   }
   template <int N>
-  __device__ TENET_INLINE group<N> load_at3(std::int64_t, std::int64_t, std::int64_t) const {
+  __device__ TENET_INLINE group<N> load_rows(std::int64_t, std::int64_t, std::int64_t, std::int64_t) const {
     return group<N>{value};
   }
 };
@@ -351,18 +353,18 @@ struct pointwise_tree<node<P, C...>, R> : divisor_check<checks_divisor<P, typena
     else return group<N>{c, {kids.a.template load<N>(i), kids.b.template load<N>(i), kids.c.template load<N>(i)}};
   }
   template <int N>
-  __device__ TENET_INLINE group<N> load_at3(std::int64_t i0, std::int64_t i1, std::int64_t i2) const {
+  __device__ TENET_INLINE group<N> load_rows(std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t j) const {
     const check_t& c = *this;
-    if constexpr (arity == 1) return group<N>{c, {kids.a.template load_at3<N>(i0, i1, i2)}};
+    if constexpr (arity == 1) return group<N>{c, {kids.a.template load_rows<N>(i0, i1, i2, j)}};
     else if constexpr (arity == 2)
-      return group<N>{c, {kids.a.template load_at3<N>(i0, i1, i2), kids.b.template load_at3<N>(i0, i1, i2)}};
+      return group<N>{c, {kids.a.template load_rows<N>(i0, i1, i2, j), kids.b.template load_rows<N>(i0, i1, i2, j)}};
     else
-      return group<N>{c, {kids.a.template load_at3<N>(i0, i1, i2), kids.b.template load_at3<N>(i0, i1, i2),
-                          kids.c.template load_at3<N>(i0, i1, i2)}};
+      return group<N>{c, {kids.a.template load_rows<N>(i0, i1, i2, j), kids.b.template load_rows<N>(i0, i1, i2, j),
+                          kids.c.template load_rows<N>(i0, i1, i2, j)}};
   }
   template <int N>
   __device__ TENET_INLINE group<N> load_at(std::int64_t i0, std::int64_t i1) const {
-    return load_at3<N>(i0, 0, i1);
+    return load_rows<N>(i0, 0, 0, i1);
   }
 };
 
@@ -432,23 +434,27 @@ struct out_layout {
   std::int64_t sizes[R];
   std::int64_t st[R];
   int nd;
-  std::int64_t rows_b = 1, rows_b_st = 0;  // rows mode: the second row dim (1: none) and its stride
-  fast_divisor per_row_div, rows_b_div;     // rows mode: by the groups per row, by rows_b
+  // rows mode: the second and third row dims (1: none) and their strides
+  std::int64_t rows_b = 1, rows_b_st = 0, rows_c = 1, rows_c_st = 0;
+  fast_divisor per_row_div, rows_b_div, rows_c_div;  // rows mode: by the groups per row, rows_b, rows_c
 };
 
-/// Any layout: an index per element. lay.nd == -2 is the rows layout instead: rows (a, b) of
-/// lay.sizes[0] x lay.rows_b at output strides lay.st[0], lay.rows_b_st (rows_b 1: one row dim),
-/// lay.sizes[1] columns a whole number of 16-byte groups, every leaf's column stride 0 or 1, read
-/// with load_at3 (a row bias; a per-channel scale over N, C, H x W): groups as in the flat
-/// kernel, each group's row and column from one division, or with a second row dim from two
-/// 32-bit multiply-highs (fast_divisor; fewer than 2^30 groups), which take the per-channel case
-/// to about 60% of a 64-bit division's time (docs/cuda.md, "Launch-parameter measurements").
+/// Any layout: an index per element. lay.nd == -2 is the rows layout instead: rows (a, b, c) of
+/// lay.sizes[0] x lay.rows_b x lay.rows_c at output strides lay.st[0], lay.rows_b_st,
+/// lay.rows_c_st (rows_b, rows_c 1: fewer row dims), lay.sizes[1] columns a whole number of
+/// 16-byte groups, every leaf's column stride 0 or 1, read with load_rows (a row bias; a
+/// per-channel scale over N, C, H x W; attention's (B, H, T, D) heads read from a (B, T, 3C)
+/// projection): groups as in the flat kernel, each group's row and column from one division, or
+/// with more row dims from 32-bit multiply-highs (fast_divisor; fewer than 2^30 groups), which
+/// take the per-channel case to about 60% of a 64-bit division's time (docs/cuda.md,
+/// "Launch-parameter measurements").
 template <class T, std::size_t R, class Tree>
 __global__ void pointwise_strided_kernel(T* __restrict__ out, Tree tree, out_layout<T, R> lay, std::int64_t n) {
   if (lay.nd == -2) {
     constexpr int N = 16 / sizeof(T) > 0 ? static_cast<int>(16 / sizeof(T)) : 1;
     constexpr int U = flat_groups_per_step<T, Tree>;
-    const std::int64_t per_row = lay.sizes[1] / N, B = lay.rows_b, groups = lay.sizes[0] * B * per_row;
+    const std::int64_t per_row = lay.sizes[1] / N, B = lay.rows_b, C = lay.rows_c;
+    const std::int64_t groups = lay.sizes[0] * B * C * per_row;
     const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x * U;
     for (std::int64_t b = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U + threadIdx.x; b < groups; b += step) {
       typename Tree::template group<N> v[U];
@@ -456,18 +462,20 @@ __global__ void pointwise_strided_kernel(T* __restrict__ out, Tree tree, out_lay
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const std::int64_t g = b + static_cast<std::int64_t>(u) * blockDim.x;
-        std::int64_t i0, i1 = 0, j;
-        if (B != 1) {  // two row dims: 32-bit multiply-highs (g is under 2^31: run_pointwise)
+        std::int64_t i0, i1 = 0, i2 = 0, j;
+        if (B != 1 || C != 1) {  // two or three row dims: 32-bit multiply-highs (g is under 2^31: run_pointwise)
           const auto g32 = static_cast<std::uint32_t>(g);
           const std::uint32_t i = lay.per_row_div.div(g32);
           j = static_cast<std::int64_t>(g32 - i * static_cast<std::uint32_t>(per_row)) * N;
-          const std::uint32_t q = lay.rows_b_div.div(i);
-          i0 = q, i1 = i - q * static_cast<std::uint32_t>(B);
+          const std::uint32_t ab = C != 1 ? lay.rows_c_div.div(i) : i;
+          i2 = i - ab * static_cast<std::uint32_t>(C);
+          const std::uint32_t a = lay.rows_b_div.div(ab);
+          i0 = a, i1 = ab - a * static_cast<std::uint32_t>(B);
         } else {  // one: a plain division (faster here, H200: 2720 against 2484 GB/s for x + bias)
           i0 = g / per_row, j = (g - i0 * per_row) * N;
         }
-        at[u] = i0 * lay.st[0] + i1 * lay.rows_b_st + j;
-        if (g < groups) v[u] = tree.template load_at3<N>(i0, i1, j);
+        at[u] = i0 * lay.st[0] + i1 * lay.rows_b_st + i2 * lay.rows_c_st + j;
+        if (g < groups) v[u] = tree.template load_rows<N>(i0, i1, i2, j);
       }
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -604,27 +612,31 @@ void run_pointwise(const Tensor<T, S>& out, const E& e) {
     out_layout<T, R> lay{};
     lay.nd = static_cast<int>(sp.nd);
     for (std::size_t d = 0; d < sp.nd; ++d) lay.sizes[d] = sp.sizes[d], lay.st[d] = ost[d];
-    // two or three dims, the output's and every leaf's inner stride 0 or 1: 16-byte groups along
-    // rows of one or two dims (a row bias, a column scale, a mask broadcast over a batch, a
-    // per-channel scale or shift of an N, C, H x W tensor)
+    // two to four dims, the output's and every leaf's inner stride 0 or 1: 16-byte groups along
+    // rows of one to three dims (a row bias, a column scale, a mask broadcast over a batch, a
+    // per-channel scale or shift of an N, C, H x W tensor, attention's heads as (B, H, T, D)
+    // views of a (B, T, 3C) projection and their gradients)
     if constexpr (R >= 2) {
       const std::size_t nd = sp.nd, v = nd - 1;  // v: the vector dim
       const auto aligned16 = [](std::int64_t stride) { return (stride * static_cast<std::int64_t>(sizeof(T))) % 16 == 0; };
-      if ((nd == 2 || nd == 3) && ost[v] == 1 && sp.sizes[v] % N == 0 && (nd == 2 || n / N < (std::int64_t{1} << 30)) &&
-          reinterpret_cast<std::uintptr_t>(obase) % 16 == 0 && aligned16(ost[0]) && (nd == 2 || aligned16(ost[1]))) {
-        bool rows = true;
+      bool rows = nd >= 2 && nd <= 4 && ost[v] == 1 && sp.sizes[v] % N == 0 && (nd == 2 || n / N < (std::int64_t{1} << 30)) &&
+                  reinterpret_cast<std::uintptr_t>(obase) % 16 == 0;
+      for (std::size_t d = 0; rows && d < v; ++d) rows = aligned16(ost[d]);
+      if (rows) {
         tree.for_each_leaf([&](const void* p, std::size_t size, const std::int64_t* st) {
           if (st[v] != 0 && st[v] != 1) rows = false;
-          if (st[v] == 1 && (!groups_aligned(p, size, N, st[0]) || (nd == 3 && !groups_aligned(p, size, N, st[1]))))
-            rows = false;
+          for (std::size_t d = 0; st[v] == 1 && d < v; ++d)
+            if (!groups_aligned(p, size, N, st[d])) rows = false;
         });
         if (rows) {
-          tree.for_each_strides([v](std::int64_t* st) { st[R - 1] = st[v]; });  // load_at3's vector stride
+          tree.for_each_strides([v](std::int64_t* st) { st[R - 1] = st[v]; });  // load_rows's vector stride
           lay.nd = -2;
-          if (nd == 3) lay.rows_b = sp.sizes[1], lay.rows_b_st = ost[1];
+          if (nd >= 3) lay.rows_b = sp.sizes[1], lay.rows_b_st = ost[1];
+          if (nd == 4) lay.rows_c = sp.sizes[2], lay.rows_c_st = ost[2];
           lay.sizes[1] = sp.sizes[v];
           lay.per_row_div = fast_divisor(static_cast<std::uint32_t>(sp.sizes[v] / N));
           lay.rows_b_div = fast_divisor(static_cast<std::uint32_t>(lay.rows_b));
+          lay.rows_c_div = fast_divisor(static_cast<std::uint32_t>(lay.rows_c));
           launch_grid_stride<pointwise_strided_kernel<T, R, tree_t>>(cfg, group_steps, dev, s, obase, tree, lay, n);
           check_launch("the pointwise kernel launch");
           return;

@@ -65,17 +65,18 @@ struct pointwise_tree<uniform_leaf<T, S>, R> {
     if (!st[0]) return group<N>::filled(draw(0));
     return draws_from<N>(i);
   }
-  /// Rows and two-dim layouts (as the tensor leaf's load_at3 / load_at).
+  /// Rows and two-dim layouts (as the tensor leaf's load_rows / load_at).
   template <int N>
-  __device__ TENET_INLINE group<N> load_at3(std::int64_t i0, std::int64_t i1, std::int64_t i2) const {
+  __device__ TENET_INLINE group<N> load_rows(std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t j) const {
     std::int64_t k = i0 * st[0];
     if constexpr (R >= 2) k += i1 * st[1];
+    if constexpr (R >= 3) k += i2 * st[2];
     if (!st[R - 1]) return group<N>::filled(draw(k));
-    return draws_from<N>(k + i2);
+    return draws_from<N>(k + j);
   }
   template <int N>
   __device__ TENET_INLINE group<N> load_at(std::int64_t i0, std::int64_t i1) const {
-    return load_at3<N>(i0, 0, i1);
+    return load_rows<N>(i0, 0, 0, i1);
   }
   /// Elements k .. k + N - 1.
   template <int N>
