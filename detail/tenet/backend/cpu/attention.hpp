@@ -184,28 +184,24 @@ void attn_pack_kv(const T* kp, std::int64_t ksr, std::int64_t ksc, const T* vp, 
   }
 }
 
-/// C[M, N] += A[M, K] B[K, N] (element strides as gemm_ex's, C row-major with row stride ldc) on
-/// gemm_impl's micro-kernel, packing into the thread's scratch (slots 9 and 10), on this thread.
+/// Rows [0, m) of A (row stride lda, unit column stride), depth columns, packed into pa as the
+/// micro-kernel's MR-row panels (panel p at pa[p depth MR]; rows past m zero).
 template <class A>
-void attn_gemm_accumulate(const A* a, std::int64_t ars, std::int64_t acs, const A* b, std::int64_t brs, std::int64_t bcs,
-                          A* c, std::int64_t ldc, std::int64_t M, std::int64_t N, std::int64_t K) {
-  using cfg = gemm_impl::config<A>;
-  constexpr int MR = cfg::MR, NR = cfg::NR;
-  constexpr std::int64_t KC = 256;
-  if (M <= 0 || N <= 0 || K <= 0) return;
-  const std::int64_t mpan = (M + MR - 1) / MR, npan = (N + NR - 1) / NR;
-  A* pa = gemm_impl::scratch<A, 9>(static_cast<std::size_t>(mpan * MR * std::min(KC, K)));
-  A* pb = gemm_impl::scratch<A, 10>(static_cast<std::size_t>(npan * NR * std::min(KC, K)));
-  for (std::int64_t p = 0; p < K; p += KC) {
-    const std::int64_t kc = std::min(KC, K - p);
-    for (std::int64_t r = 0; r < mpan; ++r)
-      gemm_impl::pack_a_panel<A, MR>(a + r * MR * ars + p * acs, ars, acs, std::min<std::int64_t>(MR, M - r * MR), kc,
-                                     pa + r * kc * MR);
-    for (std::int64_t j = 0; j < npan; ++j)
-      gemm_impl::pack_b_panel<A, NR>(b + p * brs + j * NR * bcs, brs, bcs, std::min<std::int64_t>(NR, N - j * NR), kc,
-                                     pb + j * kc * NR);
-    gemm_impl::macro_kernel<A>(M, N, kc, pa, pb, c, ldc, true, true, 0, 0, no_epilogue{});
-  }
+void attn_pack_rows(const A* a, std::int64_t lda, std::int64_t m, std::int64_t depth, A* pa) {
+  constexpr int MR = gemm_impl::config<A>::MR;
+  for (std::int64_t pnl = 0; pnl * MR < m; ++pnl)
+    gemm_impl::pack_a_panel<A, MR>(a + pnl * MR * lda, lda, 1, std::min<std::int64_t>(MR, m - pnl * MR), depth,
+                                   pa + pnl * depth * MR);
+}
+/// C[m, n] (row stride ldc) = A B, or += with `accumulate`, from A packed by attn_pack_rows and B
+/// as the micro-kernel's NR-column panels, both depth deep; a depth of 0 gives zeros.
+template <class A>
+void attn_packed_product(std::int64_t m, std::int64_t n, std::int64_t depth, const A* pa, const A* pb, A* c,
+                         std::int64_t ldc, bool accumulate) {
+  if (depth > 0)
+    gemm_impl::macro_kernel<A>(m, n, depth, pa, pb, c, ldc, accumulate, true, 0, 0, no_epilogue{});
+  else if (!accumulate)
+    for (std::int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, A(0));
 }
 
 /// out (batch, hq, L, Ev), contiguous = attention of q (batch, hq, L, E), k and v (batch,
@@ -253,7 +249,7 @@ void attention_tiled(const attn_problem& pr, const attn_operand<T>& q, const att
 #pragma omp parallel num_threads(threads)
   {
     // the thread's buffers, kept from call to call (gemm_impl::scratch: 64-byte aligned; slots 0
-    // and 1 are the GEMM's own)
+    // and 1 are the GEMM's own; slot 9 holds V's rows for a causal cut inside a chunk)
     A* const pq = gemm_impl::scratch<A, 2>(static_cast<std::size_t>(qpan * MR * E));
     A* const pp = gemm_impl::scratch<A, 3>(static_cast<std::size_t>(qpan * MR * KV));
     A* const pk = gemm_impl::scratch<A, 4>(static_cast<std::size_t>(kpan * NR * E));
@@ -298,11 +294,7 @@ void attention_tiled(const attn_problem& pr, const attn_operand<T>& q, const att
           packed_head = -1;
         }
         // scores
-        if (E > 0)
-          gemm_impl::macro_kernel<A>(nq, nk, E, pq, pk + ((j0 - base) / NR) * E * NR, sf, BK, false, true, 0, 0,
-                                     no_epilogue{});
-        else
-          for (std::int64_t r = 0; r < nq; ++r) std::fill(sf + r * BK, sf + r * BK + nk, A(0));
+        attn_packed_product<A>(nq, nk, E, pq, pk + ((j0 - base) / NR) * E * NR, sf, BK, false);
         // mask, causal triangle, online softmax
         for (std::int64_t r = 0; r < nq; ++r) {
           A* s = sf + r * BK;
@@ -326,11 +318,8 @@ void attention_tiled(const attn_problem& pr, const attn_operand<T>& q, const att
           const std::int64_t kc = std::min(KV, nk - c0), key0 = j0 + c0;
           if (kc == std::min(KV, S - key0)) {
             // the whole packed chunk: P's chunk packed as MR-row panels, accumulated in place
-            for (std::int64_t pnl = 0; pnl * MR < nq; ++pnl)
-              gemm_impl::pack_a_panel<A, MR>(sf + pnl * MR * BK + c0, BK, 1,
-                                             std::min<std::int64_t>(MR, nq - pnl * MR), kc, pp + pnl * kc * MR);
-            gemm_impl::macro_kernel<A>(nq, Ev, kc, pp, pv + ((key0 - base) / KV) * KV * vpan * NR, of, Ev, true, true,
-                                       0, 0, no_epilogue{});
+            attn_pack_rows<A>(sf + c0, BK, nq, kc, pp);
+            attn_packed_product<A>(nq, Ev, kc, pp, pv + ((key0 - base) / KV) * KV * vpan * NR, of, Ev, true);
           } else {
             // part of a chunk (the causal end inside it): the keys beyond are not read at all
             if constexpr (std::is_same_v<T, A>) {
@@ -339,10 +328,10 @@ void attention_tiled(const attn_problem& pr, const attn_operand<T>& q, const att
               // V's rows from the packed chunk (converted there), its first kc keys
               const A* chunk = pv + ((key0 - base) / KV) * KV * vpan * NR;
               const std::int64_t full = std::min(KV, S - key0);
-              std::vector<A> vrows(static_cast<std::size_t>(kc * Ev));
+              A* const vrows = gemm_impl::scratch<A, 9>(static_cast<std::size_t>(kc * Ev));
               for (std::int64_t j = 0; j < kc; ++j)
                 for (std::int64_t c = 0; c < Ev; ++c) vrows[j * Ev + c] = chunk[(c / NR) * full * NR + j * NR + c % NR];
-              gemm_ex<A>(sf + c0, BK, 1, vrows.data(), Ev, 1, pvt, Ev, nq, Ev, kc);
+              gemm_ex<A>(sf + c0, BK, 1, vrows, Ev, 1, pvt, Ev, nq, Ev, kc);
             }
             for (std::int64_t x = 0; x < nq * Ev; ++x) of[x] += pvt[x];
           }
@@ -556,13 +545,8 @@ void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, 
                                               tk.data(), tq.data(), tq2.data(), dk.data(), dv.data());
           } else {
             // P: the scores, masked, softmax per row
-            for (std::int64_t pnl = 0; pnl * MR < nq; ++pnl)
-              gemm_impl::pack_a_panel<A, MR>(qf.data() + pnl * MR * E, E, 1, std::min<std::int64_t>(MR, nq - pnl * MR), E,
-                                             pq + pnl * E * MR);
-            if (E > 0)
-              gemm_impl::macro_kernel<A>(nq, n, E, pq, pkt, p.data(), W, false, true, 0, 0, no_epilogue{});
-            else
-              for (std::int64_t r = 0; r < nq; ++r) std::fill(p.data() + r * W, p.data() + r * W + n, A(0));
+            attn_pack_rows<A>(qf.data(), E, nq, E, pq);
+            attn_packed_product<A>(nq, n, E, pq, pkt, p.data(), W, false);
             for (std::int64_t r = 0; r < nq; ++r) {
               A* s = p.data() + r * W;
               const std::int64_t i = i0 + r;
@@ -590,13 +574,8 @@ void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, 
               std::fill(s + seen, s + n, A(0));
             }
             // dP = g Vᵀ, then dS = P (dP - D) in place
-            for (std::int64_t pnl = 0; pnl * MR < nq; ++pnl)
-              gemm_impl::pack_a_panel<A, MR>(gf.data() + pnl * MR * Ev, Ev, 1, std::min<std::int64_t>(MR, nq - pnl * MR), Ev,
-                                             pq + pnl * Ev * MR);
-            if (Ev > 0)
-              gemm_impl::macro_kernel<A>(nq, n, Ev, pq, pvt, dp.data(), W, false, true, 0, 0, no_epilogue{});
-            else
-              for (std::int64_t r = 0; r < nq; ++r) std::fill(dp.data() + r * W, dp.data() + r * W + n, A(0));
+            attn_pack_rows<A>(gf.data(), Ev, nq, Ev, pq);
+            attn_packed_product<A>(nq, n, Ev, pq, pvt, dp.data(), W, false);
             for (std::int64_t r = 0; r < nq; ++r) {
               A* pr_ = p.data() + r * W;
               A* d = dp.data() + r * W;
@@ -613,18 +592,16 @@ void attention_backward_tiled(const attn_problem& pr, const attn_operand<T>& q, 
               }
             }
             // dV += Pᵀ g (P Z with dropout), dK += dSᵀ (Q scale), accumulated in place
-            attn_gemm_accumulate<A>(p.data(), 1, W, gf.data(), Ev, 1, dv.data(), Ev, n, Ev, nq);
-            attn_gemm_accumulate<A>(dp.data(), 1, W, qf.data(), E, 1, dk.data(), E, n, E, nq);
+            gemm_accumulate<A>(p.data(), 1, W, gf.data(), Ev, 1, dv.data(), Ev, n, Ev, nq);
+            gemm_accumulate<A>(dp.data(), 1, W, qf.data(), E, 1, dk.data(), E, n, E, nq);
             // dQ = dS K scale, by chunks of 256 keys, on K's panels
             std::fill(tq.begin(), tq.begin() + nq * E, A(0));
             for (std::int64_t c0 = 0; c0 < n; c0 += 256) {
               const std::int64_t kc = std::min<std::int64_t>(256, n - c0);
-              for (std::int64_t pnl = 0; pnl * MR < nq; ++pnl)
-                gemm_impl::pack_a_panel<A, MR>(dp.data() + pnl * MR * W + c0, W, 1, std::min<std::int64_t>(MR, nq - pnl * MR),
-                                               kc, pds + pnl * kc * MR);
-              for (std::int64_t pnl = 0; pnl < epan; ++pnl)
-                gemm_impl::macro_kernel<A>(nq, std::min<std::int64_t>(NR, E - pnl * NR), kc, pds, pk + pnl * S * NR + c0 * NR,
-                                           tq.data() + pnl * NR, E, true, true, 0, 0, no_epilogue{});
+              attn_pack_rows<A>(dp.data() + c0, W, nq, kc, pds);
+              for (std::int64_t pnl = 0; pnl < epan; ++pnl)  // K's panels are S deep: one product per panel
+                attn_packed_product<A>(nq, std::min<std::int64_t>(NR, E - pnl * NR), kc, pds, pk + pnl * S * NR + c0 * NR,
+                                       tq.data() + pnl * NR, E, true);
             }
           }
           T* dqp = dq_out + ((b * pr.hq + h) * L + i0) * E;

@@ -269,11 +269,11 @@ void macro_kernel(std::int64_t rows, std::int64_t cols, std::int64_t kc, const T
 
 namespace gemm_impl {
 /// The blocked loops over C[M,N] on the calling thread; the epilogue sees tile positions offset by
-/// (row_off, col_off) (the part's place in the whole C).
+/// (row_off, col_off) (the part's place in the whole C). `into`: C += A B (C's values are kept).
 template <class T, class Ep>
 void blocked(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::int64_t brs, std::int64_t bcs, T* c,
              std::int64_t ldc, std::int64_t M, std::int64_t N, std::int64_t K, std::int64_t row_off,
-             std::int64_t col_off, const Ep& ep, const gemm_blocking& blk) {
+             std::int64_t col_off, const Ep& ep, const gemm_blocking& blk, bool into = false) {
   using cfg = config<T>;
   constexpr int MR = cfg::MR, NR = cfg::NR;
   const std::int64_t MC = blk.mc, KC = blk.kc, NC = blk.nc;  // resolved (resolve<T>)
@@ -293,7 +293,7 @@ void blocked(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::in
     const std::int64_t a_panels = (mc + MR - 1) / MR;
     for (std::int64_t p = 0; p < K; p += KC) {
       const std::int64_t kc = std::min<std::int64_t>(KC, K - p);
-      const bool accumulate = p > 0, last = p + kc >= K;
+      const bool accumulate = into || p > 0, last = p + kc >= K;
       const T* ablk = a + i3 * ars + p * acs;
       for (std::int64_t r = 0; r < a_panels; ++r)
         pack_a_panel<T, MR>(ablk + r * MR * ars, ars, acs, std::min<std::int64_t>(MR, mc - r * MR), kc,
@@ -363,6 +363,17 @@ void gemm_ex(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::in
     return;
   }
   gemm_impl::blocked<T>(a, ars, acs, b, brs, bcs, c, ldc, M, N, K, 0, 0, ep, blk);
+}
+
+/// C[M,N] += A[M,K] · B[K,N] (strides as gemm_ex's) on the calling thread (inside a parallel
+/// region: the attention backward's dK and dV accumulate over query blocks in place).
+template <class T>
+void gemm_accumulate(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::int64_t brs, std::int64_t bcs, T* c,
+                     std::int64_t ldc, std::int64_t M, std::int64_t N, std::int64_t K) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "gemm_accumulate: float or double");
+  if (M <= 0 || N <= 0 || K <= 0) return;
+  gemm_impl::blocked<T>(a, ars, acs, b, brs, bcs, c, ldc, M, N, K, 0, 0, no_epilogue{},
+                        gemm_impl::resolve<T>(current_gemm_blocking()), true);
 }
 
 }  // namespace tenet::detail::cpu
