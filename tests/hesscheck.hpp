@@ -33,8 +33,9 @@ void hesscheck(F f, X... inputs) {
   using Out = decltype(out);
   REQUIRE(out.requires_grad());
   const auto w = weights_like<typename Out::shape_type>(out.sizes());
-  double phase = 0.37;
-  const auto vs = std::make_tuple(filled<X::rank>(inputs.sizes(), -1, 1, phase += 0.21)...);
+  const auto vs = [&]<std::size_t... I>(std::index_sequence<I...>) {  // a phase per input
+    return std::make_tuple(filled<X::rank>(inputs.sizes(), -1, 1, 0.37 + 0.21 * static_cast<double>(I + 1))...);
+  }(std::index_sequence_for<X...>{});
   constexpr std::size_t n = sizeof...(X);
   std::vector<std::vector<double>> hv(n);
   [&]<std::size_t... I>(std::index_sequence<I...>) {

@@ -273,31 +273,72 @@ TEST_CASE("autograd: gradients of permuted, sliced, selected and strided views",
 }
 
 TEST_CASE("autograd: a subexpression used several times is differentiated once", "[autograd]") {
-  // gelu's tanh form reads its input four times; the backward sums the four gradients of the
-  // shared linear(x, w, b) and runs its backward (the GEMMs for x and w, b's sum) once. Before
-  // stop 46 it ran once per use: 4x the GEMMs (and, under CUDA autocast, four bf16 roundings).
+  // a shared linear(x, w, b) read three times: the backward sums the three gradients and runs
+  // its backward (the GEMMs for x and w, b's sum) once. Before stop 46 it ran once per use: 3x the
+  // GEMMs (and, under CUDA autocast, three bf16 roundings). (gelu's tanh form, which reads its
+  // input four times in its decomposition, was this test's case until gelu got its own
+  // derivative at stop 48: the next test.)
   M x = mat(6, 5), w = mat(4, 5), c = mat(6, 4);
   V b = vec({0.1, -0.2, 0.3, -0.4});
   x.requires_grad_(), w.requires_grad_(), b.requires_grad_();
-  S0 l = sum(gelu(linear(x, w, b), approximate_tanh) * c);
+  auto f = [&] {
+    auto h = detail::share(linear(x, w, b));
+    return sum((h * tanh(h) + h) * c);
+  };
+  S0 l = f();
   auto& kernels = detail::kernels_launched();
   kernels = 0;
   l.backward();
   const auto backward_kernels = kernels;
   INFO("backward kernels: " << backward_kernels);
-  CHECK(backward_kernels <= 48);  // 45 measured at stop 46; 61 when the linear's backward ran per use
+  CHECK(backward_kernels <= 16);  // 13 measured at stop 48
   // the gradients against central differences of the loss
   auto loss_at = [&](M& t, std::int64_t i, double d) {
     const no_grad ng;
     const double keep = t.data()[i];
     t.data()[i] = keep + d;
-    const double v = S0(sum(gelu(linear(x, w, b), approximate_tanh) * c))();
+    const double v = S0(f())();
     t.data()[i] = keep;
     return v;
   };
   for (std::int64_t i = 0; i < 20; ++i) {
     CHECK(w.grad().data()[i] == Approx((loss_at(w, i, 1e-6) - loss_at(w, i, -1e-6)) / 2e-6).epsilon(1e-6));
     CHECK(x.grad().data()[i] == Approx((loss_at(x, i, 1e-6) - loss_at(x, i, -1e-6)) / 2e-6).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("autograd: gelu's backward is one expression, torch's gelu_backward", "[autograd]") {
+  // gelu carries its derivative (decomp/activations.hpp): the backward of gelu(linear) runs
+  // g gelu'(h) as one kernel, then the linear's. Through the decomposition's chain rule it took
+  // 45 kernels (stop 46), one per step.
+  M x = mat(6, 5), w = mat(4, 5), c = mat(6, 4);
+  V b = vec({0.1, -0.2, 0.3, -0.4});
+  for (bool tanh_form : {true, false}) {
+    INFO("tanh form " << tanh_form);
+    x.set_grad(M()), w.set_grad(M()), b.set_grad(V());
+    x.requires_grad_(), w.requires_grad_(), b.requires_grad_();
+    auto f = [&] {
+      return tanh_form ? S0(sum(gelu(linear(x, w, b), approximate_tanh) * c)) : S0(sum(gelu(linear(x, w, b)) * c));
+    };
+    S0 l = f();
+    auto& kernels = detail::kernels_launched();
+    kernels = 0;
+    l.backward();
+    const auto backward_kernels = kernels;
+    INFO("backward kernels: " << backward_kernels);
+    CHECK(backward_kernels <= 10);  // 8 measured at stop 48 (both forms)
+    auto loss_at = [&](M& t, std::int64_t i, double d) {
+      const no_grad ng;
+      const double keep = t.data()[i];
+      t.data()[i] = keep + d;
+      const double v = f()();
+      t.data()[i] = keep;
+      return v;
+    };
+    for (std::int64_t i = 0; i < 20; ++i) {
+      CHECK(w.grad().data()[i] == Approx((loss_at(w, i, 1e-6) - loss_at(w, i, -1e-6)) / 2e-6).epsilon(1e-6));
+      CHECK(x.grad().data()[i] == Approx((loss_at(x, i, 1e-6) - loss_at(x, i, -1e-6)) / 2e-6).epsilon(1e-6));
+    }
   }
 }
 

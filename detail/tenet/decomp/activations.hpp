@@ -57,12 +57,35 @@ struct silu : pointwise_composite {
     return static_cast<T>(x / (C(1) + std::exp(-x)));
   }
 };
-/// gelu: exact (erf) form, or the tanh approximation.
+/// gelu: exact (erf) form, or the tanh approximation. It carries torch's derivative
+/// (gelu_backward) so that autograd's backward is one fused expression, g gelu'(x), where the
+/// decomposition's chain rule ran one kernel per step (nine or more for the tanh form, each over
+/// the whole activation: GPT-2's MLP backward was mostly these).
 template <bool Tanh>
 struct gelu : pointwise_composite {
   static constexpr std::string_view name = Tanh ? "gelu_tanh" : "gelu";
+  static constexpr bool has_derivative = true;
   template <class X>
   auto decompose(const X& x) const;
+  /// In the compute type (float for 16-bit inputs), as torch's gelu_backward:
+  ///   tanh: 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3)),
+  ///         k = sqrt(2 / pi), c = 0.044715;
+  ///   erf:  Phi(x) + x phi(x) = 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi).
+  template <class X, class Y, class G>
+  static auto derivative(const X& xin, const Y&, const G& gin) {
+    using T = value_type_of<X>;
+    using C = compute_t<T>;
+    const auto x = detail::cast_to<C>(xin);
+    const auto g = detail::cast_to<C>(gin);
+    if constexpr (Tanh) {
+      constexpr double k = std::numbers::sqrt2 * std::numbers::inv_sqrtpi, c = 0.044715;
+      auto t = tanh(k * (x + c * (x * x * x)));
+      return detail::cast_to<T>(g * (0.5 * (1.0 + t) + (0.5 * x) * (1.0 - t * t) * (k * (1.0 + (3.0 * c) * (x * x)))));
+    } else {
+      constexpr double inv_sqrt2pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
+      return detail::cast_to<T>(g * (0.5 * (1.0 + erf(x * (std::numbers::sqrt2 / 2))) + x * (inv_sqrt2pi * exp(-0.5 * (x * x)))));
+    }
+  }
   template <class T>
   TENET_HOST_DEVICE static T apply(T xin) {
     using C = compute_t<T>;
