@@ -25,6 +25,23 @@ M mat(std::int64_t r, std::int64_t c) {
   for (std::int64_t i = 0; i < r * c; ++i) t.data()[i] = 0.5 + 0.25 * static_cast<double>(i);
   return t;
 }
+/// The first 20 elements of w's and x's gradients against central differences of loss() (a
+/// scalar expression, evaluated without recording).
+template <class F>
+void check_central_differences(F loss, M& w, M& x) {
+  auto loss_at = [&](M& t, std::int64_t i, double d) {
+    const no_grad ng;
+    const double keep = t.data()[i];
+    t.data()[i] = keep + d;
+    const double v = S0(loss())();
+    t.data()[i] = keep;
+    return v;
+  };
+  for (std::int64_t i = 0; i < 20; ++i) {
+    CHECK(w.grad().data()[i] == Approx((loss_at(w, i, 1e-6) - loss_at(w, i, -1e-6)) / 2e-6).epsilon(1e-6));
+    CHECK(x.grad().data()[i] == Approx((loss_at(x, i, 1e-6) - loss_at(x, i, -1e-6)) / 2e-6).epsilon(1e-6));
+  }
+}
 }  // namespace
 
 TEST_CASE("autograd: leaves, flags and identity of copies", "[autograd]") {
@@ -292,19 +309,7 @@ TEST_CASE("autograd: a subexpression used several times is differentiated once",
   const auto backward_kernels = kernels;
   INFO("backward kernels: " << backward_kernels);
   CHECK(backward_kernels <= 16);  // 13 measured at stop 48
-  // the gradients against central differences of the loss
-  auto loss_at = [&](M& t, std::int64_t i, double d) {
-    const no_grad ng;
-    const double keep = t.data()[i];
-    t.data()[i] = keep + d;
-    const double v = S0(f())();
-    t.data()[i] = keep;
-    return v;
-  };
-  for (std::int64_t i = 0; i < 20; ++i) {
-    CHECK(w.grad().data()[i] == Approx((loss_at(w, i, 1e-6) - loss_at(w, i, -1e-6)) / 2e-6).epsilon(1e-6));
-    CHECK(x.grad().data()[i] == Approx((loss_at(x, i, 1e-6) - loss_at(x, i, -1e-6)) / 2e-6).epsilon(1e-6));
-  }
+  check_central_differences(f, w, x);
 }
 
 TEST_CASE("autograd: gelu's backward is one expression, torch's gelu_backward", "[autograd]") {
@@ -327,18 +332,7 @@ TEST_CASE("autograd: gelu's backward is one expression, torch's gelu_backward", 
     const auto backward_kernels = kernels;
     INFO("backward kernels: " << backward_kernels);
     CHECK(backward_kernels <= 10);  // 8 measured at stop 48 (both forms)
-    auto loss_at = [&](M& t, std::int64_t i, double d) {
-      const no_grad ng;
-      const double keep = t.data()[i];
-      t.data()[i] = keep + d;
-      const double v = f()();
-      t.data()[i] = keep;
-      return v;
-    };
-    for (std::int64_t i = 0; i < 20; ++i) {
-      CHECK(w.grad().data()[i] == Approx((loss_at(w, i, 1e-6) - loss_at(w, i, -1e-6)) / 2e-6).epsilon(1e-6));
-      CHECK(x.grad().data()[i] == Approx((loss_at(x, i, 1e-6) - loss_at(x, i, -1e-6)) / 2e-6).epsilon(1e-6));
-    }
+    check_central_differences(f, w, x);
   }
 }
 
