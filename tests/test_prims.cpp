@@ -154,6 +154,10 @@ TEST_CASE("prims: pointwise composites run natively equal their decomposition") 
   };
   compare(gelu(x));
   compare(gelu(x, approximate_tanh));
+  // gelu's derivative node (its backward), with a gradient
+  const auto g = randn<float, shape<dyn>>(1000);
+  compare(make_node(aten::gelu_backward<true>{}, g, x));
+  compare(make_node(aten::gelu_backward<false>{}, g, x));
   compare(sigmoid(x));
   compare(silu(x));
   // and the scalar (non-vector) path: a strided input

@@ -57,8 +57,48 @@ struct silu : pointwise_composite {
     return static_cast<T>(x / (C(1) + std::exp(-x)));
   }
 };
+/// g gelu'(x), torch's gelu_backward (gelu's derivative below): one pointwise node, so that a
+/// fused loop reads g and x once and computes tanh (or erf and exp) once per element, in the
+/// compute type (float for 16-bit inputs):
+///   tanh: 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3)),
+///         k = sqrt(2 / pi), c = 0.044715;
+///   erf:  Phi(x) + x phi(x) = 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi).
+/// `decompose` is the same formula in prims (the reference; autograd differentiates it for a
+/// second order).
+template <bool Tanh>
+struct gelu_backward {
+  static constexpr bool is_prim = false;
+  using group = prim::pointwise_composite_group;
+  static constexpr std::string_view name = Tanh ? "gelu_tanh_backward" : "gelu_backward";
+  // (g, x) of x's sizes: the VJP gives g exactly x's shape
+  template <class G, class X>
+  using result_type = value_type_of<X>;
+  template <class G, class X>
+  using result_shape = shape_of<X>;
+  template <class G, class X>
+  static auto sizes(const G&, const X& x) {
+    return x.sizes();
+  }
+  static constexpr double k_tanh = std::numbers::sqrt2 * std::numbers::inv_sqrtpi, k_cube = 0.044715;
+  static constexpr double k_erf = std::numbers::sqrt2 / 2, k_pdf = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
+  template <class G, class X>
+  auto decompose(const G& g, const X& x) const;
+  template <class T>
+  TENET_HOST_DEVICE static T apply(T gin, T xin) {
+    using C = compute_t<T>;
+    const C g = static_cast<C>(gin), x = static_cast<C>(xin);
+    if constexpr (Tanh) {
+      const C k = C(k_tanh), c = C(k_cube), x2 = x * x;
+      const C t = std::tanh(k * (x + c * x2 * x));
+      return static_cast<T>(g * (C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * (k * (C(1) + C(3) * c * x2))));
+    } else {
+      return static_cast<T>(g * (C(0.5) * (C(1) + std::erf(x * C(k_erf))) + x * (C(k_pdf) * std::exp(C(-0.5) * x * x))));
+    }
+  }
+};
+
 /// gelu: exact (erf) form, or the tanh approximation. It carries torch's derivative
-/// (gelu_backward) so that autograd's backward is one fused expression, g gelu'(x), where the
+/// (gelu_backward, one node) so that autograd's backward is one fused kernel, where the
 /// decomposition's chain rule ran one kernel per step (nine or more for the tanh form, each over
 /// the whole activation: GPT-2's MLP backward was mostly these).
 template <bool Tanh>
@@ -67,24 +107,9 @@ struct gelu : pointwise_composite {
   static constexpr bool has_derivative = true;
   template <class X>
   auto decompose(const X& x) const;
-  /// In the compute type (float for 16-bit inputs), as torch's gelu_backward:
-  ///   tanh: 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3)),
-  ///         k = sqrt(2 / pi), c = 0.044715;
-  ///   erf:  Phi(x) + x phi(x) = 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi).
   template <class X, class Y, class G>
-  static auto derivative(const X& xin, const Y&, const G& gin) {
-    using T = value_type_of<X>;
-    using C = compute_t<T>;
-    const auto x = detail::cast_to<C>(xin);
-    const auto g = detail::cast_to<C>(gin);
-    if constexpr (Tanh) {
-      constexpr double k = std::numbers::sqrt2 * std::numbers::inv_sqrtpi, c = 0.044715;
-      auto t = tanh(k * (x + c * (x * x * x)));
-      return detail::cast_to<T>(g * (0.5 * (1.0 + t) + (0.5 * x) * (1.0 - t * t) * (k * (1.0 + (3.0 * c) * (x * x)))));
-    } else {
-      constexpr double inv_sqrt2pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
-      return detail::cast_to<T>(g * (0.5 * (1.0 + erf(x * (std::numbers::sqrt2 / 2))) + x * (inv_sqrt2pi * exp(-0.5 * (x * x)))));
-    }
+  static auto derivative(const X& x, const Y&, const G& g) {
+    return make_node(gelu_backward<Tanh>{}, detail::cast_to<value_type_of<X>>(g), x);
   }
   template <class T>
   TENET_HOST_DEVICE static T apply(T xin) {
@@ -102,6 +127,21 @@ struct gelu : pointwise_composite {
 };
 
 }  // namespace aten
+
+template <bool Tanh>
+template <class G, class X>
+auto aten::gelu_backward<Tanh>::decompose(const G& gin, const X& xin) const {
+  using T = value_type_of<X>;
+  using C = compute_t<T>;
+  const auto x = detail::cast_to<C>(xin);
+  const auto g = detail::cast_to<C>(gin);
+  if constexpr (Tanh) {
+    auto t = tanh(k_tanh * (x + k_cube * (x * x * x)));
+    return detail::cast_to<T>(g * (0.5 * (1.0 + t) + (0.5 * x) * (1.0 - t * t) * (k_tanh * (1.0 + (3.0 * k_cube) * (x * x)))));
+  } else {
+    return detail::cast_to<T>(g * (0.5 * (1.0 + erf(x * k_erf)) + x * (k_pdf * exp(-0.5 * (x * x)))));
+  }
+}
 
 template <bool Tanh>
 template <class X>

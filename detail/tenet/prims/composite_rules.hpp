@@ -11,6 +11,7 @@
 
 #include <tenet/autograd/jvp.hpp>
 #include <tenet/autograd/vjp.hpp>
+#include <tenet/decomp/activations.hpp>  // aten::gelu_backward
 #include <tenet/decomp/softmax.hpp>  // aten::softmax, aten::log_softmax
 #include <tenet/prims/elementwise_rules.hpp>
 #include <tenet/prims/rule_table.hpp>
@@ -29,6 +30,25 @@ struct rules<Op> : unary_pointwise_rule {
   template <class T, class X, class Y, class G>
   static auto derivative(const X& x, const Y& y, const G& g) {
     return Op::derivative(x, y, g);
+  }
+};
+
+// gelu's derivative node (made by gelu's own rule above, so never decomposed before autograd
+// sees it): differentiated through its decomposition, the formula in prims (second order,
+// forward over reverse).
+template <bool Tanh>
+struct rules<aten::gelu_backward<Tanh>> {
+  template <class E>
+  static auto formula(const E& e) {
+    return detail::apply_tuple([&](const auto&... c) { return e.op.decompose(c...); }, e.children);
+  }
+  template <class E, class G>
+  static void vjp(const E& e, const G& g) {
+    backprop(formula(e), g);
+  }
+  template <class E>
+  static auto jvp(const E& e, jvp_context& ctx) {
+    return tangent(formula(e), ctx);
   }
 };
 

@@ -212,6 +212,24 @@ struct simd_impl<aten::gelu<Tanh>> {
   }
 };
 
+template <bool Tanh>
+struct simd_impl<aten::gelu_backward<Tanh>> {
+  static constexpr bool supported = true;
+  template <class B>
+  static TENET_INLINE B apply(const B& g, const B& x) {
+    using T = typename B::value_type;
+    using Op = aten::gelu_backward<Tanh>;
+    const B half(T(0.5)), one(T(1));
+    if constexpr (Tanh) {
+      const B k(T(Op::k_tanh)), c(T(Op::k_cube)), x2 = x * x;
+      const B t = xsimd::tanh(k * xsimd::fma(c * x2, x, x));
+      return g * (half * (one + t) + half * x * (one - t * t) * (k * xsimd::fma(B(T(3 * Op::k_cube)), x2, one)));
+    } else {
+      return g * (half * (one + erf_fast(x * B(T(Op::k_erf)))) + x * (B(T(Op::k_pdf)) * exp_full_range(B(T(-0.5)) * x * x)));
+    }
+  }
+};
+
 /// Prims whose vector result is a mask (batch_bool) rather than values.
 template <class P>
 inline constexpr bool simd_mask_result = std::is_same_v<P, prim::eq_> || std::is_same_v<P, prim::ne_> ||
