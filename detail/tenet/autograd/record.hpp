@@ -39,6 +39,10 @@ template <std::int64_t D, class C>
 inline constexpr bool runs_natively<ag::autograd_backend, aten::softmax<D>, C> = true;
 template <std::int64_t D, class C>
 inline constexpr bool runs_natively<ag::autograd_backend, aten::log_softmax<D>, C> = true;
+// layer_norm and rms_norm: the forward runs the backend's row kernel, the backward torch's
+// formulas (their rule: prims/composite_rules.hpp)
+template <std::size_t K, bool Rms, class... C>
+inline constexpr bool runs_natively<ag::autograd_backend, aten::norm_last<K, Rms>, C...> = true;
 }  // namespace tenet::detail
 namespace tenet::detail::ag {
 

@@ -12,6 +12,7 @@
 #include <tenet/autograd/jvp.hpp>
 #include <tenet/autograd/vjp.hpp>
 #include <tenet/decomp/activations.hpp>  // aten::gelu_backward
+#include <tenet/decomp/norm.hpp>  // aten::norm_last
 #include <tenet/decomp/softmax.hpp>  // aten::softmax, aten::log_softmax
 #include <tenet/prims/elementwise_rules.hpp>
 #include <tenet/prims/rule_table.hpp>
@@ -49,6 +50,54 @@ struct rules<aten::gelu_backward<Tanh>> {
   template <class E>
   static auto jvp(const E& e, jvp_context& ctx) {
     return tangent(formula(e), ctx);
+  }
+};
+
+// layer_norm and rms_norm over the last K dims (aten::norm_last): torch's backward, in the compute
+// type (float for 16-bit inputs), the row statistics recomputed from x:
+//   layer_norm: xhat = (x - mu) rstd, dx = rstd (g w - mean(g w) - xhat mean(g w xhat)),
+//   rms_norm:   xhat = x r,          dx = r (g w - xhat mean(g w xhat)),
+//   dw = g xhat and db = g, summed to their sizes.
+// Through the decomposition's chain rule the backward ran a kernel per step (its mean, centred
+// input, variance and rsqrt each differentiated): here four row reductions and one pointwise
+// kernel for dx. The JVP goes through the decomposition.
+template <std::size_t K, bool Rms>
+struct rules<aten::norm_last<K, Rms>> {
+  template <class E, class G>
+  static void vjp(const E& e, const G& g) {
+    using T = value_type_of<E>;
+    using C = compute_t<T>;
+    const auto& ch = e.children;
+    const auto gv = value(exact(g, e.sizes()));
+    const auto gc = pw::cast<C>(gv);
+    const auto x = pw::cast<C>(forward_value(std::get<0>(ch)));
+    const auto w = pw::cast<C>(forward_value(std::get<1>(ch)));
+    const auto eps = pw::c<C>(e.op.eps);
+    detail::with_trailing_dims<rank_of<E>, K>([&]<std::int64_t... D>() {
+      const auto mean = [](const auto& a) { return value(detail::mean_impl<true, D...>(a)); };
+      const auto gw = pw::mul(gc, w);
+      const auto send = [&](const auto& xhat, const auto& dx) {
+        if (needs_grad(std::get<0>(ch))) backprop(std::get<0>(ch), pw::cast<T>(dx()));
+        if (needs_grad(std::get<1>(ch))) backprop(std::get<1>(ch), pw::cast<T>(pw::mul(gc, xhat)));
+        if constexpr (std::tuple_size_v<std::remove_cvref_t<decltype(ch)>> == 3)
+          if (needs_grad(std::get<2>(ch))) backprop(std::get<2>(ch), gv);
+      };
+      if constexpr (Rms) {
+        const auto r = value(pw::un<prim::rsqrt_>(pw::add(detail::mean_impl<true, D...>(pw::mul(x, x)), eps)));
+        const auto xhat = pw::mul(x, r);
+        send(xhat, [&] { return pw::mul(r, pw::sub(gw, pw::mul(xhat, mean(pw::mul(gw, xhat))))); });
+      } else {
+        const auto mu = mean(x);
+        const auto xc = pw::sub(x, mu);
+        const auto rstd = value(pw::un<prim::rsqrt_>(pw::add(detail::mean_impl<true, D...>(pw::mul(xc, xc)), eps)));
+        const auto xhat = pw::mul(xc, rstd);
+        send(xhat, [&] { return pw::mul(rstd, pw::sub(pw::sub(gw, mean(gw)), pw::mul(xhat, mean(pw::mul(gw, xhat))))); });
+      }
+    });
+  }
+  template <class E>
+  static auto jvp(const E& e, jvp_context& ctx) {
+    return tangent(detail::apply_tuple([&](const auto&... c) { return e.op.decompose(c...); }, e.children), ctx);
   }
 };
 
