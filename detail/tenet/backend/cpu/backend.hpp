@@ -179,10 +179,11 @@ template <class Forced, class... C>
 inline constexpr bool runs_natively<cpu_simd, aten::sdpa_grad<Forced>, C...> = true;
 template <class T>
 inline constexpr std::uint8_t sdpa_kernels<cpu_simd, T> = is_floating_v<T> ? 0b111 : 0b100;
-// Pointwise composites run inside the fused loop (their `apply`), every dtype.
-template <class Op, class C>
+// Pointwise composites run inside the fused loop (their `apply`), every dtype and arity (gelu_backward
+// takes two operands).
+template <class Op, class... C>
   requires std::is_same_v<typename Op::group, prim::pointwise_composite_group>
-inline constexpr bool runs_natively<cpu_simd, Op, C> = true;
+inline constexpr bool runs_natively<cpu_simd, Op, C...> = true;
 
 // --- 3. pointwise -----------------------------------------------------------------------------
 template <class Out, class M>

@@ -181,9 +181,9 @@ struct sdpa_kernel_limits<cuda_gpu> {
   }
 };
 
-template <class Op, class C>
+template <class Op, class... C>
   requires std::is_same_v<typename Op::group, prim::pointwise_composite_group>
-inline constexpr bool runs_natively<cuda_gpu, Op, C> = true;
+inline constexpr bool runs_natively<cuda_gpu, Op, C...> = true;
 
 }  // namespace tenet::detail
 
