@@ -221,7 +221,7 @@ struct simd_impl<aten::gelu_backward<Tanh>> {
     using Op = aten::gelu_backward<Tanh>;
     const B half(T(0.5)), one(T(1));
     if constexpr (Tanh) {
-      const B k(T(Op::k_tanh)), c(T(Op::k_cube)), x2 = x * x;
+      const B k = B(T(Op::k_tanh)), c = B(T(Op::k_cube)), x2 = x * x;  // (k(T(Op::...)) parses as a function)
       const B t = xsimd::tanh(k * xsimd::fma(c * x2, x, x));
       return g * (half * (one + t) + half * x * (one - t * t) * (k * xsimd::fma(B(T(3 * Op::k_cube)), x2, one)));
     } else {
