@@ -25,11 +25,11 @@ M mat(std::int64_t r, std::int64_t c) {
   for (std::int64_t i = 0; i < r * c; ++i) t.data()[i] = 0.5 + 0.25 * static_cast<double>(i);
   return t;
 }
-/// The first 20 elements of w's and x's gradients against central differences of loss() (a
-/// scalar expression, evaluated without recording).
-template <class F>
-void check_central_differences(F loss, M& w, M& x) {
-  auto loss_at = [&](M& t, std::int64_t i, double d) {
+/// d loss / d t[i] by central differences of loss() (a scalar expression, evaluated without
+/// recording).
+template <class F, class Tn>
+double central_difference(F& loss, Tn& t, std::int64_t i) {
+  auto loss_at = [&](double d) {
     const no_grad ng;
     const double keep = t.data()[i];
     t.data()[i] = keep + d;
@@ -37,10 +37,22 @@ void check_central_differences(F loss, M& w, M& x) {
     t.data()[i] = keep;
     return v;
   };
+  return (loss_at(1e-6) - loss_at(-1e-6)) / 2e-6;
+}
+/// The first 20 elements of w's and x's gradients against central differences of loss().
+template <class F>
+void check_central_differences(F loss, M& w, M& x) {
   for (std::int64_t i = 0; i < 20; ++i) {
-    CHECK(w.grad().data()[i] == Approx((loss_at(w, i, 1e-6) - loss_at(w, i, -1e-6)) / 2e-6).epsilon(1e-6));
-    CHECK(x.grad().data()[i] == Approx((loss_at(x, i, 1e-6) - loss_at(x, i, -1e-6)) / 2e-6).epsilon(1e-6));
+    CHECK(w.grad().data()[i] == Approx(central_difference(loss, w, i)).epsilon(1e-6));
+    CHECK(x.grad().data()[i] == Approx(central_difference(loss, x, i)).epsilon(1e-6));
   }
+}
+/// The kernels l.backward() launches.
+inline std::int64_t backward_kernel_count(S0& l) {
+  auto& kernels = detail::kernels_launched();
+  kernels = 0;
+  l.backward();
+  return static_cast<std::int64_t>(kernels);
 }
 }  // namespace
 
@@ -303,10 +315,7 @@ TEST_CASE("autograd: a subexpression used several times is differentiated once",
     return sum((h * tanh(h) + h) * c);
   };
   S0 l = f();
-  auto& kernels = detail::kernels_launched();
-  kernels = 0;
-  l.backward();
-  const auto backward_kernels = kernels;
+  const auto backward_kernels = backward_kernel_count(l);
   INFO("backward kernels: " << backward_kernels);
   CHECK(backward_kernels <= 16);  // 13 measured at stop 48
   check_central_differences(f, w, x);
@@ -326,10 +335,7 @@ TEST_CASE("autograd: gelu's backward is one expression, torch's gelu_backward", 
       return tanh_form ? S0(sum(gelu(linear(x, w, b), approximate_tanh) * c)) : S0(sum(gelu(linear(x, w, b)) * c));
     };
     S0 l = f();
-    auto& kernels = detail::kernels_launched();
-    kernels = 0;
-    l.backward();
-    const auto backward_kernels = kernels;
+    const auto backward_kernels = backward_kernel_count(l);
     INFO("backward kernels: " << backward_kernels);
     CHECK(backward_kernels <= 10);  // 8 measured at stop 48 (both forms)
     check_central_differences(f, w, x);
@@ -349,26 +355,15 @@ TEST_CASE("autograd: layer_norm's and rms_norm's backward are torch's formulas, 
     x.requires_grad_(), w.requires_grad_(), b.requires_grad_();
     auto f = [&] { return rms ? S0(sum(rms_norm(x, w, 1e-5) * c)) : S0(sum(layer_norm(x, w, b) * c)); };
     S0 l = f();
-    auto& kernels = detail::kernels_launched();
-    kernels = 0;
-    l.backward();
-    const auto backward_kernels = kernels;
+    const auto backward_kernels = backward_kernel_count(l);
     INFO("backward kernels: " << backward_kernels);
     CHECK(backward_kernels <= (rms ? 8 : 10));  // 7 and 9 measured at stop 48
-    // central differences, x and w (their first 20 elements: all of w's 5)
-    auto loss_at = [&](auto& t, std::int64_t i, double d) {
-      const no_grad ng;
-      const double keep = t.data()[i];
-      t.data()[i] = keep + d;
-      const double v = f()();
-      t.data()[i] = keep;
-      return v;
-    };
+    // central differences: every element of x, w and b
     for (std::int64_t i = 0; i < 30; ++i)
-      CHECK(x.grad().data()[i] == Approx((loss_at(x, i, 1e-6) - loss_at(x, i, -1e-6)) / 2e-6).epsilon(1e-6).margin(1e-9));
+      CHECK(x.grad().data()[i] == Approx(central_difference(f, x, i)).epsilon(1e-6).margin(1e-9));
     for (std::int64_t i = 0; i < 5; ++i) {
-      CHECK(w.grad().data()[i] == Approx((loss_at(w, i, 1e-6) - loss_at(w, i, -1e-6)) / 2e-6).epsilon(1e-6).margin(1e-9));
-      if (!rms) CHECK(b.grad().data()[i] == Approx((loss_at(b, i, 1e-6) - loss_at(b, i, -1e-6)) / 2e-6).epsilon(1e-6).margin(1e-9));
+      CHECK(w.grad().data()[i] == Approx(central_difference(f, w, i)).epsilon(1e-6).margin(1e-9));
+      if (!rms) CHECK(b.grad().data()[i] == Approx(central_difference(f, b, i)).epsilon(1e-6).margin(1e-9));
     }
   }
 }
@@ -394,10 +389,7 @@ TEST_CASE("autograd: the backward reads the forward's saved values", "[autograd]
     const no_grad ng;
     w1.fill_(0.0);  // after the forward: the saved relu output is what the backward uses
   }
-  auto& kernels = detail::kernels_launched();
-  kernels = 0;
-  l2.backward();
-  const auto backward_kernels = kernels;
+  const auto backward_kernels = backward_kernel_count(l2);
   for (std::int64_t i = 0; i < 10; ++i) CHECK(w2.grad().data()[i] == g_ref.data()[i]);
   for (std::int64_t i = 0; i < 15; ++i) CHECK(w1.grad().data()[i] == g1_ref.data()[i]);
   // sum's gradient broadcast, the GEMM into relu's output, relu's mask on the saved output and
