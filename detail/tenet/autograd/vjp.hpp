@@ -141,15 +141,22 @@ class saved_values_scope {
   const cse_table* previous_;
 };
 
+/// The table of the forward values a backward reads: the recorded node's, else the compiled
+/// step's session; null when there is none or it is empty.
+inline const cse_table* saved_table() {
+  const cse_table* t = current_saved_values();
+  if (!t)
+    if (cse_session* s = cse_session::current()) t = &s->table;
+  return t && !t->empty() ? t : nullptr;
+}
+
 /// e's value as the forward computed it, when it was a kernel's result there (else nullopt).
 template <class E>
 std::optional<Tensor<value_type_of<E>, dyn_shape<rank_of<E>>>> saved_value(const E& e) {
   if constexpr (TENET_AUTOGRAD >= 2)
     if (grad_mode()) return std::nullopt;  // create_graph: forward values must be recorded, not saved
-  const cse_table* t = current_saved_values();
-  if (!t)
-    if (cse_session* s = cse_session::current()) t = &s->table;
-  if (!t || t->empty()) return std::nullopt;
+  const cse_table* t = saved_table();
+  if (!t) return std::nullopt;
   const auto key = cse_key(e);
   if (!key) return std::nullopt;
   const auto it = t->find(*key);

@@ -28,10 +28,8 @@ namespace tenet::detail::ag {
 /// recorded forward's table or the compiled step's session, where saved_value finds e's output.
 template <class E>
 std::shared_ptr<const void> sdpa_saved_entry(const E& e) {
-  const cse_table* t = current_saved_values();
-  if (!t)
-    if (cse_session* s = cse_session::current()) t = &s->table;
-  if (!t || t->empty()) return nullptr;
+  const cse_table* t = saved_table();
+  if (!t) return nullptr;
   const auto key = sdpa_lse_key(e);
   if (!key) return nullptr;
   const auto it = t->find(*key);
