@@ -39,10 +39,7 @@ using namespace tenet;
 struct MLP : nn::Module {
   nn::Linear<64, 128> fc1;
   nn::Linear<128, 10> fc2;
-  MLP() {
-    register_module("fc1", fc1);
-    register_module("fc2", fc2);
-  }
+  TENET_MODULE(fc1, fc2);  // registers them as "fc1", "fc2"; the module stays movable
   template <Expression X>
   auto operator()(const X& x) const {
     return fc2(relu(fc1(x)));

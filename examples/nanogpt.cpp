@@ -62,10 +62,8 @@ struct CausalSelfAttention : nn::Module {
   nn::Linear<n_embd, n_embd> c_proj;
   nn::Dropout resid_dropout;
   double attn_dropout;  // on the attention weights, inside scaled_dot_product_attention
+  TENET_MODULE(c_attn, c_proj, resid_dropout);  // registered by name, as torch's attributes
   explicit CausalSelfAttention(double p) : resid_dropout(p), attn_dropout(p) {
-    register_module("c_attn", c_attn);
-    register_module("c_proj", c_proj);
-    register_module("resid_dropout", resid_dropout);
     init_linear(c_attn);
     init_linear(c_proj, 0.02 / std::sqrt(2.0 * n_layer));
   }
@@ -89,10 +87,8 @@ struct MLP : nn::Module {
   nn::Linear<n_embd, 4 * n_embd> c_fc;
   nn::Linear<4 * n_embd, n_embd> c_proj;
   nn::Dropout dropout;
+  TENET_MODULE(c_fc, c_proj, dropout);
   explicit MLP(double p) : dropout(p) {
-    register_module("c_fc", c_fc);
-    register_module("c_proj", c_proj);
-    register_module("dropout", dropout);
     init_linear(c_fc);
     init_linear(c_proj, 0.02 / std::sqrt(2.0 * n_layer));
   }
@@ -106,12 +102,8 @@ struct Block : nn::Module {
   nn::LayerNorm<n_embd> ln_1, ln_2;
   CausalSelfAttention attn;
   MLP mlp;
-  explicit Block(double p) : attn(p), mlp(p) {
-    register_module("ln_1", ln_1);
-    register_module("attn", attn);
-    register_module("ln_2", ln_2);
-    register_module("mlp", mlp);
-  }
+  TENET_MODULE(ln_1, attn, ln_2, mlp);
+  explicit Block(double p) : attn(p), mlp(p) {}
   act_t operator()(const act_t& x) const {
     const act_t a = x + attn(ln_1(x));
     return a + mlp(ln_2(a));
@@ -126,15 +118,10 @@ struct GPT : nn::Module {
   nn::ModuleList<Block> h;
   nn::LayerNorm<n_embd> ln_f;
   Tensor<float, shape<dyn, n_embd>> lm_head;  // [V, C], no bias
+  TENET_MODULE(wte, wpe, drop, h, ln_f, lm_head);
 
   GPT(std::int64_t vocab, double p) : vocab_size(vocab), wte({vocab, n_embd}), drop(p), lm_head({vocab, n_embd}) {
-    register_parameter("wte", wte);
-    register_module("wpe", wpe);
-    register_module("drop", drop);
     for (int i = 0; i < n_layer; ++i) h.append(p);
-    register_module("h", h);
-    register_module("ln_f", ln_f);
-    register_parameter("lm_head", lm_head);
     nn::init::normal_(wte, 0.0, 0.02);
     nn::init::normal_(wpe.weight, 0.0, 0.02);
     nn::init::normal_(lm_head, 0.0, 0.02);

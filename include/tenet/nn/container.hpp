@@ -39,7 +39,11 @@ class Sequential : public Module {
  private:
   template <std::size_t... I>
   void register_all(std::index_sequence<I...>) {
-    (register_module(std::to_string(I), std::get<I>(mods_)), ...);
+    (register_module_at(std::to_string(I),
+                        [](const Module& self) -> Module& {
+                          return std::get<I>(const_cast<Sequential&>(static_cast<const Sequential&>(self)).mods_);
+                        }),
+     ...);
   }
   template <std::size_t I, class X>
   auto apply(const X& x) const {
@@ -55,6 +59,16 @@ class ModuleList : public Module {
 
  public:
   ModuleList() = default;
+  /// The list moves with its elements (they keep their addresses); the source is left empty.
+  ModuleList(ModuleList&& o) : Module(std::move(o)), mods_(std::move(o.mods_)) { o.forget_elements(); }
+  ModuleList& operator=(ModuleList&& o) {
+    if (this != &o) {
+      Module::operator=(std::move(o));
+      mods_ = std::move(o.mods_);
+      o.forget_elements();
+    }
+    return *this;
+  }
   /// n default-constructed modules.
   explicit ModuleList(std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) append();
@@ -63,7 +77,10 @@ class ModuleList : public Module {
   template <class... A>
   M& append(A&&... args) {
     M& m = mods_.emplace_back(std::forward<A>(args)...);
-    register_module(std::to_string(mods_.size() - 1), m);
+    const std::size_t i = mods_.size() - 1;
+    register_module_at(std::to_string(i), [i](const Module& self) -> Module& {
+      return const_cast<ModuleList&>(static_cast<const ModuleList&>(self)).mods_[i];
+    });
     return m;
   }
   std::size_t size() const { return mods_.size(); }
@@ -92,6 +109,10 @@ class ModuleList : public Module {
   auto end() const { return mods_.end(); }
 
  private:
+  void forget_elements() {
+    mods_.clear();
+    clear_registry();
+  }
   std::size_t index(std::int64_t i) const {
     const auto n = static_cast<std::int64_t>(mods_.size());
     if (i < -n || i >= n)

@@ -79,10 +79,10 @@ class conv_module : public Module {
  protected:
   conv_module(Opts o, int groups, const typename W::sizes_type& sizes) : options(o), weight(sizes) {
     options.groups = groups;
-    register_parameter("weight", weight);
+    register_parameter("weight", &conv_module::weight);
     if constexpr (Bias) {
       bias = Tensor<T, shape<Out>>({Out});
-      register_parameter("bias", bias);
+      register_parameter("bias", &conv_module::bias);
     }
     reset_parameters();
   }

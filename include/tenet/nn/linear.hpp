@@ -27,10 +27,10 @@ class Linear : public Module {
   Tensor<T, shape<Out>> bias;
 
   Linear() {
-    register_parameter("weight", weight);
+    register_parameter("weight", &Linear::weight);
     if constexpr (Bias) {
       bias = Tensor<T, shape<Out>>({Out});
-      register_parameter("bias", bias);
+      register_parameter("bias", &Linear::bias);
     }
     reset_parameters();
   }
@@ -61,10 +61,10 @@ class Bilinear : public Module {
   Tensor<T, shape<Out, In1, In2>> weight{{Out, In1, In2}};
   Tensor<T, shape<Out>> bias;
   Bilinear() {
-    register_parameter("weight", weight);
+    register_parameter("weight", &Bilinear::weight);
     if constexpr (Bias) {
       bias = Tensor<T, shape<Out>>({Out});
-      register_parameter("bias", bias);
+      register_parameter("bias", &Bilinear::bias);
     }
     reset_parameters();
   }
@@ -100,7 +100,7 @@ class Embedding : public Module {
                           " must be within num_embeddings (" + std::to_string(Num) + ")");
       padding_idx = *padding < 0 ? *padding + Num : *padding;
     }
-    register_parameter("weight", weight);
+    register_parameter("weight", &Embedding::weight);
     reset_parameters();
   }
   void reset_parameters() {

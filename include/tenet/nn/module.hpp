@@ -31,6 +31,8 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <typeinfo>
 #include <utility>
 #include <vector>
@@ -47,7 +49,11 @@
 
 namespace tenet::nn {
 
+class Module;
+
 namespace detail {
+class self_registrar;
+
 template <class T, class S>
 concept has_autograd = requires(Tensor<T, S>& t, const Tensor<T, S>& g) {
   t.grad();
@@ -235,16 +241,22 @@ class tensor_slot {
   /// Rebinds the member to b's tensor handle (no copy; b's identity); `name` labels the error when
   /// b's dtype or shape type is not the member's.
   virtual void rebind(const bound_tensor& b, const std::string& name) = 0;
+  /// The same member of `owner` (a module moved from this slot's one); null for a tensor
+  /// registered by reference, which does not move with its module.
+  virtual std::shared_ptr<tensor_slot> relocated(const Module& owner) const = 0;
 };
 
 template <class T, class S>
 class typed_slot final : public tensor_slot {
  public:
-  explicit typed_slot(Tensor<T, S>& t) : t_(&t) {}
+  /// A tensor registered by reference: a fixed address (its module cannot be moved).
+  explicit typed_slot(Tensor<T, S>& t) : fixed_(&t) {}
+  /// A member of `owner`, found through `at` (a moved module finds its own).
+  typed_slot(const Module& owner, std::function<Tensor<T, S>&(const Module&)> at) : owner_(&owner), at_(std::move(at)) {}
   dtype scalar_type() const override { return dtype_of<T>; }
-  std::vector<std::int64_t> sizes() const override { return {t_->sizes().begin(), t_->sizes().end()}; }
+  std::vector<std::int64_t> sizes() const override { return {t().sizes().begin(), t().sizes().end()}; }
   std::string shape_text() const override { return S::text(); }
-  any_tensor value() const override { return any_tensor(*t_); }
+  any_tensor value() const override { return any_tensor(t()); }
   void load(const any_tensor& v, const std::string& name) override {
     if (!v.defined()) throw value_error("tenet: load_state_dict: the tensor for \"" + name + "\" is undefined");
     if (v.scalar_type() != dtype_of<T>)
@@ -255,61 +267,69 @@ class typed_slot final : public tensor_slot {
       throw shape_error("tenet: load_state_dict: size mismatch for \"" + name + "\": copying a tensor of sizes " +
                         tenet::detail::sizes_text(v.sizes()) + " from the state_dict, the module's tensor has sizes " +
                         tenet::detail::sizes_text(want));
-    if (!t_->defined() || !t_->is_contiguous() || !t_->device().is_cpu()) {
+    if (!t().defined() || !t().is_contiguous() || !t().device().is_cpu()) {
       const bool rg = requires_grad();
-      const tenet::device d = t_->defined() ? t_->device() : tenet::device(tenet::cpu);
-      *t_ = v.clone().template as<T, S>().to(d);
+      const tenet::device d = t().defined() ? t().device() : tenet::device(tenet::cpu);
+      t() = v.clone().template as<T, S>().to(d);
       if (rg) requires_grad_(true);
       return;
     }
-    tenet::detail::bump_version(t_->storage().get());  // written in place, as torch's copy_
-    v.copy_to_host(static_cast<void*>(t_->data()));  // v may be a device's (a CUDA model's state_dict)
+    tenet::detail::bump_version(t().storage().get());  // written in place, as torch's copy_
+    v.copy_to_host(static_cast<void*>(t().data()));  // v may be a device's (a CUDA model's state_dict)
   }
   any_tensor grad() const override {
-    if constexpr (has_autograd<T, S>) return any_tensor(t_->grad());
+    if constexpr (has_autograd<T, S>) return any_tensor(t().grad());
     else return {};
   }
   void set_grad(const any_tensor& g) override {
     if constexpr (has_autograd<T, S>) {
-      if (!g.defined()) t_->set_grad(Tensor<T, S>());
-      else t_->set_grad(g.template as<T, S>());
+      if (!g.defined()) t().set_grad(Tensor<T, S>());
+      else t().set_grad(g.template as<T, S>());
     } else {
       throw value_error("tenet: set_grad needs autograd (tenet's Tensor has no grad in this build)");
     }
   }
   void requires_grad_(bool on) override {
-    if constexpr (has_autograd<T, S>) t_->requires_grad_(on);
+    if constexpr (has_autograd<T, S>) t().requires_grad_(on);
     else (void)on;
   }
   bool requires_grad() const override {
-    if constexpr (has_autograd<T, S>) return t_->requires_grad();
+    if constexpr (has_autograd<T, S>) return t().requires_grad();
     else return false;
   }
-  tenet::device device() const override { return t_->device(); }
-  const void* address() const override { return t_; }
-  bool is_contiguous() const override { return t_->defined() && t_->is_contiguous(); }
+  tenet::device device() const override { return t().device(); }
+  const void* address() const override { return &t(); }
+  bool is_contiguous() const override { return t().defined() && t().is_contiguous(); }
   void move_to(tenet::device d) override {
-    if (!t_->defined() || t_->device() == d) return;
+    if (!t().defined() || t().device() == d) return;
     const bool rg = requires_grad();
-    *t_ = t_->detach().to(d);
+    t() = t().detach().to(d);
     if (rg) requires_grad_(true);
   }
-  std::shared_ptr<bound_tensor> bound() const override { return std::make_shared<typed_bound<T, S>>(*t_); }
+  std::shared_ptr<bound_tensor> bound() const override { return std::make_shared<typed_bound<T, S>>(t()); }
   void rebind(const bound_tensor& b, const std::string& name) override {
     const auto* p = dynamic_cast<const typed_bound<T, S>*>(&b);
     if (!p)
       throw dtype_error("tenet: functional_call: \"" + name + "\" is " + tenet::name(b.scalar_type()) + " " +
                         b.shape_text() + ", the module's tensor is " + tenet::name(dtype_of<T>) + " " + S::text());
-    if (p->tensor.defined() && p->tensor.sizes() != t_->sizes())
+    if (p->tensor.defined() && p->tensor.sizes() != t().sizes())
       throw shape_error("tenet: functional_call: \"" + name + "\" has sizes " +
                         tenet::detail::sizes_text(p->tensor.sizes()) + ", the module's tensor " +
-                        tenet::detail::sizes_text(t_->sizes()));
-    *t_ = p->tensor;
+                        tenet::detail::sizes_text(t().sizes()));
+    t() = p->tensor;
   }
-  Tensor<T, S>& tensor() const { return *t_; }
+  Tensor<T, S>& tensor() const { return t(); }
+
+ std::shared_ptr<tensor_slot> relocated(const Module& owner) const override {
+    if (!at_) return nullptr;
+    return std::make_shared<typed_slot>(owner, at_);
+  }
 
  private:
-  Tensor<T, S>* t_;
+  Tensor<T, S>& t() const { return at_ ? at_(*owner_) : *fixed_; }
+  Tensor<T, S>* fixed_ = nullptr;
+  const Module* owner_ = nullptr;
+  std::function<Tensor<T, S>&(const Module&)> at_;
 };
 // --- printing helpers (torch's repr texts) ---------------------------------------------------
 /// Python's repr of a float: the shortest digits that read back; fixed notation for exponents -4..15
@@ -439,8 +459,24 @@ class Module {
   Module() = default;
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
-  Module(Module&&) = delete;
-  Module& operator=(Module&&) = delete;
+  /// Moves a module: the new one's registry names the same members of itself (parameters, buffers
+  /// and submodules registered through TENET_MODULE or member pointers), its tensors are the moved
+  /// ones (same storage, requires_grad kept) and the training flag is copied. Optimizers and
+  /// tensor_refs taken from the old module stay with the old one: take them after the move.
+  /// A module that registered something by reference (`register_parameter("w", w)`) cannot know
+  /// where that object is after a move: moving it throws value_error naming the entry.
+  Module(Module&& o) : training_(o.training_) { adopt(o); }
+  Module& operator=(Module&& o) {
+    if (this != &o) {
+      o.check_movable();
+      params_.clear();
+      buffers_.clear();
+      children_.clear();
+      training_ = o.training_;
+      adopt(o);
+    }
+    return *this;
+  }
   virtual ~Module() = default;
 
   // --- parameters, buffers, submodules --------------------------------------------------------
@@ -467,11 +503,16 @@ class Module {
     for (auto& [n, r] : named_buffers(recurse)) out.push_back(r);
     return out;
   }
-  std::vector<std::pair<std::string, Module*>> named_children() const { return children_; }
+  std::vector<std::pair<std::string, Module*>> named_children() const {
+    std::vector<std::pair<std::string, Module*>> out;
+    out.reserve(children_.size());
+    for (const auto& c : children_) out.emplace_back(c.name, c.at ? &c.at(*this) : c.fixed);
+    return out;
+  }
   /// This module (named "") and every descendant with its dotted name.
   std::vector<std::pair<std::string, const Module*>> named_modules() const {
     std::vector<std::pair<std::string, const Module*>> out{{"", this}};
-    for (const auto& [n, m] : children_)
+    for (const auto& [n, m] : named_children())
       for (auto& [sub, mm] : m->named_modules()) out.emplace_back(sub.empty() ? n : n + "." + sub, mm);
     return out;
   }
@@ -503,7 +544,7 @@ class Module {
       lines.push_back(extra.substr(b));
     }
     const std::size_t n_extra = lines.size();
-    for (const auto& [n, m] : children_) lines.push_back(detail::add_indent("(" + n + "): " + m->repr(), 2));
+    for (const auto& [n, m] : named_children()) lines.push_back(detail::add_indent("(" + n + "): " + m->repr(), 2));
     std::string s = type_name() + "(";
     if (n_extra == 1 && children_.empty()) {
       s += lines[0];
@@ -517,7 +558,7 @@ class Module {
   // --- modes ----------------------------------------------------------------------------------
   Module& train(bool on = true) {
     training_ = on;
-    for (auto& [n, m] : children_) m->train(on);
+    for (auto& [n, m] : named_children()) m->train(on);
     return *this;
   }
   Module& eval() { return train(false); }
@@ -610,15 +651,19 @@ class Module {
   }
 
  protected:
+  // Registration. Each takes the object either as a member pointer (`&Net::fc1`: the module
+  // stays movable, a moved module finds its own member) or by reference (a fixed address: any
+  // object, but a module holding one cannot be moved). TENET_MODULE(fc1, fc2, w) declares member
+  // pointers for its fields, after they are declared, without a constructor.
+
   /// Registers a parameter; a floating one is marked requires_grad (torch's nn.Parameter).
   template <class T, class S>
   void register_parameter(const std::string& name, Tensor<T, S>& t) {
-    check_name(name);
-    params_.push_back({name, tensor_ref(std::make_shared<detail::typed_slot<T, S>>(t))});
-    // a parameter requires grad, as torch's nn.Parameter; not in a program without autograd
-    // (TENET_AUTOGRAD=0), where the modules still run their forward
-    if constexpr (detail::has_autograd<T, S> && TENET_AUTOGRAD != 0)
-      if constexpr (is_floating_v<T>) t.requires_grad_(true);
+    add_parameter(name, std::make_shared<detail::typed_slot<T, S>>(t), t);
+  }
+  template <class C, class T, class S>
+  void register_parameter(const std::string& name, Tensor<T, S> C::*member) {
+    add_parameter(name, member_slot(member), member_of(member));
   }
   /// A buffer (running statistics, counters): in the state_dict when persistent, never a parameter.
   template <class T, class S>
@@ -626,10 +671,82 @@ class Module {
     check_name(name);
     buffers_.push_back({name, tensor_ref(std::make_shared<detail::typed_slot<T, S>>(t)), persistent});
   }
+  template <class C, class T, class S>
+  void register_buffer(const std::string& name, Tensor<T, S> C::*member, bool persistent = true) {
+    check_name(name);
+    buffers_.push_back({name, tensor_ref(member_slot(member)), persistent});
+  }
   void register_module(const std::string& name, Module& m) {
     check_name(name);
     if (&m == this) throw value_error("tenet: register_module: a module cannot be its own child");
-    children_.emplace_back(name, &m);
+    children_.push_back({name, &m, nullptr});
+  }
+  template <class C, class M>
+    requires std::is_base_of_v<Module, M>
+  void register_module(const std::string& name, M C::*member) {
+    register_module_at(name, [member](const Module& self) -> Module& { return owner_of<C>(self).*member; });
+  }
+  /// Forgets every registered parameter, buffer and submodule (a container whose elements were
+  /// moved away).
+  void clear_registry() {
+    params_.clear();
+    buffers_.clear();
+    children_.clear();
+  }
+  /// A submodule found from this module by `at` (containers: an element of a member container whose
+  /// elements keep their address when the container moves, or a tuple element).
+  void register_module_at(const std::string& name, std::function<Module&(const Module&)> at) {
+    check_name(name);
+    if (&at(*this) == this) throw value_error("tenet: register_module: a module cannot be its own child");
+    children_.push_back({name, nullptr, std::move(at)});
+  }
+
+ private:
+  friend class detail::self_registrar;
+  template <class C>
+  static C& owner_of(const Module& self) {
+    static_assert(std::is_base_of_v<Module, C>, "tenet: a registered member pointer must point into an nn::Module");
+    return const_cast<C&>(static_cast<const C&>(self));
+  }
+  template <class C, class X>
+  X& member_of(X C::*member) {
+    return owner_of<C>(*this).*member;
+  }
+  template <class C, class T, class S>
+  std::shared_ptr<detail::tensor_slot> member_slot(Tensor<T, S> C::*member) const {
+    return std::make_shared<detail::typed_slot<T, S>>(
+        *this, [member](const Module& self) -> Tensor<T, S>& { return owner_of<C>(self).*member; });
+  }
+  template <class T, class S>
+  void add_parameter(const std::string& name, std::shared_ptr<detail::tensor_slot> slot, Tensor<T, S>& t) {
+    check_name(name);
+    params_.push_back({name, tensor_ref(std::move(slot))});
+    // a parameter requires grad, as torch's nn.Parameter; not in a program without autograd
+    // (TENET_AUTOGRAD=0), where the modules still run their forward
+    if constexpr (detail::has_autograd<T, S> && TENET_AUTOGRAD != 0)
+      if constexpr (is_floating_v<T>) t.requires_grad_(true);
+  }
+  /// Throws value_error when an entry was registered by reference (it cannot follow a move).
+  void check_movable() const {
+    auto refuse = [&](const char* what, const std::string& name) {
+      throw value_error("tenet: nn::Module: cannot move this " + type_name() + ": its " + what + " \"" + name +
+                        "\" was registered by reference, an address that does not move with the module; "
+                        "register members with TENET_MODULE(...) or a member pointer (&" + type_name() +
+                        "::" + name + ") to make the module movable");
+    };
+    for (const auto& e : params_)
+      if (!e.ref.slot().relocated(*this)) refuse("parameter", e.name);
+    for (const auto& e : buffers_)
+      if (!e.ref.slot().relocated(*this)) refuse("buffer", e.name);
+    for (const auto& c : children_)
+      if (!c.at) refuse("submodule", c.name);
+  }
+  /// This module's registry becomes o's, relocated onto this module.
+  void adopt(const Module& o) {
+    o.check_movable();
+    for (const auto& e : o.params_) params_.push_back({e.name, tensor_ref(e.ref.slot().relocated(*this)), e.persistent});
+    for (const auto& e : o.buffers_) buffers_.push_back({e.name, tensor_ref(e.ref.slot().relocated(*this)), e.persistent});
+    children_ = o.children_;
   }
 
  private:
@@ -646,8 +763,8 @@ class Module {
       if (e.name == name) throw value_error("tenet: the name \"" + name + "\" is already registered");
     for (const auto& e : buffers_)
       if (e.name == name) throw value_error("tenet: the name \"" + name + "\" is already registered");
-    for (const auto& [n, m] : children_)
-      if (n == name) throw value_error("tenet: the name \"" + name + "\" is already registered");
+    for (const auto& c : children_)
+      if (c.name == name) throw value_error("tenet: the name \"" + name + "\" is already registered");
   }
   static std::string join(const std::vector<std::string>& v) {
     std::string s;
@@ -673,13 +790,104 @@ class Module {
       add(buffers_, true);
     }
     if (recurse)
-      for (const auto& [n, m] : children_) m->collect(out, prefix + n + ".", true, which, state_only);
+      for (const auto& [n, m] : named_children()) m->collect(out, prefix + n + ".", true, which, state_only);
   }
 
+  struct child {
+    std::string name;
+    Module* fixed = nullptr;                           // registered by reference
+    std::function<Module&(const Module&)> at;          // or found from the module
+  };
   std::vector<entry> params_, buffers_;
-  std::vector<std::pair<std::string, Module*>> children_;
+  std::vector<child> children_;
   bool training_ = true;
 };
+
+namespace detail {
+/// The member TENET_MODULE declares: registers the fields it names when its module is constructed
+/// (it is initialized after them) and does nothing when its module is moved (Module's move
+/// relocates the registry).
+class self_registrar {
+ public:
+  template <class Self, class... P>
+  self_registrar(Self* self, const char* names, std::tuple<P...> members, bool buffers) {
+    static_assert(std::is_base_of_v<Module, Self>, "tenet: TENET_MODULE is used inside a class derived from nn::Module");
+    const std::vector<std::string> n = split(names);
+    Module& m = *self;
+    std::size_t i = 0;
+    std::apply([&](auto... mp) { (add(m, n[i++], mp, buffers, self), ...); }, members);
+  }
+  self_registrar(const self_registrar&) noexcept {}
+  self_registrar& operator=(const self_registrar&) noexcept { return *this; }
+
+ private:
+  static std::vector<std::string> split(const char* names) {
+    std::vector<std::string> out;
+    std::string cur;
+    for (const char* p = names;; ++p) {
+      if (*p == ',' || *p == 0) {
+        out.push_back(cur);
+        cur.clear();
+        if (*p == 0) break;
+      } else if (*p != ' ' && *p != '\t' && *p != '\n') {
+        cur += *p;
+      }
+    }
+    return out;
+  }
+  /// The field must be constructed before it is registered (a parameter is marked requires_grad).
+  template <class Self, class X>
+  void check_order(const Self* self, const X& field, const std::string& name) const {
+    if (static_cast<const void*>(&field) > static_cast<const void*>(this))
+      throw value_error("tenet: TENET_MODULE(...) in " + static_cast<const Module*>(self)->type_name() +
+                        " names \"" + name + "\", which is declared after it: put TENET_MODULE after the members it names");
+  }
+  template <class Self, class C, class T, class S>
+  void add(Module& m, const std::string& name, Tensor<T, S> C::*mp, bool buffer, Self* self) {
+    check_order(self, self->*mp, name);
+    if (buffer) m.register_buffer(name, mp);
+    else m.register_parameter(name, mp);
+  }
+  template <class Self, class C, class X>
+  void add(Module& m, const std::string& name, X C::*mp, bool buffer, Self* self) {
+    static_assert(std::is_base_of_v<Module, X>,
+                  "tenet: TENET_MODULE / TENET_MODULE_BUFFERS name Tensor and nn::Module members only");
+    if (buffer) throw value_error("tenet: TENET_MODULE_BUFFERS names tensors; \"" + name + "\" is a module");
+    check_order(self, self->*mp, name);
+    m.register_module(name, mp);
+  }
+};
+}  // namespace detail
+
+// TENET_MODULE(a, b, ...): registers the named members of the enclosing module, declared above
+// it: each nn::Module member as a submodule, each Tensor member as a parameter, in this order and
+// under these names. TENET_MODULE_BUFFERS(...) registers Tensor members as (persistent) buffers.
+// Both declare a data member, so they take a semicolon and may each appear once per class; the
+// module stays movable (members are registered as member pointers).
+//
+//   struct Net : nn::Module {
+//     nn::Linear<784, 128> fc1;
+//     nn::Linear<128, 10> fc2;
+//     TENET_MODULE(fc1, fc2);
+//     template <Expression X> auto operator()(const X& x) const { return fc2(relu(fc1(x))); }
+//   };
+#define TENET_NN_PARENS_ ()
+#define TENET_NN_EXPAND_(...) TENET_NN_EXPAND3_(TENET_NN_EXPAND3_(TENET_NN_EXPAND3_(TENET_NN_EXPAND3_(__VA_ARGS__))))
+#define TENET_NN_EXPAND3_(...) TENET_NN_EXPAND2_(TENET_NN_EXPAND2_(TENET_NN_EXPAND2_(TENET_NN_EXPAND2_(__VA_ARGS__))))
+#define TENET_NN_EXPAND2_(...) TENET_NN_EXPAND1_(TENET_NN_EXPAND1_(TENET_NN_EXPAND1_(TENET_NN_EXPAND1_(__VA_ARGS__))))
+#define TENET_NN_EXPAND1_(...) __VA_ARGS__
+#define TENET_NN_MEMBER_PTRS_(...) __VA_OPT__(TENET_NN_EXPAND_(TENET_NN_MEMBER_PTRS_STEP_(__VA_ARGS__)))
+#define TENET_NN_MEMBER_PTRS_STEP_(field, ...) \
+  &TenetSelf_::field __VA_OPT__(, TENET_NN_MEMBER_PTRS_AGAIN_ TENET_NN_PARENS_(__VA_ARGS__))
+#define TENET_NN_MEMBER_PTRS_AGAIN_() TENET_NN_MEMBER_PTRS_STEP_
+#define TENET_NN_REGISTRAR_(member, buffers, ...)                                                    \
+  ::tenet::nn::detail::self_registrar member {                                                     \
+    this, #__VA_ARGS__,                                                                              \
+        []<class TenetSelf_>(TenetSelf_*) { return ::std::tuple{TENET_NN_MEMBER_PTRS_(__VA_ARGS__)}; }(this), \
+        buffers                                                                                      \
+  }
+#define TENET_MODULE(...) TENET_NN_REGISTRAR_(tenet_module_fields_, false, __VA_ARGS__)
+#define TENET_MODULE_BUFFERS(...) TENET_NN_REGISTRAR_(tenet_module_buffers_, true, __VA_ARGS__)
 
 /// torch's print(model): `std::cout << model` writes model.repr().
 inline std::ostream& operator<<(std::ostream& os, const Module& m) { return os << m.repr(); }

@@ -32,8 +32,8 @@ class LayerNormT : public Module {
   Tensor<T, shape<N...>> weight{{N...}}, bias{{N...}};
   explicit LayerNormT(double epsilon = 1e-5) : eps(epsilon) {
     if constexpr (Affine) {
-      register_parameter("weight", weight);
-      register_parameter("bias", bias);
+      register_parameter("weight", &LayerNormT::weight);
+      register_parameter("bias", &LayerNormT::bias);
     }
     reset_parameters();
   }
@@ -61,7 +61,7 @@ class RMSNormT : public Module {
   std::optional<double> eps;
   Tensor<T, shape<N...>> weight{{N...}};
   explicit RMSNormT(std::optional<double> epsilon = std::nullopt) : eps(epsilon) {
-    register_parameter("weight", weight);
+    register_parameter("weight", &RMSNormT::weight);
     reset_parameters();
   }
   void reset_parameters() { init::ones_(weight); }
@@ -88,8 +88,8 @@ class GroupNorm : public Module {
   Tensor<T, shape<C>> weight{{C}}, bias{{C}};
   explicit GroupNorm(double epsilon = 1e-5) : eps(epsilon) {
     if constexpr (Affine) {
-      register_parameter("weight", weight);
-      register_parameter("bias", bias);
+      register_parameter("weight", &GroupNorm::weight);
+      register_parameter("bias", &GroupNorm::bias);
     }
     reset_parameters();
   }
@@ -127,13 +127,13 @@ class BatchNormT : public Module {
   explicit BatchNormT(batch_norm_options o = {}) : options(o) {
     if (o.momentum) tenet::detail::check_momentum("nn::BatchNorm", *o.momentum);
     if constexpr (Affine) {
-      register_parameter("weight", weight);
-      register_parameter("bias", bias);
+      register_parameter("weight", &BatchNormT::weight);
+      register_parameter("bias", &BatchNormT::bias);
     }
     if (o.track_running_stats) {
-      register_buffer("running_mean", running_mean);
-      register_buffer("running_var", running_var);
-      register_buffer("num_batches_tracked", num_batches_tracked);
+      register_buffer("running_mean", &BatchNormT::running_mean);
+      register_buffer("running_var", &BatchNormT::running_var);
+      register_buffer("num_batches_tracked", &BatchNormT::num_batches_tracked);
     }
     reset_parameters();
   }

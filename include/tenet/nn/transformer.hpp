@@ -114,10 +114,10 @@ class linear_layer : public Module {
   /// The printed name: "Linear", or torch's "NonDynamicallyQuantizableLinear" for MultiheadAttention's out_proj.
   const char* printed_name = "Linear";
   explicit linear_layer(bool with_bias = true) {
-    register_parameter("weight", weight);
+    register_parameter("weight", &linear_layer::weight);
     if (with_bias) {
       bias = Tensor<T, shape<Out>>({Out});
-      register_parameter("bias", bias);
+      register_parameter("bias", &linear_layer::bias);
     }
     init::kaiming_uniform_(weight, std::sqrt(5.0));  // torch.nn.Linear's reset_parameters
     if (with_bias) {
@@ -146,8 +146,8 @@ class layer_norm_layer : public Module {
   Tensor<T, shape<N>> weight{{N}}, bias{{N}};
   bool has_bias;
   explicit layer_norm_layer(double epsilon = 1e-5, bool with_bias = true) : eps(epsilon), has_bias(with_bias) {
-    register_parameter("weight", weight);
-    if (with_bias) register_parameter("bias", bias);
+    register_parameter("weight", &layer_norm_layer::weight);
+    if (with_bias) register_parameter("bias", &layer_norm_layer::bias);
     init::ones_(weight);
     init::zeros_(bias);  // stays zero (and unregistered) without a bias
   }
@@ -221,27 +221,27 @@ class MultiheadAttention : public Module {
                         std::to_string(o.dropout));
     if constexpr (same_dims) {
       in_proj_weight = decltype(in_proj_weight)({3 * EmbedDim, EmbedDim});
-      register_parameter("in_proj_weight", in_proj_weight);
+      register_parameter("in_proj_weight", &MultiheadAttention::in_proj_weight);
     } else {
       q_proj_weight = decltype(q_proj_weight)({EmbedDim, EmbedDim});
       k_proj_weight = decltype(k_proj_weight)({EmbedDim, KDim});
       v_proj_weight = decltype(v_proj_weight)({EmbedDim, VDim});
-      register_parameter("q_proj_weight", q_proj_weight);
-      register_parameter("k_proj_weight", k_proj_weight);
-      register_parameter("v_proj_weight", v_proj_weight);
+      register_parameter("q_proj_weight", &MultiheadAttention::q_proj_weight);
+      register_parameter("k_proj_weight", &MultiheadAttention::k_proj_weight);
+      register_parameter("v_proj_weight", &MultiheadAttention::v_proj_weight);
     }
     if (o.bias) {
       in_proj_bias = decltype(in_proj_bias)({3 * EmbedDim});
-      register_parameter("in_proj_bias", in_proj_bias);
+      register_parameter("in_proj_bias", &MultiheadAttention::in_proj_bias);
     }
     if (o.add_bias_kv) {
       bias_k = decltype(bias_k)({1, 1, EmbedDim});
       bias_v = decltype(bias_v)({1, 1, EmbedDim});
-      register_parameter("bias_k", bias_k);
-      register_parameter("bias_v", bias_v);
+      register_parameter("bias_k", &MultiheadAttention::bias_k);
+      register_parameter("bias_v", &MultiheadAttention::bias_v);
     }
     out_proj.printed_name = "NonDynamicallyQuantizableLinear";  // torch's class for out_proj
-    register_module("out_proj", out_proj);
+    register_module("out_proj", &MultiheadAttention::out_proj);
     reset_parameters();
   }
   /// torch's MultiheadAttention prints no options, only out_proj.
@@ -486,14 +486,14 @@ class TransformerEncoderLayer : public detail::transformer_ff<DModel, DimFF, T> 
   explicit TransformerEncoderLayer(const transformer_layer_options& o = {})
       : base(o), self_attn({.dropout = o.dropout, .bias = o.bias, .batch_first = o.batch_first}),
         norm1(o.layer_norm_eps, o.bias), norm2(o.layer_norm_eps, o.bias) {
-    this->register_module("self_attn", self_attn);  // torch's order (its print and named_modules)
-    this->register_module("linear1", this->linear1);
-    this->register_module("dropout", this->dropout);
-    this->register_module("linear2", this->linear2);
-    this->register_module("norm1", norm1);
-    this->register_module("norm2", norm2);
-    this->register_module("dropout1", this->dropout1);
-    this->register_module("dropout2", this->dropout2);
+    this->register_module("self_attn", &TransformerEncoderLayer::self_attn);  // torch's order (its print and named_modules)
+    this->register_module("linear1", &TransformerEncoderLayer::linear1);
+    this->register_module("dropout", &TransformerEncoderLayer::dropout);
+    this->register_module("linear2", &TransformerEncoderLayer::linear2);
+    this->register_module("norm1", &TransformerEncoderLayer::norm1);
+    this->register_module("norm2", &TransformerEncoderLayer::norm2);
+    this->register_module("dropout1", &TransformerEncoderLayer::dropout1);
+    this->register_module("dropout2", &TransformerEncoderLayer::dropout2);
   }
   std::string type_name() const override { return "TransformerEncoderLayer"; }
   /// src: (S, E) unbatched, (S, N, E), or (N, S, E) with batch_first.
@@ -532,17 +532,17 @@ class TransformerDecoderLayer : public detail::transformer_ff<DModel, DimFF, T> 
         multihead_attn({.dropout = o.dropout, .bias = o.bias, .batch_first = o.batch_first}),
         norm1(o.layer_norm_eps, o.bias), norm2(o.layer_norm_eps, o.bias), norm3(o.layer_norm_eps, o.bias) {
     dropout3.p = o.dropout;
-    this->register_module("self_attn", self_attn);  // torch's order (its print and named_modules)
-    this->register_module("multihead_attn", multihead_attn);
-    this->register_module("linear1", this->linear1);
-    this->register_module("dropout", this->dropout);
-    this->register_module("linear2", this->linear2);
-    this->register_module("norm1", norm1);
-    this->register_module("norm2", norm2);
-    this->register_module("norm3", norm3);
-    this->register_module("dropout1", this->dropout1);
-    this->register_module("dropout2", this->dropout2);
-    this->register_module("dropout3", dropout3);
+    this->register_module("self_attn", &TransformerDecoderLayer::self_attn);  // torch's order (its print and named_modules)
+    this->register_module("multihead_attn", &TransformerDecoderLayer::multihead_attn);
+    this->register_module("linear1", &TransformerDecoderLayer::linear1);
+    this->register_module("dropout", &TransformerDecoderLayer::dropout);
+    this->register_module("linear2", &TransformerDecoderLayer::linear2);
+    this->register_module("norm1", &TransformerDecoderLayer::norm1);
+    this->register_module("norm2", &TransformerDecoderLayer::norm2);
+    this->register_module("norm3", &TransformerDecoderLayer::norm3);
+    this->register_module("dropout1", &TransformerDecoderLayer::dropout1);
+    this->register_module("dropout2", &TransformerDecoderLayer::dropout2);
+    this->register_module("dropout3", &TransformerDecoderLayer::dropout3);
   }
   std::string type_name() const override { return "TransformerDecoderLayer"; }
   template <Expression X, Expression M>
@@ -605,8 +605,8 @@ class TransformerEncoder : public Module {
     if (num_layers < 0) throw value_error("tenet: nn::TransformerEncoder: num_layers must be >= 0, got " + std::to_string(num_layers));
     for (int i = 0; i < num_layers; ++i) layers.append(o);
     detail::clone_first(layers);
-    register_module("layers", layers);
-    if (has_norm) register_module("norm", norm);
+    register_module("layers", &TransformerEncoder::layers);
+    if (has_norm) register_module("norm", &TransformerEncoder::norm);
   }
   std::string type_name() const override { return "TransformerEncoder"; }
   template <Expression X>
@@ -683,8 +683,8 @@ class TransformerDecoder : public Module {
     if (num_layers < 0) throw value_error("tenet: nn::TransformerDecoder: num_layers must be >= 0, got " + std::to_string(num_layers));
     for (int i = 0; i < num_layers; ++i) layers.append(o);
     detail::clone_first(layers);
-    register_module("layers", layers);
-    if (has_norm) register_module("norm", norm);
+    register_module("layers", &TransformerDecoder::layers);
+    if (has_norm) register_module("norm", &TransformerDecoder::norm);
   }
   std::string type_name() const override { return "TransformerDecoder"; }
   template <Expression X, Expression M>
@@ -722,8 +722,8 @@ class Transformer : public Module {
   TransformerDecoder<DModel, NHead, DimFF, T> decoder;
   explicit Transformer(const transformer_options& o = {})
       : encoder(o.num_encoder_layers, o.layer, true), decoder(o.num_decoder_layers, o.layer, true) {
-    register_module("encoder", encoder);
-    register_module("decoder", decoder);
+    register_module("encoder", &Transformer::encoder);
+    register_module("decoder", &Transformer::decoder);
     for (auto& l : encoder.layers) xavier_init(l, l.self_attn);
     for (auto& l : decoder.layers) {
       xavier_init(l, l.self_attn);
