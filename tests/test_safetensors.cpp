@@ -3,8 +3,11 @@
 // files, and clear errors for corrupt, truncated or mismatched files.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+
+#include <unistd.h>
 
 #include <tenet/tenet.hpp>
 
@@ -72,11 +75,14 @@ TEST_CASE("safetensors: tenet writes the bytes PyTorch's safetensors writes") {
   CHECK(meta.empty());
   CHECK(safetensors::serialize(d) == dt_want);
   // and through a file; gen_safetensors.py --check <this file> loads it in PyTorch
-  const std::string out = "tenet_mlp.safetensors";
+  // (in the temporary directory, removed afterwards: a test leaves nothing in the source tree)
+  const std::string out = (std::filesystem::temp_directory_path() /
+                           ("tenet_mlp_" + std::to_string(::getpid()) + ".safetensors")).string();
   safetensors::save_model(model, out);
   CHECK(read_bytes(out) == want);
   mlp again;
   safetensors::load_model(again, out);
+  std::filesystem::remove(out);
   CHECK(again.get<3>().weight(2, 7) == model.get<3>().weight(2, 7));
 }
 

@@ -9,9 +9,10 @@
                                   values ("v:<name>")
 
     python3 tests/reference/gen_safetensors.py            # writes the fixtures
-    python3 tests/reference/gen_safetensors.py --check F  # loads F, a file tenet wrote (the C++ test
-                                                          # writes build/.../tenet_mlp.safetensors), into
-                                                          # the torch MLP and checks its output
+    python3 tests/reference/gen_safetensors.py --check F  # loads F, a file tenet's save_model wrote
+                                                          # (the C++ test writes one to the temporary
+                                                          # directory and removes it), into the torch
+                                                          # MLP and checks its output
 """
 import os
 import sys
