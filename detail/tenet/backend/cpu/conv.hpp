@@ -73,7 +73,12 @@ void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
     }
   };
   const std::size_t buffer = direct ? 0 : static_cast<std::size_t>(K * L);
-  if (g.N >= omp_get_max_threads() && g.N > 1) {
+  // images on the threads when there are enough of them and enough work: GEMM's rule (4 MFLOP,
+  // gemm.hpp). A parallel region for a few microseconds of work costs more than it saves, and
+  // on a busy machine a thread that waits for its time slice makes a 0.4 ms model take 24 ms.
+  const double flops = 2.0 * static_cast<double>(g.N) * static_cast<double>(g.O) * static_cast<double>(L) *
+                       static_cast<double>(K);
+  if (g.N >= omp_get_max_threads() && g.N > 1 && flops >= 4e6 && !omp_in_parallel()) {
     const gemm_blocking blk = current_gemm_blocking();  // the caller's, for the worker threads
 #pragma omp parallel
     {
