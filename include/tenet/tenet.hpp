@@ -36,6 +36,7 @@
 #include <tenet/sorting.hpp>
 #include <tenet/tensor_dict.hpp>
 #include <tenet/tensor.hpp>
+#include <tenet/training_state.hpp>
 
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/join.hpp>
