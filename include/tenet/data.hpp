@@ -44,7 +44,6 @@
 #include <tenet/tensor.hpp>
 #include <tenet/tensor_dict.hpp>
 
-#include <tenet/api/state_fields.hpp>  // state_dict fields of a DataLoader
 #include <tenet/io/csv.hpp>
 #include <tenet/io/npy.hpp>
 #include <tenet/io/zip.hpp>

@@ -43,7 +43,6 @@
 #include <tenet/safetensors.hpp>
 #include <tenet/tensor_dict.hpp>
 
-#include <tenet/api/state_fields.hpp>
 
 namespace tenet {
 

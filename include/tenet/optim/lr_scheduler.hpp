@@ -16,9 +16,7 @@
 
 #include <tenet/error.hpp>
 #include <tenet/optim/optimizers.hpp>
-#include <tenet/tensor_dict.hpp>
-
-#include <tenet/api/state_fields.hpp>  // state_reader, int_field ...: the schedulers' state_dicts
+#include <tenet/tensor_dict.hpp>  // and detail::state_reader, int_field ...: the state_dicts
 
 namespace tenet::optim {
 
