@@ -470,6 +470,29 @@ struct loader_options {
 };
 
 namespace detail {
+/// Where a DataLoader's epoch stands, shared by the loader and the iterator of its latest epoch
+/// (state_dict() reads it while a loop runs).
+struct loader_position {
+  std::uint64_t generation = 0;  // the latest begin(): only its epoch writes here
+  bool running = false;          // that epoch's iterator is alive and not at its end
+  std::int64_t epoch = 0;        // the epoch it runs
+  std::int64_t yielded = 0;      // the batches it has handed out (the one in use included)
+};
+/// A loader_position per DataLoader: a copied loader gets its own (no epoch of it running).
+struct loader_position_handle {
+  std::shared_ptr<loader_position> p = std::make_shared<loader_position>();
+  loader_position_handle() = default;
+  loader_position_handle(const loader_position_handle& o) : p(std::make_shared<loader_position>(*o.p)) {
+    p->running = false;
+  }
+  loader_position_handle& operator=(const loader_position_handle& o) {
+    if (this != &o) *this = loader_position_handle(o);
+    return *this;
+  }
+  loader_position_handle(loader_position_handle&&) noexcept = default;
+  loader_position_handle& operator=(loader_position_handle&&) noexcept = default;
+};
+
 inline Tensor<std::int64_t, shape<dyn>> identity_order(std::int64_t n) {
   Tensor<std::int64_t, shape<dyn>> order({n}, tenet::cpu);
   for (std::int64_t i = 0; i < n; ++i) order.data()[i] = i;
@@ -484,12 +507,16 @@ class loader_epoch {
   using batch_type = typename Dataset::batch_type;
   using transform_type = std::function<batch_type(batch_type)>;
 
+  /// Batches first .. batches - 1 of the order (first > 0: an epoch resumed after that many).
   loader_epoch(const Dataset& ds, Tensor<std::int64_t, shape<dyn>> order, std::int64_t batch_size,
-               std::int64_t batches, const transform_type& transform, bool prefetch)
-      : ds_(ds), order_(std::move(order)), batch_size_(batch_size), batches_(batches), transform_(transform) {
-    if (prefetch && batches_ > 0) worker_ = std::thread([this] { run(); });
+               std::int64_t batches, const transform_type& transform, bool prefetch, std::int64_t first,
+               std::shared_ptr<loader_position> position)
+      : ds_(ds), order_(std::move(order)), batch_size_(batch_size), batches_(batches), transform_(transform),
+        next_(first), position_(std::move(position)), generation_(position_->generation) {
+    if (prefetch && batches_ > first) worker_ = std::thread([this, first] { run(first); });
   }
   ~loader_epoch() {
+    if (position_->generation == generation_) position_->running = false;
     if (worker_.joinable()) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -513,6 +540,7 @@ class loader_epoch {
     }
     current_ = worker_.joinable() ? take() : make(next_);
     ++next_;
+    if (position_->generation == generation_) position_->yielded = next_;
   }
 
  private:
@@ -523,9 +551,9 @@ class loader_epoch {
     if (transform_) b = transform_(std::move(b));
     return b;
   }
-  void run() {  // the worker: batches 0, 1, ... each made once the previous one was taken
+  void run(std::int64_t first) {  // the worker: batches first, first + 1, ... each made once the previous one was taken
     try {
-      for (std::int64_t k = 0; k < batches_; ++k) {
+      for (std::int64_t k = first; k < batches_; ++k) {
         {
           std::unique_lock<std::mutex> lock(mutex_);
           cv_.wait(lock, [&] { return stop_ || !slot_; });
@@ -562,6 +590,8 @@ class loader_epoch {
   std::int64_t batch_size_, batches_;
   transform_type transform_;
   std::int64_t next_ = 0;
+  std::shared_ptr<loader_position> position_;
+  std::uint64_t generation_;
   std::optional<batch_type> current_;
   std::thread worker_;
   std::mutex mutex_;
@@ -580,7 +610,8 @@ class loader_epoch {
 /// `transform`, when given, maps every batch (on the worker thread with prefetch; an exception it
 /// or the batching throws is rethrown by the loop at that batch). The worker is joined when the
 /// loop ends, breaks or throws. The loader copies the dataset's tensor handles: changes to their
-/// values show in later batches.
+/// values show in later batches. state_dict() / load_state_dict() save and restore the position
+/// (epoch and batch, also in the middle of a loop) to resume a run.
 template <class Dataset>
 class DataLoader {
  public:
@@ -622,18 +653,60 @@ class DataLoader {
   }
   /// The epoch the next loop runs (0 first; each begin() takes one).
   std::int64_t epoch() const { return epoch_; }
-  /// Sets the epoch of the next loop (to resume a run, or to replay an epoch's order).
-  void set_epoch(std::int64_t e) { epoch_ = e; }
+  /// Sets the epoch of the next loop (to resume a run, or to replay an epoch's order); the loop
+  /// starts at the epoch's first batch.
+  void set_epoch(std::int64_t e) {
+    epoch_ = e;
+    resume_at_ = 0;
+  }
+
+  /// Where the loader stands, to resume it (torchdata's StatefulDataLoader): "epoch" and
+  /// "num_yielded" (int64 scalars) are, while a loop runs, its epoch and the batches it has handed
+  /// out (the one in use included), else the epoch the next loop runs and 0; "seed" (the int64 with
+  /// the bits of the uint64 seed), and "batch_size", "dataset_size", "shuffle", "drop_last".
+  tensor_dict state_dict() const {
+    namespace f = tenet::detail;
+    const auto& pos = *position_.p;
+    tensor_dict d;
+    d.insert("epoch", f::int_field(pos.running ? pos.epoch : epoch_));
+    d.insert("num_yielded", f::int_field(pos.running ? pos.yielded : resume_at_));
+    d.insert("seed", f::int_field(static_cast<std::int64_t>(options_.seed)));
+    d.insert("batch_size", f::int_field(options_.batch_size));
+    d.insert("dataset_size", f::int_field(dataset_.size()));
+    d.insert("shuffle", f::flag_field(options_.shuffle));
+    d.insert("drop_last", f::flag_field(options_.drop_last));
+    return d;
+  }
+  /// Restores a state_dict(): the next loop runs the saved epoch from the batch after the last one
+  /// handed out (the batches a loop that was not interrupted gives there, in the same order), the
+  /// loops after it the following epochs; the seed is the saved one. "batch_size", "dataset_size",
+  /// "shuffle" and "drop_last" must be this loader's (they decide what the position means). A
+  /// missing, malformed or unexpected key, or a value that differs, is a value_error naming the
+  /// key; nothing changes when a check fails.
+  void load_state_dict(const tensor_dict& d) {
+    const auto [e, k, seed] = read_state(d);
+    epoch_ = e;
+    resume_at_ = k;
+    options_.seed = seed;
+  }
+  /// The checks of load_state_dict(d) (the same value_error), changing nothing.
+  void check_state_dict(const tensor_dict& d) const { (void)read_state(d); }
 
   /// Starts an epoch: makes (or, with prefetch, waits for) its first batch.
   iterator begin() {
     const std::int64_t n = dataset_.size();
     const std::uint64_t e = static_cast<std::uint64_t>(epoch_++);
+    const std::int64_t first = std::exchange(resume_at_, 0);
     // shuffled from a generator of the loader's own (seed + epoch): the default one does not move
     tenet::Generator g(options_.seed + e);
     Tensor<std::int64_t, shape<dyn>> order = options_.shuffle ? tenet::randperm(n, g) : detail::identity_order(n);
+    auto& pos = *position_.p;
+    ++pos.generation;
+    pos.running = true;
+    pos.epoch = static_cast<std::int64_t>(e);
+    pos.yielded = first;
     iterator it(std::make_unique<detail::loader_epoch<Dataset>>(dataset_, std::move(order), options_.batch_size, len(),
-                                                                transform_, options_.prefetch));
+                                                                transform_, options_.prefetch, first, position_.p));
     ++it;
     return it;
   }
@@ -643,10 +716,41 @@ class DataLoader {
   const loader_options& options() const { return options_; }
 
  private:
+  struct loader_state {
+    std::int64_t epoch, first;
+    std::uint64_t seed;
+  };
+  loader_state read_state(const tensor_dict& d) const {
+    tenet::detail::state_reader r(d, "DataLoader::load_state_dict");
+    const std::int64_t e = r.integer("epoch"), k = r.integer("num_yielded");
+    const auto seed = static_cast<std::uint64_t>(r.integer("seed"));
+    const auto same = [&](const std::string& key, auto saved, auto mine) {
+      const auto text = [](auto v) {
+        if constexpr (std::is_same_v<decltype(v), bool>) return std::string(v ? "true" : "false");
+        else return std::to_string(v);
+      };
+      if (saved != mine)
+        r.fail("\"" + key + "\" is " + text(saved) + " in the state, " + text(mine) +
+               " in this loader (the saved position would mean other batches here)");
+    };
+    same("batch_size", r.integer("batch_size"), options_.batch_size);
+    same("dataset_size", r.integer("dataset_size"), dataset_.size());
+    same("shuffle", r.flag("shuffle"), options_.shuffle);
+    same("drop_last", r.flag("drop_last"), options_.drop_last);
+    if (e < 0) r.fail("\"epoch\" must be non-negative, got " + std::to_string(e));
+    if (k < 0 || k > len())
+      r.fail("\"num_yielded\" must lie in [0, " + std::to_string(len()) + "] (the batches of an epoch), got " +
+             std::to_string(k));
+    r.finish();
+    return {e, k, seed};
+  }
+
   Dataset dataset_;
   loader_options options_;
   transform_type transform_;
   std::int64_t epoch_ = 0;
+  std::int64_t resume_at_ = 0;  // the first batch of the next loop (a resumed epoch's)
+  detail::loader_position_handle position_;
 };
 
 }  // namespace data

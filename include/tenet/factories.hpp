@@ -215,6 +215,9 @@ inline random_fill reserve_draw(random_fill::kind_t kind, std::int64_t n) {
 /// torch.Generator: a Philox stream of its own (a seed and an offset), for draws that must not
 /// move the default generator's stream: `tenet::Generator g(seed); randperm(n, g);`.
 using Generator = detail::generator;
+/// The generator that manual_seed seeds and tenet's random ops draw from (torch.default_generator):
+/// its state() / set_state() save and restore the stream (training_state does).
+inline Generator& default_generator() { return detail::default_generator(); }
 
 namespace detail {
 /// randperm's values from n uniform draws of the stream at `draw` (Fisher-Yates).

@@ -37,6 +37,7 @@
 #include <tenet/tensor_dict.hpp>
 #include <tenet/tensor.hpp>
 #include <tenet/threads.hpp>
+#include <tenet/training_state.hpp>
 
 #include <tenet/backend/evaluate.hpp>
 #include <tenet/join.hpp>

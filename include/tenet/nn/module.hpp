@@ -616,6 +616,16 @@ class Module {
   /// Returns the missing and unexpected keys (both empty when strict).
   std::pair<std::vector<std::string>, std::vector<std::string>> load_state_dict(const tensor_dict& d,
                                                                                 bool strict = true) {
+    auto result = check_state_dict(d, strict);
+    std::vector<std::pair<std::string, tensor_ref>> all;
+    collect(all, "", true, nullptr, true);
+    for (auto& [n, r] : all)
+      if (const any_tensor* v = d.find(n)) r.slot().load(*v, n);
+    return result;
+  }
+  /// The checks of load_state_dict(d, strict) (the same errors) and its result, copying nothing.
+  std::pair<std::vector<std::string>, std::vector<std::string>> check_state_dict(const tensor_dict& d,
+                                                                                 bool strict = true) const {
     std::vector<std::pair<std::string, tensor_ref>> all;
     collect(all, "", true, nullptr, true);
     std::vector<std::string> missing, unexpected;
@@ -645,8 +655,6 @@ class Module {
                           tenet::detail::sizes_text(v->sizes()) + " from the state_dict, the module's tensor has "
                           "sizes " + tenet::detail::sizes_text(r.sizes()));
     }
-    for (auto& [n, r] : all)
-      if (const any_tensor* v = d.find(n)) r.slot().load(*v, n);
     return {missing, unexpected};
   }
 

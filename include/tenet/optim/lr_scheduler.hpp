@@ -9,11 +9,14 @@
 //   for (...) { ...; opt.step(); sched.step(); }
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <numbers>
 #include <string>
+#include <vector>
 
 #include <tenet/error.hpp>
 #include <tenet/optim/optimizers.hpp>
+#include <tenet/tensor_dict.hpp>  // and detail::state_reader, int_field ...: the state_dicts
 
 namespace tenet::optim {
 
@@ -36,47 +39,30 @@ class LRScheduler {
   std::int64_t last_epoch() const { return last_epoch_; }
   double base_lr() const { return base_lr_; }
 
-  /// torch's scheduler.state_dict(), its counters and learning rates by torch's names ("last_epoch",
-  /// "_step_count", "base_lrs.0", "_last_lr.0"; float64 scalars). The hyperparameters are the
-  /// constructor's: resume by constructing the scheduler as before, then loading the optimizer's
-  /// state (which holds its current learning rate) and this one.
+  /// The scheduler's class name ("StepLR", ...), as torch's.
+  virtual const char* name() const = 0;
+
+  /// torch's scheduler.state_dict(): "last_epoch" and "_step_count" (int64 scalars), "base_lrs.0"
+  /// and "_last_lr.0" (float64; torch's lists, one entry per parameter group), then the
+  /// scheduler's own fields by torch's names (StepLR's "step_size", "gamma", ...; int64, float64,
+  /// bool scalars, a string as the uint8 tensor of its bytes).
   tensor_dict state_dict() const {
     tensor_dict d;
-    d.insert("last_epoch", number(static_cast<double>(last_epoch_)));
-    d.insert("_step_count", number(static_cast<double>(last_epoch_ + 1)));
-    d.insert("base_lrs.0", number(base_lr_));
-    d.insert("_last_lr.0", number(last_lr_));
+    d.insert("last_epoch", tenet::detail::int_field(last_epoch_));
+    d.insert("_step_count", tenet::detail::int_field(last_epoch_ + 1));
+    d.insert("base_lrs.0", tenet::detail::real_field(base_lr_));
+    d.insert("_last_lr.0", tenet::detail::real_field(last_lr_));
+    save_fields(d);
     return d;
   }
-  /// Restores a state_dict() of a scheduler (value_error naming a missing, unknown or malformed key;
-  /// nothing changes when a check fails). Does not touch the optimizer's learning rate.
-  void load_state_dict(const tensor_dict& d) {
-    const auto fail = [](const std::string& why) {
-      throw value_error("tenet: optim::LRScheduler::load_state_dict: " + why);
-    };
-    for (const auto& [key, t] : d)
-      if (key != "last_epoch" && key != "_step_count" && key != "base_lrs.0" && key != "_last_lr.0")
-        fail("unexpected key \"" + key + "\"");
-    const auto get = [&](const char* key) {
-      const any_tensor* t = d.find(key);
-      if (!t) fail(std::string("missing key \"") + key + "\"");
-      if (t->numel() != 1 || (t->scalar_type() != dtype::float64 && t->scalar_type() != dtype::int64))
-        fail(std::string("\"") + key + "\" must be a float64 or int64 scalar");
-      if (t->scalar_type() == dtype::int64) {
-        std::int64_t v = 0;
-        t->copy_to_host(&v);
-        return static_cast<double>(v);
-      }
-      double v = 0;
-      t->copy_to_host(&v);
-      return v;
-    };
-    const double epoch = get("last_epoch"), base = get("base_lrs.0"), last = get("_last_lr.0");
-    if (!(epoch >= -1) || epoch != std::floor(epoch)) fail("\"last_epoch\" must be an integer of at least -1");
-    last_epoch_ = static_cast<std::int64_t>(epoch);
-    base_lr_ = base;
-    last_lr_ = last;
-  }
+  /// Restores a state_dict() of a scheduler of the same class, hyperparameters included (as torch's
+  /// load_state_dict), so that the next step() gives the learning rate the saved run's next step
+  /// gave, once the optimizer's state (which holds the current learning rate) is loaded too. A
+  /// missing, unexpected or malformed key, or a value the constructor would refuse, is a
+  /// value_error naming the key; nothing changes when a check fails. Does not touch the optimizer.
+  void load_state_dict(const tensor_dict& d) { stage(d)(); }
+  /// The checks of load_state_dict(d) (the same value_error), changing nothing.
+  void check_state_dict(const tensor_dict& d) const { (void)const_cast<LRScheduler*>(this)->stage(d); }
 
  protected:
   /// torch's _initial_step: called at the end of each derived constructor.
@@ -89,10 +75,14 @@ class LRScheduler {
   virtual double get_lr() = 0;
   double current() const { return opt_.lr(); }
 
-  static any_tensor number(double v) {
-    Tensor<double, shape<>> t(sizes_t<0>{});
-    t.fill_(v);
-    return any_tensor(t);
+  /// Adds the scheduler's own fields to its state_dict.
+  virtual void save_fields(tensor_dict& d) const = 0;
+  /// Reads and checks the own fields (through r, which names the key in its errors) without
+  /// changing anything; returns what applies them (it must not throw).
+  virtual std::function<void()> read_fields(tenet::detail::state_reader& r) = 0;
+  /// value_error "<Name>::load_state_dict: "<key>" ..." unless ok.
+  void require(tenet::detail::state_reader& r, bool ok, const std::string& key, const std::string& rule) const {
+    if (!ok) r.fail("\"" + key + "\" " + rule);
   }
 
   Optimizer& opt_;
@@ -100,6 +90,24 @@ class LRScheduler {
   double last_lr_ = 0;
   std::int64_t last_epoch_ = -1;
   bool initial_ = false;
+
+ private:
+  /// Reads and checks every field of d; returns the function that applies them.
+  std::function<void()> stage(const tensor_dict& d) {
+    tenet::detail::state_reader r(d, std::string("optim::") + name() + "::load_state_dict");
+    const std::int64_t epoch = r.integer("last_epoch");
+    require(r, epoch >= -1, "last_epoch", "must be at least -1, got " + std::to_string(epoch));
+    (void)r.integer("_step_count");  // torch's count of step() calls (last_epoch + 1 here)
+    const double base = r.real("base_lrs.0"), last = r.real("_last_lr.0");
+    std::function<void()> own = read_fields(r);
+    r.finish();
+    return [this, epoch, base, last, own = std::move(own)] {
+      last_epoch_ = epoch;
+      base_lr_ = base;
+      last_lr_ = last;
+      own();
+    };
+  }
 };
 
 /// lr = base_lr * gamma^floor(epoch / step_size).
@@ -114,6 +122,20 @@ class StepLR final : public LRScheduler {
   double get_lr() override {
     if (last_epoch_ == 0 || last_epoch_ % step_size_ != 0) return current();
     return current() * gamma_;
+  }
+ public:
+  const char* name() const override { return "StepLR"; }
+
+ protected:
+  void save_fields(tensor_dict& d) const override {
+    d.insert("step_size", tenet::detail::int_field(step_size_));
+    d.insert("gamma", tenet::detail::real_field(gamma_));
+  }
+  std::function<void()> read_fields(tenet::detail::state_reader& r) override {
+    const std::int64_t step_size = r.integer("step_size");
+    require(r, step_size > 0, "step_size", "must be positive, got " + std::to_string(step_size));
+    const double gamma = r.real("gamma");
+    return [this, step_size, gamma] { step_size_ = step_size, gamma_ = gamma; };
   }
 
  private:
@@ -138,6 +160,20 @@ class CosineAnnealingLR final : public LRScheduler {
     if ((last_epoch_ - 1 - t_max_) % (2 * t_max_) == 0)
       return current() + (base_lr_ - eta_min_) * (1 - std::cos(pi / t)) / 2;
     return (1 + std::cos(pi * e / t)) / (1 + std::cos(pi * (e - 1) / t)) * (current() - eta_min_) + eta_min_;
+  }
+ public:
+  const char* name() const override { return "CosineAnnealingLR"; }
+
+ protected:
+  void save_fields(tensor_dict& d) const override {
+    d.insert("T_max", tenet::detail::int_field(t_max_));
+    d.insert("eta_min", tenet::detail::real_field(eta_min_));
+  }
+  std::function<void()> read_fields(tenet::detail::state_reader& r) override {
+    const std::int64_t t_max = r.integer("T_max");
+    require(r, t_max > 0, "T_max", "must be positive, got " + std::to_string(t_max));
+    const double eta_min = r.real("eta_min");
+    return [this, t_max, eta_min] { t_max_ = t_max, eta_min_ = eta_min; };
   }
 
  private:
@@ -166,6 +202,22 @@ class LinearLR final : public LRScheduler {
     if (initial_ || last_epoch_ > total_) return current();
     return current() * (1.0 + (end_ - start_) / (static_cast<double>(total_) * start_ +
                                                  static_cast<double>(last_epoch_ - 1) * (end_ - start_)));
+  }
+ public:
+  const char* name() const override { return "LinearLR"; }
+
+ protected:
+  void save_fields(tensor_dict& d) const override {
+    d.insert("start_factor", tenet::detail::real_field(start_));
+    d.insert("end_factor", tenet::detail::real_field(end_));
+    d.insert("total_iters", tenet::detail::int_field(total_));
+  }
+  std::function<void()> read_fields(tenet::detail::state_reader& r) override {
+    const double start = r.real("start_factor"), end = r.real("end_factor");
+    require(r, start > 0 && start <= 1, "start_factor", "must lie in (0, 1], got " + std::to_string(start));
+    require(r, end >= 0 && end <= 1, "end_factor", "must lie in [0, 1], got " + std::to_string(end));
+    const std::int64_t total = r.integer("total_iters");
+    return [this, start, end, total] { start_ = start, end_ = end, total_ = total; };
   }
 
  private:
@@ -222,8 +274,57 @@ class OneCycleLR final : public LRScheduler {
     }
     return lr;
   }
+ public:
+  const char* name() const override { return "OneCycleLR"; }
+
+ protected:
+  /// torch's fields; each of torch's _schedule_phases names the optimizer's param_group entries
+  /// ('initial_lr', 'max_lr', ...) for its learning rates and momenta, which tenet's optimizers do
+  /// not keep: tenet's phases hold the values.
+  void save_fields(tensor_dict& d) const override {
+    namespace f = tenet::detail;
+    d.insert("total_steps", f::int_field(total_));
+    for (std::size_t i = 0; i < phases_.size(); ++i) {
+      const std::string pre = "_schedule_phases." + std::to_string(i) + ".";
+      d.insert(pre + "end_step", f::real_field(phases_[i].end_step));
+      d.insert(pre + "start_lr", f::real_field(phases_[i].start_lr));
+      d.insert(pre + "end_lr", f::real_field(phases_[i].end_lr));
+      d.insert(pre + "start_momentum", f::real_field(phases_[i].start_m));
+      d.insert(pre + "end_momentum", f::real_field(phases_[i].end_m));
+    }
+    d.insert("_anneal_func_type", f::text_field(o_.anneal == anneal_strategy::cos ? "cos" : "linear"));
+    d.insert("cycle_momentum", f::flag_field(o_.cycle_momentum));
+    d.insert("use_beta1", f::flag_field(uses_beta1()));
+  }
+  std::function<void()> read_fields(tenet::detail::state_reader& r) override {
+    const std::int64_t total = r.integer("total_steps");
+    require(r, total > 0, "total_steps", "must be positive, got " + std::to_string(total));
+    std::vector<phase> phases;
+    while (phases.size() < 3 && r.has("_schedule_phases." + std::to_string(phases.size()) + ".end_step")) {
+      const std::string pre = "_schedule_phases." + std::to_string(phases.size()) + ".";
+      phases.push_back({r.real(pre + "end_step"), r.real(pre + "start_lr"), r.real(pre + "end_lr"),
+                        r.real(pre + "start_momentum"), r.real(pre + "end_momentum")});
+    }
+    if (phases.size() < 2) (void)r.real("_schedule_phases." + std::to_string(phases.size()) + ".end_step");  // names it
+    const std::string anneal = r.text("_anneal_func_type");
+    require(r, anneal == "cos" || anneal == "linear", "_anneal_func_type", "must be \"cos\" or \"linear\", got \"" + anneal + "\"");
+    const bool cycle = r.flag("cycle_momentum");
+    require(r, !cycle || opt_.has_momentum(), "cycle_momentum",
+            std::string("is true, but the optimizer ") + opt_.name() + " has no momentum or beta1 to cycle");
+    const bool beta1 = r.flag("use_beta1");
+    require(r, !cycle || beta1 == uses_beta1(), "use_beta1",
+            std::string("is ") + (beta1 ? "true" : "false") + ", but the optimizer " + opt_.name() +
+                (uses_beta1() ? " cycles beta1" : " cycles its momentum"));
+    return [this, total, phases = std::move(phases), anneal, cycle] {
+      total_ = total;
+      phases_ = phases;
+      o_.anneal = anneal == "cos" ? anneal_strategy::cos : anneal_strategy::linear;
+      o_.cycle_momentum = cycle;
+    };
+  }
 
  private:
+  bool uses_beta1() const { return std::string(opt_.name()).starts_with("Adam"); }
   struct phase {
     double end_step, start_lr, end_lr, start_m, end_m;
   };

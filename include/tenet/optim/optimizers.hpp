@@ -235,7 +235,38 @@ class Optimizer {
   /// the buffers, steps and hyperparameters. value_error on an unknown or missing key, a parameter
   /// index out of range, or a buffer whose dtype or sizes differ from its parameter's; nothing
   /// changes when a check fails.
-  void load_state_dict(const tensor_dict& d) {
+  void load_state_dict(const tensor_dict& d) { commit(stage(d)); }
+  /// The checks of load_state_dict(d) (the same value_error), changing nothing.
+  void check_state_dict(const tensor_dict& d) const { (void)stage(d); }
+
+ protected:
+  struct param_state {
+    bool initialized = false;
+    double step = 0;
+    std::vector<std::pair<std::string, any_tensor>> buffers;
+  };
+  /// Updates parameter i (n elements at p) with its gradient g.
+  virtual void update(std::size_t i, float* p, const float* g, std::int64_t n) = 0;
+  virtual void update(std::size_t i, double* p, const double* g, std::int64_t n) = 0;
+  virtual void update(std::size_t i, bfloat16* p, const bfloat16* g, std::int64_t n) = 0;
+  virtual void update(std::size_t i, float16* p, const float16* g, std::int64_t n) = 0;
+  /// The names of the numeric hyperparameters (not lr) with their storage.
+  virtual std::vector<std::pair<std::string, double*>> hyperparameters() const = 0;
+  /// Every state buffer name the optimizer may keep for a parameter (with the current options).
+  virtual std::vector<std::string> buffer_names() const = 0;
+  /// True when a loaded state holds every buffer the current options need.
+  virtual bool complete(const param_state& s) const {
+    for (const auto& n : buffer_names())
+      if (!find(s, n)) return false;
+    return true;
+  }
+  /// A state_dict read and checked, not yet applied: load_state_dict = commit(stage(d)).
+  struct staged_state {
+    std::vector<param_state> states;  // buffers as given (commit copies them to the parameters' devices)
+    std::vector<std::pair<double*, double>> hyper;
+    double lr, initial_lr;
+  };
+  staged_state stage(const tensor_dict& d) const {
     std::vector<param_state> fresh(params_.size());
     auto fail = [&](const std::string& why) {
       throw value_error(std::string("tenet: optim::") + name_ + "::load_state_dict: " + why);
@@ -303,10 +334,7 @@ class Optimizer {
         fail("\"" + key + "\" is " + (t.defined() ? std::string(tenet::name(t.scalar_type())) : "undefined") + " " +
              tenet::detail::sizes_text(t.sizes()) + ", its parameter " + tenet::name(params_[idx].scalar_type()) +
              " " + tenet::detail::sizes_text(params_[idx].sizes()));
-      // a copy on the parameter's device (a state saved from a CUDA model and loaded from a file is
-      // on the host; its update kernel reads it on the device)
-      const device pd = params_[idx].device();
-      s.buffers.emplace_back(buf, t.device() == pd ? t.clone() : t.to(pd));
+      s.buffers.emplace_back(buf, t);
     }
     if (!saw_lr) fail("missing key \"param_groups.0.lr\"");
     for (auto& [n, v] : hyper) {
@@ -318,32 +346,20 @@ class Optimizer {
       if (fresh[i].initialized && !complete(fresh[i]))
         fail("the state of parameter " + std::to_string(i) + " lacks a buffer (" + name_ + " keeps " +
              list(buffer_names()) + ")");
-    state_ = std::move(fresh);
-    for (auto& [p, x] : new_hyper) *p = x;
-    lr_ = new_lr;
-    initial_lr = new_initial;
+    return {std::move(fresh), std::move(new_hyper), new_lr, new_initial};
   }
-
- protected:
-  struct param_state {
-    bool initialized = false;
-    double step = 0;
-    std::vector<std::pair<std::string, any_tensor>> buffers;
-  };
-  /// Updates parameter i (n elements at p) with its gradient g.
-  virtual void update(std::size_t i, float* p, const float* g, std::int64_t n) = 0;
-  virtual void update(std::size_t i, double* p, const double* g, std::int64_t n) = 0;
-  virtual void update(std::size_t i, bfloat16* p, const bfloat16* g, std::int64_t n) = 0;
-  virtual void update(std::size_t i, float16* p, const float16* g, std::int64_t n) = 0;
-  /// The names of the numeric hyperparameters (not lr) with their storage.
-  virtual std::vector<std::pair<std::string, double*>> hyperparameters() const = 0;
-  /// Every state buffer name the optimizer may keep for a parameter (with the current options).
-  virtual std::vector<std::string> buffer_names() const = 0;
-  /// True when a loaded state holds every buffer the current options need.
-  virtual bool complete(const param_state& s) const {
-    for (const auto& n : buffer_names())
-      if (!find(s, n)) return false;
-    return true;
+  void commit(staged_state st) {
+    for (std::size_t i = 0; i < st.states.size(); ++i)
+      for (auto& [n, t] : st.states[i].buffers) {
+        // a copy on the parameter's device (a state saved from a CUDA model and loaded from a file is
+        // on the host; its update kernel reads it on the device)
+        const device pd = params_[i].device();
+        t = t.device() == pd ? t.clone() : t.to(pd);
+      }
+    state_ = std::move(st.states);
+    for (auto& [p, x] : st.hyper) *p = x;
+    lr_ = st.lr;
+    initial_lr = st.initial_lr;
   }
   virtual bool has_step() const { return true; }
   /// True when update() handles parameters on a device (SGD, Adam, AdamW: autograd/device.hpp).
