@@ -31,11 +31,7 @@ struct MLP : nn::Module {
   nn::Linear<64, 128> fc1;
   nn::Dropout drop{0.1};
   nn::Linear<128, 10> fc2;
-  MLP() {
-    register_module("fc1", fc1);
-    register_module("drop", drop);
-    register_module("fc2", fc2);
-  }
+  TENET_MODULE(fc1, drop, fc2);
   template <Expression X>
   auto operator()(const X& x) const {
     return fc2(drop(relu(fc1(x))));
@@ -142,8 +138,11 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
 
   // the data: written as .npy files by tenet, read back with their dtype and shape checked
-  const std::string x_path = "train_resume_x.npy", y_path = "train_resume_y.npy";
-  const std::string checkpoint = "train_resume.safetensors";
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string tag = std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  const std::string x_path = (dir / ("train_resume_x_" + tag + ".npy")).string();
+  const std::string y_path = (dir / ("train_resume_y_" + tag + ".npy")).string();
+  const std::string checkpoint = (dir / ("train_resume_" + tag + ".safetensors")).string();
   write_npy(txt, x_path, y_path);
   const auto x = data::load_npy<float, shape<dyn, 64>>(x_path);
   const auto y = data::load_npy<std::int64_t, shape<dyn>>(y_path);
