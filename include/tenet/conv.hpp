@@ -59,12 +59,34 @@ struct scales2 {
   constexpr scales2(double a, double b) : v{a, b} {}
 };
 
+/// An optional value that can be part of a template argument (std::optional is not a structural
+/// type, so options holding one could not be): empty (`has` false), or holding `held`. Reads as
+/// std::optional: `if (m)`, `*m`, `m == v`, `m.value_or(d)`.
+template <class T>
+struct maybe {
+  bool has = false;
+  T held{};
+  constexpr maybe() = default;
+  constexpr maybe(std::nullopt_t) {}            // NOLINT: implicit, as std::optional's
+  constexpr maybe(T v) : has(true), held(v) {}  // NOLINT
+  constexpr explicit operator bool() const { return has; }
+  constexpr bool has_value() const { return has; }
+  constexpr const T& operator*() const { return held; }
+  constexpr T value_or(T d) const { return has ? held : d; }
+  friend constexpr bool operator==(const maybe& m, const T& v) { return m.has && m.held == v; }
+};
+
 /// conv padding as a string in torch: "same" (output size = input size, stride 1) or "valid" (none).
 enum class conv_padding { same, valid };
 template <std::size_t N>
 struct conv_pad : ints<N> {
-  std::optional<conv_padding> mode;
-  using ints<N>::ints;
+  maybe<conv_padding> mode;
+  // (ints' constructors written out, not inherited: GCC 12 does not define an inherited constructor
+  // in time for a template argument given in a template, "used before its definition")
+  constexpr conv_pad(std::int64_t x) : ints<N>(x) {}  // NOLINT: implicit on purpose
+  template <std::integral... I>
+    requires(sizeof...(I) == N && N > 1)
+  constexpr conv_pad(I... i) : ints<N>(i...) {}  // NOLINT
   constexpr conv_pad() = default;
   constexpr conv_pad(conv_padding m) : mode(m) {}  // NOLINT
 };
@@ -96,7 +118,7 @@ struct avg_pool2d_options {
   ints<2> padding = 0;
   bool ceil_mode = false;
   bool count_include_pad = true;
-  std::optional<std::int64_t> divisor_override{};
+  maybe<std::int64_t> divisor_override{};
 };
 enum class interpolate_mode { nearest, bilinear };
 struct interpolate_options {
