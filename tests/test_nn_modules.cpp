@@ -257,6 +257,42 @@ TEST_CASE("nn: convolution and pooling modules against torch") {
   }
 }
 
+TEST_CASE("nn: static-option conv and pool modules: the run-time ones' values and gradients, exactly") {
+  // the static shapes are views (reshape_ to the same sizes): the forward and the backward run the
+  // same kernels as with run-time options
+  manual_seed(37);
+  nn::Conv2d<2, 4, 3, conv2d_options{.stride = 2, .padding = 1}> cs;
+  nn::StaticMaxPool2d<2, max_pool2d_options{.stride = 1}> ps;
+  nn::StaticAvgPool2d<2, avg_pool2d_options{.ceil_mode = true}> as;
+  nn::Conv2d<2, 4, 3> cr({.stride = 2, .padding = 1});
+  {
+    no_grad guard;
+    cr.weight.copy_(cs.weight);
+    cr.bias.copy_(cs.bias);
+  }
+  const Tensor<float, shape<dyn, 2, 9, 9>> x0 = randn<float, shape<dyn, 2, 9, 9>>(2);
+  Tensor<float, shape<dyn, 2, 9, 9>> xs = x0.clone(), xr = x0.clone();
+  xs.requires_grad_();
+  xr.requires_grad_();
+  const Tensor<float, shape<dyn, 4, 2, 2>> ys = as(ps(relu(cs(xs))));
+  const Tensor<float, dyn_shape<4>> yr = avg_pool2d(max_pool2d(relu(cr(xr)), 2, {.stride = 1}), 2, {.ceil_mode = true});
+  const auto seed = randn<float, dyn_shape<4>>(2, 4, 2, 2);
+  ys.backward(seed);
+  yr.backward(seed);
+  auto same = [](const auto& a, const auto& b) {
+    const auto ac = a.contiguous();
+    const auto bc = b.contiguous();
+    if (ac.sizes() != bc.sizes()) return false;
+    for (std::int64_t i = 0; i < ac.numel(); ++i)
+      if (ac.data()[i] != bc.data()[i]) return false;
+    return true;
+  };
+  CHECK(same(ys, yr));
+  CHECK(same(xs.grad(), xr.grad()));
+  CHECK(same(cs.weight.grad(), cr.weight.grad()));
+  CHECK(same(cs.bias.grad(), cr.bias.grad()));
+}
+
 TEST_CASE("nn: Sequential and activation modules against torch") {
   {
     nn::Sequential<nn::Linear<4, 8>, nn::GELU<>, nn::Linear<8, 3>, nn::LogSoftmax<1>> m;

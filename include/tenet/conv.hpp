@@ -15,8 +15,10 @@
 //   pad               constant: one pad_; reflect/replicate: slices (flipped / expanded) put side by
 //                     side with pad_ + add
 //   flip, roll        slice_ with step -1; two slices put side by side
-// Sizes and options are run-time values, so results have run-time extents (dyn) except where
-// noted. Inputs are batched: conv1d (N, C, L), the 2-D ops (N, C, H, W).
+// With options given as run-time values results have run-time extents (dyn) except where noted;
+// given as template arguments (conv2d<conv2d_options{...}>(x, w), max_pool2d<2>(x),
+// adaptive_avg_pool2d<1>(x)) the output extents are static where the input's are, computed on
+// types by torch's rule. Inputs are batched: conv1d (N, C, L), the 2-D ops (N, C, H, W).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -59,16 +61,42 @@ struct scales2 {
   constexpr scales2(double a, double b) : v{a, b} {}
 };
 
+/// An optional value that can be part of a template argument (std::optional is not a structural
+/// type, so options holding one could not be): empty (`has` false), or holding `held`. Reads as
+/// std::optional: `if (m)`, `*m`, `m == v`, `m.value_or(d)`.
+template <class T>
+struct maybe {
+  bool has = false;
+  T held{};
+  constexpr maybe() = default;
+  constexpr maybe(std::nullopt_t) {}            // NOLINT: implicit, as std::optional's
+  constexpr maybe(T v) : has(true), held(v) {}  // NOLINT
+  constexpr explicit operator bool() const { return has; }
+  constexpr bool has_value() const { return has; }
+  constexpr const T& operator*() const { return held; }
+  constexpr T value_or(T d) const { return has ? held : d; }
+  friend constexpr bool operator==(const maybe& m, const T& v) { return m.has && m.held == v; }
+};
+
 /// conv padding as a string in torch: "same" (output size = input size, stride 1) or "valid" (none).
 enum class conv_padding { same, valid };
 template <std::size_t N>
 struct conv_pad : ints<N> {
-  std::optional<conv_padding> mode;
-  using ints<N>::ints;
+  maybe<conv_padding> mode;
+  // (ints' constructors written out, not inherited: GCC 12 does not define an inherited constructor
+  // in time for a template argument given in a template, "used before its definition")
+  constexpr conv_pad(std::int64_t x) : ints<N>(x) {}  // NOLINT: implicit on purpose
+  template <std::integral... I>
+    requires(sizeof...(I) == N && N > 1)
+  constexpr conv_pad(I... i) : ints<N>(i...) {}  // NOLINT
   constexpr conv_pad() = default;
   constexpr conv_pad(conv_padding m) : mode(m) {}  // NOLINT
 };
 
+/// conv1d's and conv2d's options. Like the pooling options below, a structural type: given as a
+/// template argument (`conv2d<conv2d_options{.stride = 2, .padding = 1}>(x, w)`, `nn::Conv2d<1, 8, 3,
+/// conv2d_options{.padding = 1}>`) they are known to the compiler, and so are the output extents of
+/// an input whose spatial extents are static ("Static shapes through CNNs" in docs/ops.md).
 template <std::size_t N>
 struct conv_options {
   ints<N> stride = 1;
@@ -96,7 +124,7 @@ struct avg_pool2d_options {
   ints<2> padding = 0;
   bool ceil_mode = false;
   bool count_include_pad = true;
-  std::optional<std::int64_t> divisor_override{};
+  maybe<std::int64_t> divisor_override{};
 };
 enum class interpolate_mode { nearest, bilinear };
 struct interpolate_options {
@@ -120,6 +148,177 @@ constexpr void check_conv_dtype(const char* what) {
                                   "torch on the CPU); convert with .to<float>()");
 }
 
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// Static output extents. With options given as a template argument and an input whose spatial
+// extents are static, a window op's output extents are computed here, on types, by torch's rule;
+// the op is built as with run-time options and its result given that shape by a reshape_ to its
+// own sizes (a view on every backend; check_sizes_match holds the two computations equal, so a
+// disagreement would be a shape_error, never a wrong extent).
+namespace compile_error {
+template <class InputShape, class Dim, class Extents>
+struct window_larger_than_input {
+  static_assert(always_false<InputShape>,
+                "tenet: a convolution or pooling output extent would not be positive: in "
+                "'window_larger_than_input<input shape, dim<d>, extents<window, padded input extent>>' above, the "
+                "window (dilation * (kernel size - 1) + 1) is larger than the input's extent d plus its padding; "
+                "use a smaller kernel or dilation, more padding, or a larger input");
+};
+template <class InputShape, class WeightShape, class Extents>
+struct conv_channel_mismatch {
+  static_assert(always_false<InputShape>,
+                "tenet: convolution channel mismatch in 'conv_channel_mismatch<input shape, weight shape, "
+                "extents<input channels, weight dim 1 * groups>>' above: the input's dim 1 must equal the weight's "
+                "dim 1 times groups");
+};
+}  // namespace compile_error
+
+namespace detail {
+
+/// The geometry of a window op along N spatial dims, all static; kernel -1 where it is known at
+/// run time only (a weight with run-time extents).
+template <std::size_t N>
+struct window_spec {
+  std::array<std::int64_t, N> kernel{}, stride{}, pad_low{}, pad_high{}, dilation{};
+  bool ceil_mode = false;
+};
+
+/// torch's output extent of a window op: floor((n + lo + hi - span) / s) + 1 with
+/// span = d (k - 1) + 1, or ceil with ceil_mode, where the last window must also start inside
+/// the input or the left padding (it is dropped otherwise). -1 when the window does not fit.
+/// The run-time twins are window_count (decomp/conv.hpp) and plan_pool (below).
+constexpr std::int64_t window_extent(std::int64_t n, std::int64_t k, std::int64_t s, std::int64_t lo,
+                                     std::int64_t hi, std::int64_t d, bool ceil_mode) {
+  const std::int64_t span = d * (k - 1) + 1, num = n + lo + hi - span;
+  if (num < 0) return -1;
+  std::int64_t out = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
+  if (ceil_mode && (out - 1) * s >= n + lo) --out;
+  return out;
+}
+
+/// The result shape (SX's batch, Channels, the N output extents) of a window op with geometry G
+/// over an input of shape SX whose last N dims are spatial; an output extent is static when the
+/// input extent and the kernel are, and a window that does not fit a static input is a compile
+/// error naming the input shape, the dim and both extents.
+template <class SX, auto Channels, std::size_t N, window_spec<N> G>
+struct window_output {
+  static constexpr std::size_t first = SX::rank - N;
+  template <std::size_t I>
+  static constexpr auto extent() {
+    constexpr extent_info in = SX::info[first + I];
+    if constexpr (!in.is_fixed() || G.kernel[I] < 0) {
+      return dyn;
+    } else {
+      constexpr std::int64_t out = window_extent(in.value, G.kernel[I], G.stride[I], G.pad_low[I], G.pad_high[I],
+                                                 G.dilation[I], G.ceil_mode);
+      if constexpr (out < 0) {
+        (void)sizeof(compile_error::window_larger_than_input<
+                     SX, compile_error::dim<static_cast<std::int64_t>(first + I)>,
+                     compile_error::extents<G.dilation[I] * (G.kernel[I] - 1) + 1,
+                                            in.value + G.pad_low[I] + G.pad_high[I]>>);
+        return dyn;
+      } else {
+        return static_cast<int>(out);
+      }
+    }
+  }
+  template <std::size_t... I>
+  static auto make(std::index_sequence<I...>) -> shape<SX::template extent<0>, Channels, extent<I>()...>;
+  using type = decltype(make(std::make_index_sequence<N>{}));
+};
+
+/// Whether every value is positive / in [lo, hi]; for the static_asserts on static options.
+template <std::size_t N>
+constexpr bool all_positive(const ints<N>& v) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (v[i] <= 0) return false;
+  return true;
+}
+
+/// conv's geometry from static options O and a weight of shape SW (O, C/groups, k...), checked:
+/// positive stride and dilation, padding not negative, "same" only with stride 1.
+template <std::size_t N, conv_options<N> O, class SW>
+constexpr window_spec<N> conv_spec() {
+  static_assert(all_positive(O.stride) && all_positive(O.dilation) && O.groups > 0,
+                "tenet: conv: stride, dilation and groups must be positive");
+  static_assert(!(O.padding.mode == conv_padding::same) || [] {
+    for (std::size_t i = 0; i < N; ++i)
+      if (O.stride[i] != 1) return false;
+    return true;
+  }(), "tenet: conv: padding 'same' needs stride 1 (as torch)");
+  static_assert(O.padding.mode || [] {
+    for (std::size_t i = 0; i < N; ++i)
+      if (O.padding[i] < 0) return false;
+    return true;
+  }(), "tenet: conv: negative padding is not supported");
+  window_spec<N> g;
+  for (std::size_t i = 0; i < N; ++i) {
+    const extent_info k = SW::info[SW::rank - N + i];
+    g.kernel[i] = k.is_fixed() ? k.value : -1;
+    g.stride[i] = O.stride[i];
+    g.dilation[i] = O.dilation[i];
+    if (O.padding.mode == conv_padding::same) {
+      const std::int64_t total = k.is_fixed() ? O.dilation[i] * (k.value - 1) : 0;
+      g.pad_low[i] = total / 2;
+      g.pad_high[i] = total - total / 2;
+    } else if (!O.padding.mode) {
+      g.pad_low[i] = g.pad_high[i] = O.padding[i];
+    }
+  }
+  return g;
+}
+
+/// The result shape of conv1d/conv2d<O>(x, w) for x of shape SX (N, C, spatial...) and w of
+/// shape SW (O, C/groups, k...); static channel counts that do not fit are a compile error.
+template <std::size_t N, conv_options<N> O, class SX, class SW>
+struct conv_output {
+  static_assert(SX::rank == N + 2 && SW::rank == N + 2,
+                "tenet: conv needs x (N, C, spatial...) and w (O, C/groups, kernel...) of the same rank");
+  static constexpr bool channels_checked = [] {
+    constexpr extent_info c = SX::info[1], cw = SW::info[1];
+    if constexpr (c.is_fixed() && cw.is_fixed()) {
+      if constexpr (c.value != cw.value * O.groups)
+        (void)sizeof(compile_error::conv_channel_mismatch<
+                     SX, SW, compile_error::extents<c.value, cw.value * O.groups>>);
+    }
+    return true;
+  }();
+  static_assert(channels_checked);
+  using type = typename window_output<SX, SW::template extent<0>, N, conv_spec<N, O, SW>()>::type;
+};
+
+/// A pooling op's geometry from static values (stride 0: the kernel size), checked as torch does.
+template <ints<2> K, ints<2> Stride, ints<2> Padding, ints<2> Dilation, bool CeilMode>
+constexpr window_spec<2> pool_spec() {
+  static_assert(all_positive(K), "tenet: pooling: the kernel size must be positive");
+  static_assert(Stride[0] >= 0 && Stride[1] >= 0, "tenet: pooling: the stride must be positive (0: the kernel size)");
+  static_assert(all_positive(Dilation), "tenet: pooling: the dilation must be positive");
+  static_assert(Padding[0] >= 0 && Padding[1] >= 0 && Padding[0] <= K[0] / 2 && Padding[1] <= K[1] / 2,
+                "tenet: pooling: the padding must be in [0, kernel size / 2] (as torch)");
+  window_spec<2> g;
+  for (std::size_t i = 0; i < 2; ++i) {
+    g.kernel[i] = K[i];
+    g.stride[i] = Stride[i] == 0 ? K[i] : Stride[i];
+    g.pad_low[i] = g.pad_high[i] = Padding[i];
+    g.dilation[i] = Dilation[i];
+  }
+  g.ceil_mode = CeilMode;
+  return g;
+}
+
+/// e with the shape S (the same sizes, with more extents known), checked now: a reshape_ to its
+/// own sizes, which every backend runs as a view (no kernel, no copy); e itself when S is its shape.
+template <class S, class E>
+auto with_static_shape(const E& e, const char* what) {
+  if constexpr (std::is_same_v<S, shape_of<E>>) {
+    return e;
+  } else {
+    const auto s = e.sizes();
+    check_sizes_match<S>(s, what);
+    return make_node(prim::reshape_<S>{s}, e);
+  }
+}
 
 }  // namespace detail
 
@@ -194,22 +393,57 @@ auto conv2d(const X& x, const W& w, const B& bias, const conv2d_options& o = {})
   return detail::add_channel_bias<4>(conv2d(x, w, o), bias, w.sizes()[0], "conv2d");
 }
 
-/// conv1d(x, w[, bias], options): x (N, C, L), w (O, C/groups, k); a conv2d over a height of 1.
-template <Expression X, Expression W>
-auto conv1d(const X& x, const W& w, const conv1d_options& o = {}) {
+/// conv2d<options>(x, w[, bias]): conv2d with options known to the compiler; the output's spatial
+/// extents are static where x's are (and w's kernel extents), so is its channel count where w's is,
+/// and a kernel larger than the padded input or a static channel mismatch is a compile error.
+/// The same kernels and values as conv2d(x, w, options).
+template <conv2d_options O, Expression X, Expression W>
+auto conv2d(const X& x, const W& w) {
+  static_assert(rank_of<X> == 4 && rank_of<W> == 4, "tenet: conv2d needs x (N, C, H, W) and w (O, C/groups, kh, kw)");
+  using S = typename detail::conv_output<2, O, shape_of<X>, shape_of<W>>::type;
+  return detail::with_static_shape<S>(conv2d(x, w, O), "conv2d");
+}
+template <conv2d_options O, Expression X, Expression W, Expression B>
+auto conv2d(const X& x, const W& w, const B& bias) {
+  return detail::add_channel_bias<4>(conv2d<O>(x, w), bias, w.sizes()[0], "conv2d");
+}
+
+namespace detail {
+/// conv1d as a conv2d over a height of 1, its result of shape S3.
+template <class S3, class X, class W>
+auto conv1d_as(const X& x, const W& w, const conv1d_options& o) {
   static_assert(rank_of<X> == 3 && rank_of<W> == 3, "tenet: conv1d needs x (N, C, L) and w (O, C/groups, k)");
-  detail::check_conv_args<X, W>("conv1d");
+  check_conv_args<X, W>("conv1d");
   const auto xs = x.sizes();
   const auto ws = w.sizes();
   auto x4 = make_node(prim::reshape_<dyn_shape<4>>{{xs[0], xs[1], 1, xs[2]}}, x);
   auto w4 = make_node(prim::reshape_<dyn_shape<4>>{{ws[0], ws[1], 1, ws[2]}}, w);
-  auto y = make_node(detail::conv2d_op<1>({ws[2]}, o, "conv1d"), x4, w4);
+  auto y = make_node(conv2d_op<1>({ws[2]}, o, "conv1d"), x4, w4);
   const auto ys = y.sizes();
-  return make_node(prim::reshape_<dyn_shape<3>>{{ys[0], ys[1], ys[3]}}, y);
+  const sizes_t<3> s{ys[0], ys[1], ys[3]};
+  check_sizes_match<S3>(s, "conv1d");
+  return make_node(prim::reshape_<S3>{s}, y);
+}
+}  // namespace detail
+
+/// conv1d(x, w[, bias], options): x (N, C, L), w (O, C/groups, k); a conv2d over a height of 1.
+template <Expression X, Expression W>
+auto conv1d(const X& x, const W& w, const conv1d_options& o = {}) {
+  return detail::conv1d_as<dyn_shape<3>>(x, w, o);
 }
 template <Expression X, Expression W, Expression B>
 auto conv1d(const X& x, const W& w, const B& bias, const conv1d_options& o = {}) {
   return detail::add_channel_bias<3>(conv1d(x, w, o), bias, w.sizes()[0], "conv1d");
+}
+/// conv1d<options>(x, w[, bias]): as conv2d<options>, with static extents where x's and w's are.
+template <conv1d_options O, Expression X, Expression W>
+auto conv1d(const X& x, const W& w) {
+  static_assert(rank_of<X> == 3 && rank_of<W> == 3, "tenet: conv1d needs x (N, C, L) and w (O, C/groups, k)");
+  return detail::conv1d_as<typename detail::conv_output<1, O, shape_of<X>, shape_of<W>>::type>(x, w, O);
+}
+template <conv1d_options O, Expression X, Expression W, Expression B>
+auto conv1d(const X& x, const W& w, const B& bias) {
+  return detail::add_channel_bias<3>(conv1d<O>(x, w), bias, w.sizes()[0], "conv1d");
 }
 
 /// conv_transpose2d(x, w[, bias], {.stride, .padding, .output_padding, .groups, .dilation}):
@@ -321,9 +555,33 @@ auto max_pool2d(const X& x, const ints<2>& kernel, const max_pool2d_options& o =
   return make_node(op, x);
 }
 
-/// avg_pool2d(x, kernel, {.stride = kernel, .padding, .ceil_mode, .count_include_pad = true, .divisor_override}).
-template <Expression X>
-auto avg_pool2d(const X& x, const ints<2>& kernel, const avg_pool2d_options& o = {}) {
+/// max_pool2d<kernel, options>(x): max_pool2d with its geometry known to the compiler; the
+/// output's spatial extents are static where x's are (torch's rule, ceil_mode's included), and a
+/// window larger than the padded input is a compile error. `max_pool2d<2>(x)`,
+/// `max_pool2d<3, max_pool2d_options{.stride = 2, .padding = 1}>(x)`, `max_pool2d<ints<2>{2, 3}>(x)`.
+template <ints<2> K, max_pool2d_options O = max_pool2d_options{}, Expression X>
+auto max_pool2d(const X& x) {
+  static_assert(rank_of<X> == 4, "tenet: max_pool2d needs x (N, C, H, W)");
+  using SX = shape_of<X>;
+  using S = typename detail::window_output<SX, SX::template extent<1>, 2,
+                                           detail::pool_spec<K, O.stride, O.padding, O.dilation, O.ceil_mode>()>::type;
+  return detail::with_static_shape<S>(max_pool2d(x, K, O), "max_pool2d");
+}
+
+namespace detail {
+/// The shape of avg_pool2d's divisors: the output's spatial extents (static ones too: a static 1
+/// against a run-time extent would broadcast to a run-time extent).
+template <class S>
+struct pool_divisor_shape {
+  using type = take_extents_t<S, 2, 4>;
+};
+template <>
+struct pool_divisor_shape<void> {
+  using type = dyn_shape<2>;
+};
+/// avg_pool2d, the window sums given the shape S (void: as they come).
+template <class S, class X>
+auto avg_pool2d_as(const X& x, const ints<2>& kernel, const avg_pool2d_options& o) {
   static_assert(rank_of<X> == 4, "tenet: avg_pool2d needs x (N, C, H, W)");
   using T = value_type_of<X>;
   detail::check_conv_dtype<T>("avg_pool2d");
@@ -333,7 +591,7 @@ auto avg_pool2d(const X& x, const ints<2>& kernel, const avg_pool2d_options& o =
     throw value_error("tenet: avg_pool2d: divisor_override must not be zero");
   // the divisor of each output position (torch's rule: windows clipped to the padded input, then
   // to the input unless count_include_pad)
-  Tensor<T, dyn_shape<2>> divisor(sizes_t<2>{pl.out[0], pl.out[1]}, tenet::cpu);  // host-written, then moved
+  Tensor<T, typename pool_divisor_shape<S>::type> divisor(sizes_t<2>{pl.out[0], pl.out[1]}, tenet::cpu);  // host-written, then moved
   T* dv = divisor.data();
   for (std::int64_t i = 0; i < pl.out[0]; ++i) {
     for (std::int64_t j = 0; j < pl.out[1]; ++j) {
@@ -348,7 +606,27 @@ auto avg_pool2d(const X& x, const ints<2>& kernel, const avg_pool2d_options& o =
     }
   }
   auto sums = make_node(prim::reduce_<prim::sum_kind, false, 4, 5>{}, detail::pool_windows(x, pl, 0.0));
-  return make_node(prim::div_{}, sums, divisor.to(detail::expr_device(x)));
+  if constexpr (std::is_void_v<S>)
+    return make_node(prim::div_{}, sums, divisor.to(detail::expr_device(x)));
+  else
+    return make_node(prim::div_{}, with_static_shape<S>(sums, "avg_pool2d"), divisor.to(detail::expr_device(x)));
+}
+}  // namespace detail
+
+/// avg_pool2d(x, kernel, {.stride = kernel, .padding, .ceil_mode, .count_include_pad = true, .divisor_override}).
+template <Expression X>
+auto avg_pool2d(const X& x, const ints<2>& kernel, const avg_pool2d_options& o = {}) {
+  return detail::avg_pool2d_as<void>(x, kernel, o);
+}
+/// avg_pool2d<kernel, options>(x): as max_pool2d<kernel, options>.
+template <ints<2> K, avg_pool2d_options O = avg_pool2d_options{}, Expression X>
+auto avg_pool2d(const X& x) {
+  static_assert(rank_of<X> == 4, "tenet: avg_pool2d needs x (N, C, H, W)");
+  static_assert(!O.divisor_override || *O.divisor_override != 0, "tenet: avg_pool2d: divisor_override must not be zero");
+  using SX = shape_of<X>;
+  using S = typename detail::window_output<SX, SX::template extent<1>, 2,
+                                           detail::pool_spec<K, O.stride, O.padding, 1, O.ceil_mode>()>::type;
+  return detail::avg_pool2d_as<S>(x, K, O);
 }
 
 namespace detail {
@@ -433,22 +711,18 @@ auto average_windows_along(const X& x, const std::vector<std::int64_t>& start, c
                         make_node(prim::where_{}, mask.to(dev), windows, scalar<T>{T(0)}));
   return make_node(prim::div_{}, sums, weights_along<D>(count, dev));
 }
-}  // namespace detail
 
-/// adaptive_avg_pool2d(x, output_size): output cell i averages input rows
-/// [floor(i H / oh), ceil((i + 1) H / oh)) (likewise for columns), any oh, ow. Each output reads
-/// only its window (a NaN or inf stays in the outputs whose windows hold it, as torch).
-template <Expression X>
-auto adaptive_avg_pool2d(const X& x, const ints<2>& output_size) {
+/// adaptive_avg_pool2d with its result of shape S (void: as it comes).
+template <class S, class X>
+auto adaptive_avg_pool2d_as(const X& x, const ints<2>& output_size) {
   static_assert(rank_of<X> == 4, "tenet: adaptive_avg_pool2d needs x (N, C, H, W)");
   using T = value_type_of<X>;
-  detail::check_conv_dtype<T>("adaptive_avg_pool2d");
+  check_conv_dtype<T>("adaptive_avg_pool2d");
   const auto xs = x.sizes();
   auto windows = [&](std::int64_t n, std::int64_t out) {
     if (out < 0) throw value_error("tenet: adaptive_avg_pool2d: negative output size " + std::to_string(out));
     if (n == 0 && out > 0)
-      throw shape_error("tenet: adaptive_avg_pool2d: cannot pool an empty extent (input sizes " +
-                        detail::sizes_text(xs) + ")");
+      throw shape_error("tenet: adaptive_avg_pool2d: cannot pool an empty extent (input sizes " + sizes_text(xs) + ")");
     std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> w;
     for (std::int64_t i = 0; i < out; ++i) {
       w.first.push_back((i * n) / out);
@@ -458,7 +732,30 @@ auto adaptive_avg_pool2d(const X& x, const ints<2>& output_size) {
   };
   const auto [r0, r1] = windows(xs[2], output_size[0]);
   const auto [c0, c1] = windows(xs[3], output_size[1]);
-  return detail::average_windows_along<2>(detail::average_windows_along<3>(x, c0, c1), r0, r1);
+  auto y = average_windows_along<2>(average_windows_along<3>(x, c0, c1), r0, r1);
+  if constexpr (std::is_void_v<S>)
+    return y;
+  else
+    return with_static_shape<S>(y, "adaptive_avg_pool2d");
+}
+}  // namespace detail
+
+/// adaptive_avg_pool2d(x, output_size): output cell i averages input rows
+/// [floor(i H / oh), ceil((i + 1) H / oh)) (likewise for columns), any oh, ow. Each output reads
+/// only its window (a NaN or inf stays in the outputs whose windows hold it, as torch).
+template <Expression X>
+auto adaptive_avg_pool2d(const X& x, const ints<2>& output_size) {
+  return detail::adaptive_avg_pool2d_as<void>(x, output_size);
+}
+/// adaptive_avg_pool2d<output_size>(x): the output's spatial extents are static (whatever x's are);
+/// `adaptive_avg_pool2d<1>(x)`, `adaptive_avg_pool2d<ints<2>{2, 3}>(x)`.
+template <ints<2> Size, Expression X>
+auto adaptive_avg_pool2d(const X& x) {
+  static_assert(rank_of<X> == 4, "tenet: adaptive_avg_pool2d needs x (N, C, H, W)");
+  static_assert(Size[0] >= 0 && Size[1] >= 0, "tenet: adaptive_avg_pool2d: the output size must not be negative");
+  using SX = shape_of<X>;
+  using S = shape<SX::template extent<0>, SX::template extent<1>, static_cast<int>(Size[0]), static_cast<int>(Size[1])>;
+  return detail::adaptive_avg_pool2d_as<S>(x, Size);
 }
 
 /// interpolate(x, {.size | .scale_factor, .mode = nearest | bilinear, .align_corners}) for x (N, C, H, W),
