@@ -49,6 +49,10 @@ struct ints {
   std::array<std::int64_t, N> v{};
   constexpr ints() = default;
   constexpr ints(std::int64_t x) { v.fill(x); }  // NOLINT: implicit on purpose
+  // The member-wise constructors of ints, maybe and conv_pad are for nvcc: its front end writes a
+  // class-type template argument back out as the braced list of its members ({{{1, 1}}} for an
+  // ints<2>), which the host compiler accepts only through such a constructor.
+  constexpr ints(const std::array<std::int64_t, N>& a) : v(a) {}  // NOLINT
   template <std::integral... I>
     requires(sizeof...(I) == N && N > 1)
   constexpr ints(I... i) : v{static_cast<std::int64_t>(i)...} {}  // NOLINT
@@ -71,6 +75,7 @@ struct maybe {
   constexpr maybe() = default;
   constexpr maybe(std::nullopt_t) {}            // NOLINT: implicit, as std::optional's
   constexpr maybe(T v) : has(true), held(v) {}  // NOLINT
+  constexpr maybe(bool h, T v) : has(h), held(v) {}  // member-wise, for nvcc (ints' comment)
   constexpr explicit operator bool() const { return has; }
   constexpr bool has_value() const { return has; }
   constexpr const T& operator*() const { return held; }
@@ -91,6 +96,7 @@ struct conv_pad : ints<N> {
   constexpr conv_pad(I... i) : ints<N>(i...) {}  // NOLINT
   constexpr conv_pad() = default;
   constexpr conv_pad(conv_padding m) : mode(m) {}  // NOLINT
+  constexpr conv_pad(const ints<N>& p, maybe<conv_padding> m) : ints<N>(p), mode(m) {}  // member-wise, for nvcc
 };
 
 /// conv1d's and conv2d's options. Like the pooling options below, a structural type: given as a
