@@ -225,3 +225,61 @@ TEST_CASE("func: levels keep their variables apart, and ordinary autograd differ
     CHECK_FALSE(g2.requires_grad());
   }
 }
+
+TEST_CASE("func over a tensor_map inside an enclosing level: jacrev, jacfwd, jvp and vjp stay differentiable",
+          "[func]") {
+  // p(s) = {w: w * s, b: b * s}; each transform over p(s) is differentiated in s by grad and
+  // checked against central differences of the same transform
+  const auto& cg = get_case("func_maps.txt", "g");
+  const X4 x = make<double, shape<4>>(cg.at("x"));
+  const W34 w = make<double, shape<3, 4>>(cg.at("w"));
+  const Y3 b = make<double, shape<3>>(cg.at("b"));
+  const W34 tw = make<double, shape<3, 4>>(cg.at("t_w"));
+  const Y3 tb = make<double, shape<3>>(cg.at("t_b"));
+  const Y3 ct = make<double, shape<3>>(cg.at("ct"));
+  auto g = [&](const func::tensor_map& p) {
+    const W34 pw = p.get<double, shape<3, 4>>("w");
+    return Y3(tanh(matmul(pw, x) + p.get<double, shape<3>>("b")) * matmul(pw, x));
+  };
+  auto map_at = [&](const S0& s) {
+    func::tensor_map p;
+    p.set("w", W34(w * s));
+    p.set("b", Y3(b * s));
+    return p;
+  };
+  func::tensor_map t;
+  t.set("w", tw);
+  t.set("b", tb);
+  // each a scalar function of s through one transform over the map
+  auto via_jacrev = [&](const S0& s) {
+    const func::tensor_map j = func::jacrev(g)(map_at(s));
+    return S0(sum(pow(j.get<double, shape<3, 3, 4>>("w"), 2.0)) + sum(j.get<double, shape<3, 3>>("b") * 0.5));
+  };
+  auto via_jacfwd = [&](const S0& s) {
+    const func::tensor_map j = func::jacfwd(g)(map_at(s));
+    return S0(sum(pow(j.get<double, shape<3, 3, 4>>("w"), 2.0)) + sum(j.get<double, shape<3, 3>>("b") * 0.5));
+  };
+  auto via_jvp = [&](const S0& s) { return S0(sum(pow(func::jvp(g, std::make_tuple(map_at(s)), std::make_tuple(t)).second, 2.0))); };
+  auto via_vjp = [&](const S0& s) {
+    auto [y, fn] = func::vjp(g, map_at(s));
+    auto [vp] = fn(ct);
+    return S0(sum(pow(vp.get<double, shape<3, 4>>("w"), 2.0)) + sum(vp.get<double, shape<3>>("b")));
+  };
+  S0 s0(sizes_t<0>{});
+  s0.fill_(0.9);
+  const double eps = 1e-6;
+  S0 sp = s0.clone(), sm = s0.clone();
+  sp.fill_(0.9 + eps);
+  sm.fill_(0.9 - eps);
+  auto check = [&](const auto& fn, const char* name) {
+    INFO(name);
+    const S0 d = func::grad(fn)(s0);
+    const double fd = (fn(sp)() - fn(sm)()) / (2 * eps);
+    CHECK(d() == Approx(fd).epsilon(1e-6));
+    CHECK(std::abs(d()) > 1e-3);  // the map's dependence on s is not lost
+  };
+  check(via_jacrev, "jacrev");
+  check(via_jacfwd, "jacfwd");
+  check(via_jvp, "jvp");
+  check(via_vjp, "vjp");
+}
