@@ -25,6 +25,7 @@
 //   func::grad(loss)(func::parameters(model), x)   gradients as a tensor_map
 //   func::jacrev(f)(params), jacfwd, vjp, jvp  over a tensor_map: per-name results (a Jacobian's
 //                                            blocks are read with get<T, S>, S = f(x) ++ tensor)
+//   func::hessian(f, func::argnums<0, 1>)(x, w)   ((H00, H01), (H10, H11))
 //
 //   func::vmap(f[, in_dims<...>[, out_dims<O>]])(xs...)   f per sample, results stacked
 //
@@ -1060,6 +1061,21 @@ auto jacfwd(F f, has_aux_t) {
 template <class F, std::size_t I>
 auto hessian(F f, argnums_t<I> nums) {
   return jacfwd(jacrev(std::move(f), nums), nums);
+}
+/// torch.func.hessian over several argnums: the nested std::tuple of blocks, ((H00, H01, ...),
+/// (H10, H11, ...), ...), block (r, c) the second derivative with respect to argument I_r then
+/// I_c, of shape f(x).shape ++ x_r.shape ++ x_c.shape. Row r is jacfwd of the r-th gradient
+/// (jacrev's r-th block) over every argnum, so f's gradient is recorded once per argnum.
+template <class F, std::size_t I0, std::size_t I1, std::size_t... I>
+auto hessian(F f, argnums_t<I0, I1, I...> nums) {
+  return [f = std::move(f), nums](const auto&... a) {
+    return [&]<std::size_t... R>(std::index_sequence<R...>) {
+      auto row = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
+        return jacfwd([&f, nums](const auto&... x) { return std::get<K>(jacrev(f, nums)(x...)); }, nums)(a...);
+      };
+      return std::make_tuple(row(std::integral_constant<std::size_t, R>{})...);
+    }(std::make_index_sequence<2 + sizeof...(I)>{});
+  };
 }
 template <class F>
 auto hessian(F f) {
