@@ -1,6 +1,7 @@
 // tenet::func over a func::tensor_map argument (jacrev, jacfwd, vjp, jvp, linearize; torch.func's
-// dict of tensors) against torch.func (tests/reference/gen_func_maps.py). First order,
-// TENET_AUTOGRAD=1; the same inside an enclosing level is in test_autograd_second_func.cpp.
+// dict of tensors) against torch.func (tests/reference/gen_func_maps.py), and vmap's error for an
+// in-place write into a tensor it does not map. First order, TENET_AUTOGRAD=1; hessian over
+// several argnums is in test_autograd_second_func.cpp.
 #include "gradcheck.hpp"
 #include "reference.hpp"
 
@@ -202,4 +203,70 @@ TEST_CASE("func::vjp / jvp / linearize over a tensor_map, as torch.func", "[func
   t_f32.set("b", zeros<float, shape<3>>());
   CHECK_THROWS_WITH(func::jvp(g, std::make_tuple(p), std::make_tuple(t_f32)),
                     Catch::Matchers::Contains("tangent of \"b\" is float32"));
+}
+
+TEST_CASE("func::vmap: an in-place write into a tensor it does not map is an error, as torch.func's", "[func]") {
+  Tensor<double, shape<4, 3>> x = randn<double, shape<4, 3>>();
+  // into an unmapped argument: each sample's write would land on it in turn
+  Tensor<double, shape<3>> acc = zeros<double, shape<3>>();
+  auto accumulate = [](const auto& r, const auto& into) {
+    into.add_(r);
+    return sum(r);
+  };
+  CHECK_THROWS_WITH(func::vmap(accumulate, func::in_dims<0, func::none>)(x, acc),
+                    Catch::Matchers::Contains("wrote in place into argument 1 (shape<3>)") &&
+                        Catch::Matchers::Contains("sample 0"));
+  // into a captured tensor
+  Tensor<double, shape<3>> scratch = zeros<double, shape<3>>();
+  auto via_scratch = [&](const auto& r) {
+    scratch.copy_(r);
+    return Tensor<double, shape<>>(sum(scratch * scratch));
+  };
+  CHECK_THROWS_WITH(func::vmap(via_scratch)(x), Catch::Matchers::Contains("captured (24 bytes on cpu)"));
+  // into an unmapped tensor_map's tensor
+  func::tensor_map m;
+  m.set("buf", zeros<double, shape<3>>());
+  auto into_map = [](const auto& r, const func::tensor_map& mm) {
+    mm.get<double, shape<3>>("buf").mul_(r);
+    return sum(r);
+  };
+  CHECK_THROWS_WITH(func::vmap(into_map, func::in_dims<0, func::none>)(x, m),
+                    Catch::Matchers::Contains("argument 1's \"buf\" (a tensor_map)"));
+  // inside a nested vmap: the inner one does not map the tensor it writes into (made by the outer
+  // one's sample, which the outer check lets through)
+  auto nested = [](const auto& row) {
+    Tensor<double, shape<3>> total = zeros<double, shape<3>>();
+    return func::vmap([](const auto& e, const auto& into) {
+      into.add_(e);
+      return e;
+    }, func::in_dims<0, func::none>)(row, total);
+  };
+  CHECK_THROWS_WITH(func::vmap(nested)(x), Catch::Matchers::Contains("argument 1 (shape<3>)"));
+  auto nested_ok = [](const auto& row) {
+    Tensor<double, shape<3>> total = zeros<double, shape<3>>();
+    total.add_(row);  // the outer sample's own tensor
+    return func::vmap([](const auto& e) { return e * 2.0; })(total);
+  };
+  CHECK(max_diff(func::vmap(nested_ok)(x), Tensor<double, shape<4, 3>>(x * 2.0)) == 0);
+
+  // writes into a tensor f creates, or into the sample of a mapped argument, are fine
+  auto local = [](const auto& r) {
+    Tensor<double, shape<3>> t = r.clone();
+    t.mul_(2.0);
+    t.add_(r);
+    return t;
+  };
+  Tensor<double, shape<4, 3>> y = func::vmap(local)(x);
+  CHECK(max_diff(y, Tensor<double, shape<4, 3>>(x * 3.0)) < 1e-15);
+  Tensor<double, shape<4, 3>> x2 = x.clone();
+  auto own_slice = [](const auto& r) {
+    r.mul_(2.0);
+    return sum(r);
+  };
+  Tensor<double, shape<4>> s = func::vmap(own_slice)(x2);  // torch.func writes through to x2 too
+  CHECK(max_diff(x2, Tensor<double, shape<4, 3>>(x * 2.0)) == 0);
+  CHECK(max_diff(s, Tensor<double, shape<4>>(sum<1>(x) * 2.0)) < 1e-14);
+  // reading an unmapped argument (no write) stays fine, and the written-to tensors are untouched by the check
+  auto reads = [](const auto& r, const auto& w) { return sum(r * w); };
+  CHECK_NOTHROW(func::vmap(reads, func::in_dims<0, func::none>)(x, acc));
 }

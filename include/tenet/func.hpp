@@ -27,12 +27,14 @@
 //                                            blocks are read with get<T, S>, S = f(x) ++ tensor)
 //   func::hessian(f, func::argnums<0, 1>)(x, w)   ((H00, H01), (H10, H11))
 //
-//   func::vmap(f[, in_dims<...>[, out_dims<O>]])(xs...)   f per sample, results stacked
+//   func::vmap(f[, in_dims<...>[, out_dims<O>]])(xs...)   f per sample, results stacked; an
+//                                            in-place write into a tensor it does not map is an error
 //
 //   func::stack_module_state(models)       parameters and buffers stacked, for vmap (ensembling)
 //
 // Not here yet (issue 33): batching rules (vmap runs f per sample; jacrev and jacfwd compute
 // their rows / columns one by one).
+#include <algorithm>
 #include <cstddef>
 #include <any>
 #include <cstdint>
@@ -111,6 +113,7 @@ class jacobian_block final : public nn::detail::bound_tensor {
   }
   const std::shared_ptr<tenet::detail::ag::meta>& identity() const override { return values.autograd_meta(); }
   std::any flat() const override { return std::any(values); }
+  const void* storage_id() const override { return values.defined() ? values.storage().get() : nullptr; }
   static value_error refused() {
     return value_error("tenet: func: a Jacobian block of a tensor_map (jacrev / jacfwd) is read with "
                        "get<T, S>(name) (shape f(x) ++ the tensor's), not differentiated or mapped as it is");
@@ -1229,6 +1232,46 @@ auto stack_samples(const std::vector<R>& outs) {
   }
 }
 
+/// The allocations f may write into during sample i: its mapped arguments' (the sample's slice).
+template <int M, class A>
+void mapped_storages(const A& a, std::int64_t i, std::vector<const void*>& out) {
+  if constexpr (M >= 0) {
+    if constexpr (std::is_same_v<A, tensor_map>) {
+      for (const auto& [n, b] : sample_of<M>(a, i).items()) out.push_back(b->storage_id());
+    } else {
+      out.push_back(a.storage().get());
+    }
+  }
+}
+
+/// What an unmapped argument K of f is, where a write went into its allocation `where` (empty
+/// when it is not that argument's).
+template <int M, class A>
+std::string unmapped_name(const A& a, std::size_t k, const void* where) {
+  if constexpr (M < 0) {
+    if constexpr (std::is_same_v<A, tensor_map>) {
+      for (const auto& [n, b] : a.items())
+        if (b->storage_id() == where) return "argument " + std::to_string(k) + "'s \"" + n + "\" (a tensor_map)";
+    } else if constexpr (is_tensor_v<A>) {
+      if (a.defined() && a.storage().get() == where) return "argument " + std::to_string(k) + " (" + A::shape_type::text() + ")";
+    }
+  }
+  return {};
+}
+
+/// Installs a write watch on this thread for one sample (tenet::detail::write_watch): it records
+/// the in-place writes into allocations older than the sample.
+struct sample_watch {
+  tenet::detail::write_watch w;
+  sample_watch() {
+    w.outer = tenet::detail::current_write_watch();
+    tenet::detail::current_write_watch() = &w;
+  }
+  ~sample_watch() { tenet::detail::current_write_watch() = w.outer; }
+  sample_watch(const sample_watch&) = delete;
+  sample_watch& operator=(const sample_watch&) = delete;
+};
+
 template <int O, int... D, class F, class... A>
 auto vmap_call(const F& f, const vmap_options& opt, const A&... a) {
   static_assert(sizeof...(D) == sizeof...(A),
@@ -1273,10 +1316,43 @@ auto vmap_call(const F& f, const vmap_options& opt, const A&... a) {
   using R = decltype(run(0));
   std::vector<R> outs;
   outs.reserve(static_cast<std::size_t>(batch));
+  // An in-place write during a sample into a tensor from outside f that the sample does not map
+  // (an unmapped argument, a captured tensor) would land once per sample, one after another,
+  // where torch.func.vmap writes a batched value into an unbatched tensor never: an error.
+  auto check_writes = [&](const std::vector<tenet::detail::write_watch::write>& writes, std::int64_t i) {
+    if (writes.empty()) return;
+    std::vector<const void*> mapped;
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (mapped_storages<dims[K]>(std::get<K>(std::forward_as_tuple(a...)), i, mapped), ...);
+    }(std::index_sequence_for<A...>{});
+    for (const auto& wr : writes) {
+      const void* where = wr.where;
+      if (std::find(mapped.begin(), mapped.end(), where) != mapped.end()) continue;
+      std::string what;
+      [&]<std::size_t... K>(std::index_sequence<K...>) {
+        ((what.empty() ? void(what = unmapped_name<dims[K]>(std::get<K>(std::forward_as_tuple(a...)), K, where))
+                       : void()),
+         ...);
+      }(std::index_sequence_for<A...>{});
+      if (what.empty())
+        what = "a tensor from outside f that it captured (" + std::to_string(wr.bytes) + " bytes on " + wr.dev.str() + ")";
+      throw value_error("tenet: func::vmap: f wrote in place into " + what + ", which vmap does not map, in sample " +
+                        std::to_string(i) + ": vmap runs f once per sample, so the samples' writes would land on "
+                        "that one tensor one after another (torch.func.vmap refuses an in-place write into an "
+                        "unbatched tensor too). Write into a tensor f creates (clone() it inside f), map the "
+                        "tensor (in_dims), or make the write outside vmap");
+    }
+  };
   for (std::int64_t i = 0; i < batch; ++i) {
     if (opt.randomness == randomness::same) gen.set_state(start);
     const auto before = gen.state();
-    outs.push_back(run(i));
+    std::vector<tenet::detail::write_watch::write> writes;
+    {
+      sample_watch watch;
+      outs.push_back(run(i));
+      writes = std::move(watch.w.writes);
+    }
+    check_writes(writes, i);
     const auto after = gen.state();
     if (opt.randomness == randomness::error && (after.seed != before.seed || after.offset != before.offset))
       throw value_error("tenet: func::vmap: f draws random numbers; say how the samples draw them: "

@@ -100,6 +100,9 @@ class bound_tensor {
   /// The tensor detached and contiguous as the autograd engine holds a gradient or a tangent (a
   /// Tensor<T, dyn_shape<R>> in the std::any): func::jvp seeds a tensor_map's tangents with it.
   virtual std::any as_gradient() const = 0;
+  /// The allocation the tensor reads (null when undefined): func::vmap tells by it which tensor
+  /// an in-place write went to.
+  virtual const void* storage_id() const = 0;
 };
 
 template <class T, class S>
@@ -147,6 +150,7 @@ class typed_bound final : public bound_tensor {
                                        const std::string& name) const override;
   std::any flat() const override { return std::any(Tensor<T, dyn_shape<1>>(tensor.contiguous().template reshape<-1>())); }
   std::any as_gradient() const override { return std::any(Tensor<T, dyn_shape<S::rank>>(tensor.detach().contiguous())); }
+  const void* storage_id() const override { return tensor.defined() ? tensor.storage().get() : nullptr; }
 };
 
 /// One module tensor of type Tensor<T, S> from each of several models, stacked along a new dim 0
@@ -203,6 +207,7 @@ class stacked_bound final : public bound_tensor {
   }
   std::any flat() const override { throw refused(); }
   std::any as_gradient() const override { throw refused(); }
+  const void* storage_id() const override { return nullptr; }  // vmap reads its samples' (typed_bound)
 };
 
 template <class T, class S>
