@@ -225,3 +225,113 @@ TEST_CASE("func: levels keep their variables apart, and ordinary autograd differ
     CHECK_FALSE(g2.requires_grad());
   }
 }
+
+TEST_CASE("func over a tensor_map inside an enclosing level: jacrev, jacfwd, jvp and vjp stay differentiable",
+          "[func]") {
+  // p(s) = {w: w * s, b: b * s}; each transform over p(s) is differentiated in s by grad and
+  // checked against central differences of the same transform
+  const auto& cg = get_case("func_maps.txt", "g");
+  const X4 x = make<double, shape<4>>(cg.at("x"));
+  const W34 w = make<double, shape<3, 4>>(cg.at("w"));
+  const Y3 b = make<double, shape<3>>(cg.at("b"));
+  const W34 tw = make<double, shape<3, 4>>(cg.at("t_w"));
+  const Y3 tb = make<double, shape<3>>(cg.at("t_b"));
+  const Y3 ct = make<double, shape<3>>(cg.at("ct"));
+  auto g = [&](const func::tensor_map& p) {
+    const W34 pw = p.get<double, shape<3, 4>>("w");
+    return Y3(tanh(matmul(pw, x) + p.get<double, shape<3>>("b")) * matmul(pw, x));
+  };
+  auto map_at = [&](const S0& s) {
+    func::tensor_map p;
+    p.set("w", W34(w * s));
+    p.set("b", Y3(b * s));
+    return p;
+  };
+  func::tensor_map t;
+  t.set("w", tw);
+  t.set("b", tb);
+  // each a scalar function of s through one transform over the map
+  auto via_jacrev = [&](const S0& s) {
+    const func::tensor_map j = func::jacrev(g)(map_at(s));
+    return S0(sum(pow(j.get<double, shape<3, 3, 4>>("w"), 2.0)) + sum(j.get<double, shape<3, 3>>("b") * 0.5));
+  };
+  auto via_jacfwd = [&](const S0& s) {
+    const func::tensor_map j = func::jacfwd(g)(map_at(s));
+    return S0(sum(pow(j.get<double, shape<3, 3, 4>>("w"), 2.0)) + sum(j.get<double, shape<3, 3>>("b") * 0.5));
+  };
+  auto via_jvp = [&](const S0& s) { return S0(sum(pow(func::jvp(g, std::make_tuple(map_at(s)), std::make_tuple(t)).second, 2.0))); };
+  auto via_vjp = [&](const S0& s) {
+    auto [y, fn] = func::vjp(g, map_at(s));
+    auto [vp] = fn(ct);
+    return S0(sum(pow(vp.get<double, shape<3, 4>>("w"), 2.0)) + sum(vp.get<double, shape<3>>("b")));
+  };
+  S0 s0(sizes_t<0>{});
+  s0.fill_(0.9);
+  const double eps = 1e-6;
+  S0 sp = s0.clone(), sm = s0.clone();
+  sp.fill_(0.9 + eps);
+  sm.fill_(0.9 - eps);
+  auto check = [&](const auto& fn, const char* name) {
+    INFO(name);
+    const S0 d = func::grad(fn)(s0);
+    const double fd = (fn(sp)() - fn(sm)()) / (2 * eps);
+    CHECK(d() == Approx(fd).epsilon(1e-6));
+    CHECK(std::abs(d()) > 1e-3);  // the map's dependence on s is not lost
+  };
+  check(via_jacrev, "jacrev");
+  check(via_jacfwd, "jacfwd");
+  check(via_jvp, "jvp");
+  check(via_vjp, "vjp");
+}
+
+TEST_CASE("func::hessian over several argnums: the nested tuple of blocks, against torch.func", "[func]") {
+  // gen_func_maps.py: f(x, w) = sum(tanh(w @ x)^2) and v(x, w) = tanh(w @ x) * x[:3]
+  const auto& cg = get_case("func_maps.txt", "g");
+  const X4 x = make<double, shape<4>>(cg.at("x"));
+  const W34 w = make<double, shape<3, 4>>(cg.at("w"));
+  const auto& cf = get_case("func_maps.txt", "hess_f");
+  auto [row0, row1] = func::hessian(f, func::argnums<0, 1>)(x, w);
+  auto [h00, h01] = row0;
+  auto [h10, h11] = row1;
+  static_assert(std::is_same_v<decltype(h00), Tensor<double, shape<4, 4>>>);
+  static_assert(std::is_same_v<decltype(h01), Tensor<double, shape<4, 3, 4>>>);
+  static_assert(std::is_same_v<decltype(h10), Tensor<double, shape<3, 4, 4>>>);
+  static_assert(std::is_same_v<decltype(h11), Tensor<double, shape<3, 4, 3, 4>>>);
+  check_close(h00, cf.at("h00"), 1e-12, 1e-12);
+  check_close(h01, cf.at("h01"), 1e-12, 1e-12);
+  check_close(h10, cf.at("h10"), 1e-12, 1e-12);
+  check_close(h11, cf.at("h11"), 1e-12, 1e-12);
+  CHECK_FALSE(h01.requires_grad());
+  // the diagonal blocks are the single-argnum Hessians
+  CHECK(max_diff(h00, Tensor<double, shape<4, 4>>(func::hessian(f)(x, w))) < 1e-14);
+  CHECK(max_diff(h11, Tensor<double, shape<3, 4, 3, 4>>(func::hessian(f, func::argnums<1>)(x, w))) < 1e-14);
+  // a vector output: every block leads with the output's shape
+  const auto& cv = get_case("func_maps.txt", "hess_v");
+  auto v = [](const auto& xx, const auto& ww) { return tanh(matmul(ww, xx)) * xx.template slice<0>(0, 3); };
+  auto [vr0, vr1] = func::hessian(v, func::argnums<0, 1>)(x, w);
+  static_assert(std::is_same_v<decltype(std::get<1>(vr1)), Tensor<double, shape<3, 3, 4, 3, 4>>&>);
+  check_close(std::get<0>(vr0), cv.at("h00"), 1e-12, 1e-12);
+  check_close(std::get<1>(vr0), cv.at("h01"), 1e-12, 1e-12);
+  check_close(std::get<0>(vr1), cv.at("h10"), 1e-12, 1e-12);
+  check_close(std::get<1>(vr1), cv.at("h11"), 1e-12, 1e-12);
+  // three argnums: a 3 x 3 nest; the (0, 2) block against finite differences of grad's x part in b
+  const Y3 b = make<double, shape<3>>(cg.at("b"));
+  auto fb = [](const auto& xx, const auto& ww, const auto& bb) { return sum(pow(tanh(matmul(ww, xx) + bb), 2.0)); };
+  auto h3 = func::hessian(fb, func::argnums<0, 1, 2>)(x, w, b);
+  static_assert(std::tuple_size_v<decltype(h3)> == 3 && std::tuple_size_v<std::tuple_element_t<2, decltype(h3)>> == 3);
+  const Tensor<double, shape<4, 3>> h02 = std::get<2>(std::get<0>(h3));
+  const double eps = 1e-6;
+  for (int j = 0; j < 3; ++j) {
+    Y3 bp = b.clone(), bm = b.clone();
+    bp(j) += eps;
+    bm(j) -= eps;
+    const X4 gp = func::grad(fb)(x, w, bp), gm = func::grad(fb)(x, w, bm);
+    for (int i = 0; i < 4; ++i) CHECK(h02(i, j) == Approx((gp(i) - gm(i)) / (2 * eps)).margin(1e-8));
+  }
+  // symmetry of the mixed blocks: H10[i, j, k] = H01[k, i, j]
+  const Tensor<double, shape<3, 4, 4>> h10b = std::get<0>(std::get<1>(h3));
+  const Tensor<double, shape<4, 3, 4>> h01b = std::get<1>(std::get<0>(h3));
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 4; ++k) CHECK(h10b(i, j, k) == Approx(h01b(k, i, j)).margin(1e-13));
+}

@@ -23,13 +23,18 @@
 //
 //   func::functional_call(model, params, x)  model(x) with the parameters in `params` (tensor_map)
 //   func::grad(loss)(func::parameters(model), x)   gradients as a tensor_map
+//   func::jacrev(f)(params), jacfwd, vjp, jvp  over a tensor_map: per-name results (a Jacobian's
+//                                            blocks are read with get<T, S>, S = f(x) ++ tensor)
+//   func::hessian(f, func::argnums<0, 1>)(x, w)   ((H00, H01), (H10, H11))
 //
-//   func::vmap(f[, in_dims<...>[, out_dims<O>]])(xs...)   f per sample, results stacked
+//   func::vmap(f[, in_dims<...>[, out_dims<O>]])(xs...)   f per sample, results stacked; an
+//                                            in-place write into a tensor it does not map is an error
 //
 //   func::stack_module_state(models)       parameters and buffers stacked, for vmap (ensembling)
 //
 // Not here yet (issue 33): batching rules (vmap runs f per sample; jacrev and jacfwd compute
 // their rows / columns one by one).
+#include <algorithm>
 #include <cstddef>
 #include <any>
 #include <cstdint>
@@ -65,6 +70,71 @@ inline constexpr argnums_t<I...> argnums{};
 struct has_aux_t {};
 inline constexpr has_aux_t has_aux{};
 
+namespace detail {
+/// One entry of a Jacobian over a tensor_map argument (jacrev / jacfwd): the block of f(x) with
+/// respect to one named tensor, of sizes f(x).sizes ++ the tensor's. Its shape type is f's
+/// output's followed by the tensor's, which only the caller names (tensor_map erases the second),
+/// so the values are held flat and tensor_map::get<T, S> views them as Tensor<T, S> (checked).
+template <class T>
+class jacobian_block final : public nn::detail::bound_tensor {
+ public:
+  jacobian_block(Tensor<T, dyn_shape<1>> v, std::vector<std::int64_t> s, std::string text)
+      : values(std::move(v)), sizes_(std::move(s)), text_(std::move(text)) {}
+  Tensor<T, dyn_shape<1>> values;  // contiguous, row-major over sizes_
+
+  /// The block as Tensor<T, S> (a view; recorded where the values are): dtype_error when S does
+  /// not have the block's rank or one of S's static extents differs from the block's size.
+  template <class S>
+  Tensor<T, S> as(const std::string& name) const {
+    bool fits = S::rank == sizes_.size();
+    for (std::size_t d = 0; fits && d < S::rank; ++d)
+      fits = S::static_extent(d) < 0 || S::static_extent(d) == sizes_[d];
+    if (!fits)
+      throw dtype_error("tenet: func::tensor_map::get: \"" + name + "\" is a Jacobian block of sizes " +
+                        tenet::detail::sizes_text(sizes_.data(), sizes_.size()) + " (" + text_ + "), not " + S::text());
+    typename Tensor<T, S>::sizes_type s{};
+    for (std::size_t d = 0; d < S::rank; ++d) s[d] = sizes_[d];
+    return values.template with_layout<S>(s, tenet::detail::contiguous_strides(s), values.offset());
+  }
+
+  dtype scalar_type() const override { return dtype_of<T>; }
+  std::vector<std::int64_t> sizes() const override { return sizes_; }
+  std::string shape_text() const override { return text_; }
+  tenet::device device() const override { return values.device(); }
+  bool defined() const override { return values.defined(); }
+  bool requires_grad() const override { return values.requires_grad(); }
+  any_tensor value() const override {
+    any_tensor out = any_tensor::zeros(dtype_of<T>, sizes_);
+    if (values.numel() > 0) any_tensor(values.detach()).copy_to_host(const_cast<void*>(out.raw_data()));  // our own fresh zeros
+    return out;
+  }
+  std::shared_ptr<bound_tensor> detached() const override {
+    return std::make_shared<jacobian_block>(values.detach(), sizes_, text_);
+  }
+  const std::shared_ptr<tenet::detail::ag::meta>& identity() const override { return values.autograd_meta(); }
+  std::any flat() const override { return std::any(values); }
+  const void* storage_id() const override { return values.defined() ? values.storage().get() : nullptr; }
+  static value_error refused() {
+    return value_error("tenet: func: a Jacobian block of a tensor_map (jacrev / jacfwd) is read with "
+                       "get<T, S>(name) (shape f(x) ++ the tensor's), not differentiated or mapped as it is");
+  }
+  std::shared_ptr<bound_tensor> fresh_leaf() const override { throw refused(); }
+  std::shared_ptr<bound_tensor> alias() const override { throw refused(); }
+  std::shared_ptr<bound_tensor> zeros() const override { throw refused(); }
+  std::shared_ptr<bound_tensor> from_gradient(const std::any&) const override { throw refused(); }
+  std::shared_ptr<bound_tensor> select0(std::int64_t) const override { throw refused(); }
+  std::shared_ptr<bound_tensor> stack0(const std::vector<std::shared_ptr<bound_tensor>>&,
+                                       const std::string&) const override {
+    throw refused();
+  }
+  std::any as_gradient() const override { throw refused(); }
+
+ private:
+  std::vector<std::int64_t> sizes_;
+  std::string text_;
+};
+}  // namespace detail
+
 /// Named tensors of any dtypes and shape types that keep their handles (storage and autograd
 /// identity): torch.func's dict of parameters and buffers, for functional_call and grad.
 class tensor_map {
@@ -91,9 +161,13 @@ class tensor_map {
     items_.emplace_back(name, std::move(b));
   }
   /// The tensor of `name` as Tensor<T, S>: value_error when absent, dtype_error when of another type.
+  /// An entry of a Jacobian (jacrev / jacfwd over a tensor_map) is read as the shape type of f's
+  /// output followed by the tensor's (shape<3, 4, 5> for an output of shape<3> and a tensor of
+  /// shape<4, 5>; dyn extents also fit).
   template <class T, class S>
   Tensor<T, S> get(const std::string& name) const {
     const auto& b = at(name);
+    if (const auto* j = dynamic_cast<const detail::jacobian_block<T>*>(b.get())) return j->template as<S>(name);
     const auto* p = dynamic_cast<const nn::detail::typed_bound<T, S>*>(b.get());
     if (!p)
       throw dtype_error("tenet: func::tensor_map::get: \"" + name + "\" is " + tenet::name(b->scalar_type()) + " " +
@@ -326,6 +400,50 @@ inline tensor_map zeros_of(const tensor_map& like) {
   return like.map([](const nn::detail::bound_tensor& b) { return b.zeros(); });
 }
 
+inline std::int64_t numel_of(const std::vector<std::int64_t>& s) {
+  std::int64_t n = 1;
+  for (auto e : s) n *= e;
+  return n;
+}
+
+/// A tensor_map entry's values as one row of f's output dtype T: a Jacobian (jacrev, jacfwd) or a
+/// tangent pass over a tensor_map needs every tensor in the map of that dtype (a dtype_error).
+template <class T>
+void check_entry_dtype(const nn::detail::bound_tensor& b, const std::string& name, const char* who) {
+  if (b.scalar_type() != dtype_of<T>)
+    throw dtype_error(std::string("tenet: func::") + who + ": the tensor_map's \"" + name + "\" is " +
+                      tenet::name(b.scalar_type()) + " " + b.shape_text() + ", f's output " +
+                      tenet::name(dtype_of<T>) + "; a Jacobian over a tensor_map needs every tensor in the map "
+                      "of f's output's dtype (leave the others out of the map, or capture them)");
+}
+template <class T>
+Tensor<T, dyn_shape<1>> flat_of(const nn::detail::bound_tensor& b, const std::string& name, const char* who) {
+  check_entry_dtype<T>(b, name, who);
+  return std::any_cast<Tensor<T, dyn_shape<1>>>(b.flat());
+}
+
+/// One Jacobian block per tensor of x (jacobian_block: sizes y ++ the tensor's), from values(name,
+/// b), the numel(y) * numel(b) values of its block in (y index, x index) order.
+template <class T, class Sy, class Values>
+tensor_map jacobian_map(const Tensor<T, Sy>& y, const tensor_map& x, const char* who, Values&& values) {
+  tensor_map r;
+  for (const auto& [name, b] : x.items()) {
+    check_entry_dtype<T>(*b, name, who);
+    std::vector<std::int64_t> s(y.sizes().begin(), y.sizes().end());
+    const auto bs = b->sizes();
+    s.insert(s.end(), bs.begin(), bs.end());
+    Tensor<T, dyn_shape<1>> v;
+    if (y.numel() == 0 || numel_of(bs) == 0) {
+      v = Tensor<T, dyn_shape<1>>({numel_of(s)}, b->device());
+      v.zero_();
+    } else {
+      v = values(name, *b);
+    }
+    r.set(name, std::make_shared<jacobian_block<T>>(std::move(v), std::move(s), Sy::text() + " ++ " + b->shape_text()));
+  }
+  return r;
+}
+
 template <class X>
 X detach_if_tensor(X x) {
   if constexpr (is_tensor_v<X>) return x.defined() ? x.detach() : x;
@@ -457,15 +575,13 @@ class linearized {
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       (check_tangent(std::get<K>(q_), std::get<K>(t)), ...);
     }(std::index_sequence_for<P...>{});
-    const bool tracked_t = ag::grad_mode() && std::apply([](const auto&... x) { return (x.requires_grad() || ...); }, t);
+    const bool tracked_t = ag::grad_mode() && std::apply([](const auto&... x) { return (tracked(x) || ...); }, t);
     if (!graph_ && tracked_t && keeps_graph(true, who_)) record_transpose();  // J t must stay differentiable in t
     if (!y_.requires_grad()) return zeros_of(y_);
     if (!graph_ && !tracked_t) {
       ag::jvp_context ctx;
       [&]<std::size_t... K>(std::index_sequence<K...>) {
-        ((ctx.seeds[std::get<K>(q_).autograd_meta().get()] =
-              ag::grad_tensor<typename P::value_type, P::rank>(std::get<K>(t).detach().contiguous())),
-         ...);
+        (seed(ctx, std::get<K>(q_), std::get<K>(t)), ...);
       }(std::index_sequence_for<P...>{});
       const ag::grad_mode_guard off(false);
       const device_guard on_device(y_.device());
@@ -475,6 +591,55 @@ class linearized {
   }
 
  private:
+  template <class Q>
+  static bool tracked(const Q& t) {
+    if constexpr (std::is_same_v<Q, tensor_map>) {
+      for (const auto& [n, b] : t.items())
+        if (b->requires_grad()) return true;
+      return false;
+    } else {
+      return t.requires_grad();
+    }
+  }
+  template <class Q>
+  static void seed(ag::jvp_context& ctx, const Q& q, const Q& t) {
+    if constexpr (std::is_same_v<Q, tensor_map>) {
+      for (const auto& [name, b] : q.items())
+        if (b->identity()) ctx.seeds[b->identity().get()] = t.at(name)->as_gradient();
+    } else {
+      ctx.seeds[q.autograd_meta().get()] = ag::grad_tensor<typename Q::value_type, Q::rank>(t.detach().contiguous());
+    }
+  }
+  /// A tangent map holds the primal map's names, each of its tensor's dtype, shape type, sizes
+  /// and device (in any order).
+  void check_tangent(const tensor_map& q, const tensor_map& t) const {
+    if (t.size() != q.size() || [&] {
+          for (const auto& [name, b] : q.items())
+            if (!t.contains(name)) return true;
+          return false;
+        }()) {
+      std::string qn, tn;
+      for (const auto& n : q.names()) qn += (qn.empty() ? "" : ", ") + n;
+      for (const auto& n : t.names()) tn += (tn.empty() ? "" : ", ") + n;
+      throw value_error(std::string("tenet: func::") + who_ + ": the tangent tensor_map holds " + tn +
+                        "; its primal holds " + qn + " (one tangent per name)");
+    }
+    for (const auto& [name, b] : q.items()) {
+      const auto& tb = t.at(name);
+      if (!tb->defined() || tb->scalar_type() != b->scalar_type() || tb->shape_text() != b->shape_text())
+        throw dtype_error(std::string("tenet: func::") + who_ + ": the tangent of \"" + name + "\" is " +
+                          (tb->defined() ? std::string(tenet::name(tb->scalar_type())) + " " + tb->shape_text()
+                                         : std::string("undefined")) +
+                          ", its primal " + tenet::name(b->scalar_type()) + " " + b->shape_text());
+      if (tb->sizes() != b->sizes())
+        throw shape_error(std::string("tenet: func::") + who_ + ": the tangent of \"" + name + "\" has sizes " +
+                          tenet::detail::sizes_text(tb->sizes().data(), tb->sizes().size()) + ", its primal " +
+                          tenet::detail::sizes_text(b->sizes().data(), b->sizes().size()));
+      if (tb->device() != b->device())
+        throw device_error(std::string("tenet: func::") + who_ + ": the tangent of \"" + name + "\" is on " +
+                           tb->device().str() + ", its primal on " + b->device().str());
+    }
+  }
   template <class Q>
   void check_tangent(const Q& q, const Q& t) const {
     if (!t.defined() || t.sizes() != q.sizes())
@@ -493,7 +658,10 @@ class linearized {
       u_ = zeros_of(y_);
       u_.requires_grad_();
       const ag::grad_mode_guard on(true);
-      gq_ = autograd::grad(y_, q_, u_, {.retain_graph = true, .create_graph = true, .allow_unused = true});
+      if constexpr ((std::is_same_v<P, tensor_map> || ...))
+        gq_ = gradients(y_, q_, u_, true, true);  // zeros where unused
+      else
+        gq_ = autograd::grad(y_, q_, u_, {.retain_graph = true, .create_graph = true, .allow_unused = true});
       recorded_ = true;
     }
   }
@@ -509,9 +677,17 @@ class linearized {
       s.zero_();
       bool any = false;
       auto add = [&](const auto& gk, const auto& tk) {
-        if (!gk.defined()) return;
-        any = true;
-        s = Tensor<T, shape<>>(s + sum(gk * tk).template to<T>());
+        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(gk)>, tensor_map>) {
+          for (const auto& [name, g] : gk.items()) {
+            if (!is_floating(g->scalar_type())) continue;
+            any = true;
+            s = Tensor<T, shape<>>(s + sum(flat_of<T>(*g, name, who_) * flat_of<T>(*tk.at(name), name, who_)));
+          }
+        } else {
+          if (!gk.defined()) return;
+          any = true;
+          s = Tensor<T, shape<>>(s + sum(gk * tk).template to<T>());
+        }
       };
       [&]<std::size_t... K>(std::index_sequence<K...>) {
         (add(std::get<K>(gq_), std::get<K>(t)), ...);
@@ -588,6 +764,18 @@ jacobian_t<T, Sy, Sx> from_columns(const std::vector<Tensor<T, Sy>>& cols, const
   return as_jacobian(cat<0>(flat).t().contiguous(), y, x);
 }
 
+/// The Jacobian over a tensor_map argument from its numel(y) rows (gradients, each a tensor_map):
+/// a tensor_map of Jacobian blocks, one per name.
+template <class T, class Sy>
+tensor_map from_rows(const std::vector<tensor_map>& rows, const Tensor<T, Sy>& y, const tensor_map& x) {
+  return jacobian_map(y, x, "jacrev", [&](const std::string& name, const nn::detail::bound_tensor&) {
+    std::vector<Tensor<T, dyn_shape<1>>> flat;
+    flat.reserve(rows.size());
+    for (const auto& r : rows) flat.push_back(flat_of<T>(*r.at(name), name, "jacrev"));
+    return Tensor<T, dyn_shape<1>>(cat<0>(flat));
+  });
+}
+
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
@@ -654,7 +842,8 @@ auto grad(F f, has_aux_t) {
 template <class F, class... P>
 auto vjp(F f, const P&... primals) {
   static_assert(sizeof...(P) > 0, "tenet: func::vjp needs at least one primal");
-  static_assert((detail::is_float_tensor_v<P> && ...), "tenet: func::vjp: every primal must be a floating Tensor");
+  static_assert((detail::is_differentiable_v<P> && ...),
+                "tenet: func::vjp: every primal must be a floating Tensor or a func::tensor_map");
   using Yt = decltype(eval(f(primals...)));
   using Y = Tensor<typename Yt::value_type, typename Yt::shape_type>;
   struct state {
@@ -701,8 +890,8 @@ constexpr auto all_argnums() {
 template <class F, class... P>
 auto linearize(F f, const P&... primals) {
   static_assert(sizeof...(P) > 0, "tenet: func::linearize needs at least one primal");
-  static_assert((detail::is_float_tensor_v<P> && ...),
-                "tenet: func::linearize: every primal must be a floating Tensor");
+  static_assert((detail::is_differentiable_v<P> && ...),
+                "tenet: func::linearize: every primal must be a floating Tensor or a func::tensor_map");
   const std::tuple<const P&...> args(primals...);
   auto lin = std::make_shared<decltype(detail::linearize_at(f, detail::all_argnums<sizeof...(P)>(), args, "linearize"))>(
       detail::linearize_at(f, detail::all_argnums<sizeof...(P)>(), args, "linearize"));
@@ -714,7 +903,8 @@ auto linearize(F f, const P&... primals) {
 template <class F, class... P>
 auto jvp(F f, const std::tuple<P...>& primals, const std::tuple<P...>& tangents) {
   static_assert(sizeof...(P) > 0, "tenet: func::jvp needs at least one primal");
-  static_assert((detail::is_float_tensor_v<P> && ...), "tenet: func::jvp: every primal must be a floating Tensor");
+  static_assert((detail::is_differentiable_v<P> && ...),
+                "tenet: func::jvp: every primal must be a floating Tensor or a func::tensor_map");
   auto lin = std::apply(
       [&](const auto&... p) {
         return detail::linearize_at(f, detail::all_argnums<sizeof...(P)>(), std::tuple<const P&...>(p...), "jvp");
@@ -728,15 +918,20 @@ auto jvp(F f, const std::tuple<P...>& primals, const std::tuple<P...>& tangents)
 // jacrev, jacfwd, hessian
 
 namespace detail {
+template <class Y, class X>
+constexpr bool same_dtype() {
+  if constexpr (std::is_same_v<X, tensor_map>) return true;  // checked per tensor (check_entry_dtype)
+  else return std::is_same_v<typename Y::value_type, typename X::value_type>;
+}
 template <class Y, class... X>
 constexpr void check_jacobian_dtypes() {
-  static_assert((std::is_same_v<typename Y::value_type, typename X::value_type> && ...),
+  static_assert((same_dtype<Y, X>() && ...),
                 "tenet: func::jacrev / jacfwd: f's output and the differentiated arguments must have one dtype");
 }
 
 template <bool Aux, class F, std::size_t... I, class... A>
 auto jacrev_at(const F& f, argnums_t<I...> nums, const A&... a) {
-  check_argnums<false, A...>(nums);
+  check_argnums<true, A...>(nums);
   const std::tuple<const A&...> args(a...);
   level lv{ag::grad_mode(), {}};
   auto q = std::make_tuple(enter(std::get<I>(args), lv, "jacrev")...);
@@ -763,7 +958,7 @@ auto jacrev_at(const F& f, argnums_t<I...> nums, const A&... a) {
 
 template <class F, std::size_t... I, class... A>
 auto jacfwd_at(const F& f, argnums_t<I...> nums, const A&... a) {
-  check_argnums<false, A...>(nums);
+  check_argnums<true, A...>(nums);
   const std::tuple<const A&...> args(a...);
   auto lin = linearize_at(f, nums, args, "jacfwd");
   auto y = lin.output();
@@ -772,15 +967,34 @@ auto jacfwd_at(const F& f, argnums_t<I...> nums, const A&... a) {
   auto primals = std::make_tuple(std::get<I>(args)...);
   auto block = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
     const auto& x = std::get<K>(primals);
-    std::vector<Y> cols;
-    const std::int64_t n = x.numel();
-    cols.reserve(static_cast<std::size_t>(n));
-    for (std::int64_t j = 0; j < n; ++j) {
-      auto t = std::apply([](const auto&... p) { return std::make_tuple(zeros_of(p)...); }, primals);
-      std::get<K>(t) = one_hot_of(x, j);
-      cols.push_back(lin(t));
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(x)>, tensor_map>) {
+      // one tangent pass per element of each tensor of the map, the others' tangents zero
+      using T = typename Y::value_type;
+      const auto zero = std::apply([](const auto&... p) { return std::make_tuple(zeros_of(p)...); }, primals);
+      return jacobian_map(y, x, "jacfwd", [&](const std::string& name, const nn::detail::bound_tensor& b) {
+        const std::int64_t n = numel_of(b.sizes());
+        std::vector<Tensor<T, dyn_shape<2>>> cols;
+        cols.reserve(static_cast<std::size_t>(n));
+        for (std::int64_t j = 0; j < n; ++j) {
+          auto t = zero;
+          auto e = b.zeros();
+          flat_of<T>(*e, name, "jacfwd").template narrow<0>(j, 1).fill_(T(1));
+          std::get<K>(t).set(name, std::move(e));
+          cols.push_back(lin(t).template reshape<1, -1>());
+        }
+        return Tensor<T, dyn_shape<1>>(cat<0>(cols).t().contiguous().template reshape<-1>());
+      });
+    } else {
+      std::vector<Y> cols;
+      const std::int64_t n = x.numel();
+      cols.reserve(static_cast<std::size_t>(n));
+      for (std::int64_t j = 0; j < n; ++j) {
+        auto t = std::apply([](const auto&... p) { return std::make_tuple(zeros_of(p)...); }, primals);
+        std::get<K>(t) = one_hot_of(x, j);
+        cols.push_back(lin(t));
+      }
+      return from_columns(cols, y, x);
     }
-    return from_columns(cols, y, x);
   };
   auto jac = [&]<std::size_t... K>(std::index_sequence<K...>) {
     return std::make_tuple(block(std::integral_constant<std::size_t, K>{})...);
@@ -850,6 +1064,21 @@ auto jacfwd(F f, has_aux_t) {
 template <class F, std::size_t I>
 auto hessian(F f, argnums_t<I> nums) {
   return jacfwd(jacrev(std::move(f), nums), nums);
+}
+/// torch.func.hessian over several argnums: the nested std::tuple of blocks, ((H00, H01, ...),
+/// (H10, H11, ...), ...), block (r, c) the second derivative with respect to argument I_r then
+/// I_c, of shape f(x).shape ++ x_r.shape ++ x_c.shape. Row r is jacfwd of the r-th gradient
+/// (jacrev's r-th block) over every argnum, so f's gradient is recorded once per argnum.
+template <class F, std::size_t I0, std::size_t I1, std::size_t... I>
+auto hessian(F f, argnums_t<I0, I1, I...> nums) {
+  return [f = std::move(f), nums](const auto&... a) {
+    return [&]<std::size_t... R>(std::index_sequence<R...>) {
+      auto row = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
+        return jacfwd([&f, nums](const auto&... x) { return std::get<K>(jacrev(f, nums)(x...)); }, nums)(a...);
+      };
+      return std::make_tuple(row(std::integral_constant<std::size_t, R>{})...);
+    }(std::make_index_sequence<2 + sizeof...(I)>{});
+  };
 }
 template <class F>
 auto hessian(F f) {
@@ -1003,6 +1232,46 @@ auto stack_samples(const std::vector<R>& outs) {
   }
 }
 
+/// The allocations f may write into during sample i: its mapped arguments' (the sample's slice).
+template <int M, class A>
+void mapped_storages(const A& a, std::int64_t i, std::vector<const void*>& out) {
+  if constexpr (M >= 0) {
+    if constexpr (std::is_same_v<A, tensor_map>) {
+      for (const auto& [n, b] : sample_of<M>(a, i).items()) out.push_back(b->storage_id());
+    } else {
+      out.push_back(a.storage().get());
+    }
+  }
+}
+
+/// What an unmapped argument K of f is, where a write went into its allocation `where` (empty
+/// when it is not that argument's).
+template <int M, class A>
+std::string unmapped_name(const A& a, std::size_t k, const void* where) {
+  if constexpr (M < 0) {
+    if constexpr (std::is_same_v<A, tensor_map>) {
+      for (const auto& [n, b] : a.items())
+        if (b->storage_id() == where) return "argument " + std::to_string(k) + "'s \"" + n + "\" (a tensor_map)";
+    } else if constexpr (is_tensor_v<A>) {
+      if (a.defined() && a.storage().get() == where) return "argument " + std::to_string(k) + " (" + A::shape_type::text() + ")";
+    }
+  }
+  return {};
+}
+
+/// Installs a write watch on this thread for one sample (tenet::detail::write_watch): it records
+/// the in-place writes into allocations older than the sample.
+struct sample_watch {
+  tenet::detail::write_watch w;
+  sample_watch() {
+    w.outer = tenet::detail::current_write_watch();
+    tenet::detail::current_write_watch() = &w;
+  }
+  ~sample_watch() { tenet::detail::current_write_watch() = w.outer; }
+  sample_watch(const sample_watch&) = delete;
+  sample_watch& operator=(const sample_watch&) = delete;
+};
+
 template <int O, int... D, class F, class... A>
 auto vmap_call(const F& f, const vmap_options& opt, const A&... a) {
   static_assert(sizeof...(D) == sizeof...(A),
@@ -1047,10 +1316,43 @@ auto vmap_call(const F& f, const vmap_options& opt, const A&... a) {
   using R = decltype(run(0));
   std::vector<R> outs;
   outs.reserve(static_cast<std::size_t>(batch));
+  // An in-place write during a sample into a tensor from outside f that the sample does not map
+  // (an unmapped argument, a captured tensor) would land once per sample, one after another,
+  // where torch.func.vmap writes a batched value into an unbatched tensor never: an error.
+  auto check_writes = [&](const std::vector<tenet::detail::write_watch::write>& writes, std::int64_t i) {
+    if (writes.empty()) return;
+    std::vector<const void*> mapped;
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (mapped_storages<dims[K]>(std::get<K>(std::forward_as_tuple(a...)), i, mapped), ...);
+    }(std::index_sequence_for<A...>{});
+    for (const auto& wr : writes) {
+      const void* where = wr.where;
+      if (std::find(mapped.begin(), mapped.end(), where) != mapped.end()) continue;
+      std::string what;
+      [&]<std::size_t... K>(std::index_sequence<K...>) {
+        ((what.empty() ? void(what = unmapped_name<dims[K]>(std::get<K>(std::forward_as_tuple(a...)), K, where))
+                       : void()),
+         ...);
+      }(std::index_sequence_for<A...>{});
+      if (what.empty())
+        what = "a tensor from outside f that it captured (" + std::to_string(wr.bytes) + " bytes on " + wr.dev.str() + ")";
+      throw value_error("tenet: func::vmap: f wrote in place into " + what + ", which vmap does not map, in sample " +
+                        std::to_string(i) + ": vmap runs f once per sample, so the samples' writes would land on "
+                        "that one tensor one after another (torch.func.vmap refuses an in-place write into an "
+                        "unbatched tensor too). Write into a tensor f creates (clone() it inside f), map the "
+                        "tensor (in_dims), or make the write outside vmap");
+    }
+  };
   for (std::int64_t i = 0; i < batch; ++i) {
     if (opt.randomness == randomness::same) gen.set_state(start);
     const auto before = gen.state();
-    outs.push_back(run(i));
+    std::vector<tenet::detail::write_watch::write> writes;
+    {
+      sample_watch watch;
+      outs.push_back(run(i));
+      writes = std::move(watch.w.writes);
+    }
+    check_writes(writes, i);
     const auto after = gen.state();
     if (opt.randomness == randomness::error && (after.seed != before.seed || after.offset != before.offset))
       throw value_error("tenet: func::vmap: f draws random numbers; say how the samples draw them: "

@@ -131,6 +131,13 @@ inline const device_backend_hooks& backend_hooks(const device& d, const char* wh
   return *h;
 }
 
+/// The serial number the next storage gets (creation order; func::vmap tells by it which
+/// allocations existed before a sample ran).
+inline std::atomic<std::uint64_t>& next_storage_serial() {
+  static std::atomic<std::uint64_t> n{0};
+  return n;
+}
+
 struct storage {
   using release_fn = void (*)(void*, std::size_t, device) noexcept;
   void* data = nullptr;
@@ -144,6 +151,8 @@ struct storage {
   /// a backward reads and refuses to read one whose version moved (autograd/graph.hpp). Atomic,
   /// relaxed: views of one storage may be written from several threads; it orders nothing.
   std::atomic<std::uint64_t> version{0};
+  /// Creation order (next_storage_serial): a write_watch reports writes into older storages.
+  const std::uint64_t serial = next_storage_serial().fetch_add(1, std::memory_order_relaxed);
 
   storage(std::size_t n, device d) : bytes(n), dev(d) {
     if (d.is_cpu()) {
@@ -171,9 +180,30 @@ struct storage {
   storage& operator=(const storage&) = delete;
 };
 
-/// Counts one in-place write into s (see storage::version).
+/// Records, on this thread while it is installed, the in-place writes into storages created
+/// before it (func::vmap: a sample must not write into a tensor from outside f that it does not
+/// map). Watches nest (an inner vmap's sample inside an outer one's); each records for itself.
+struct write_watch {
+  std::uint64_t first_serial = next_storage_serial().load(std::memory_order_relaxed);
+  write_watch* outer = nullptr;
+  struct write {
+    const storage* where;  // compared by address only: the storage may be gone when it is read
+    std::size_t bytes;
+    device dev;
+  };
+  std::vector<write> writes;
+};
+inline write_watch*& current_write_watch() {
+  thread_local write_watch* w = nullptr;
+  return w;
+}
+
+/// Counts one in-place write into s (see storage::version), and tells the write watches.
 inline void bump_version(storage* s) {
-  if (s) s->version.fetch_add(1, std::memory_order_relaxed);
+  if (!s) return;
+  s->version.fetch_add(1, std::memory_order_relaxed);
+  for (write_watch* w = current_write_watch(); w; w = w->outer)
+    if (s->serial < w->first_serial) w->writes.push_back({s, s->bytes, s->dev});
 }
 
 /// A per-thread hook that may serve CPU allocations (tenet::compile's memory plan, compile.hpp):

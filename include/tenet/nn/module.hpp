@@ -94,6 +94,15 @@ class bound_tensor {
   /// type shape<dyn, ...>): func::stack_module_state.
   virtual std::shared_ptr<bound_tensor> stack0(const std::vector<std::shared_ptr<bound_tensor>>& rest,
                                                const std::string& name) const = 0;
+  /// The values as one row, a Tensor<T, dyn_shape<1>> in the std::any (a recorded view or copy
+  /// where the tensor is tracked): func's Jacobians over a tensor_map read and write entries by it.
+  virtual std::any flat() const = 0;
+  /// The tensor detached and contiguous as the autograd engine holds a gradient or a tangent (a
+  /// Tensor<T, dyn_shape<R>> in the std::any): func::jvp seeds a tensor_map's tangents with it.
+  virtual std::any as_gradient() const = 0;
+  /// The allocation the tensor reads (null when undefined): func::vmap tells by it which tensor
+  /// an in-place write went to.
+  virtual const void* storage_id() const = 0;
 };
 
 template <class T, class S>
@@ -139,6 +148,9 @@ class typed_bound final : public bound_tensor {
   }
   std::shared_ptr<bound_tensor> stack0(const std::vector<std::shared_ptr<bound_tensor>>& rest,
                                        const std::string& name) const override;
+  std::any flat() const override { return std::any(Tensor<T, dyn_shape<1>>(tensor.contiguous().template reshape<-1>())); }
+  std::any as_gradient() const override { return std::any(Tensor<T, dyn_shape<S::rank>>(tensor.detach().contiguous())); }
+  const void* storage_id() const override { return tensor.defined() ? tensor.storage().get() : nullptr; }
 };
 
 /// One module tensor of type Tensor<T, S> from each of several models, stacked along a new dim 0
@@ -193,6 +205,9 @@ class stacked_bound final : public bound_tensor {
                                        const std::string& name) const override {
     throw value_error("tenet: stack_module_state: \"" + name + "\" is already stacked");
   }
+  std::any flat() const override { throw refused(); }
+  std::any as_gradient() const override { throw refused(); }
+  const void* storage_id() const override { return nullptr; }  // vmap reads its samples' (typed_bound)
 };
 
 template <class T, class S>
