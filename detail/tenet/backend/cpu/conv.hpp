@@ -4,7 +4,9 @@
 // conv2d on the CPU: per image and group, im2col into a per-thread buffer (zeros where a window
 // reads padding), then one GEMM (tenet's, backend/cpu/gemm.hpp)  y[g] (O/g x L) = w[g] (O/g x K) .
 // col (K x L), K = C/g * kh * kw, L = oh * ow. Images run in parallel (each GEMM single-threaded)
-// when there are at least as many as threads; otherwise the GEMM threads itself.
+// when there are at least as many as threads and 4 MFLOP of work; otherwise the GEMM threads
+// itself. Small images (L < 256, padded planes of at most 4096 elements) put several images'
+// columns in one GEMM, their im2col a gather from zero-padded planes (run_conv2d_batched).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -17,10 +19,11 @@
 
 namespace tenet::detail::cpu {
 
-/// col[(c * kh + i) * kw + j][oy * ow + ox] = x[c][oy*sh - pt + i*dh][ox*sw - pl + j*dw] (0 outside).
+/// col[(c * kh + i) * kw + j][oy * ow + ox] = x[c][oy*sh - pt + i*dh][ox*sw - pl + j*dw] (0 outside);
+/// col's rows are ld elements apart (ld >= oh * ow: several images' columns side by side).
 template <class T>
-void im2col(const T* x, std::int64_t channels, const conv2d_geometry& g, T* col) {
-  const std::int64_t L = g.oh * g.ow;
+void im2col(const T* x, std::int64_t channels, const conv2d_geometry& g, T* col, std::int64_t ld) {
+  const std::int64_t L = ld;
   for (std::int64_t c = 0; c < channels; ++c) {
     const T* xc = x + c * g.H * g.W;
     for (std::int64_t i = 0; i < g.kh; ++i) {
@@ -52,12 +55,97 @@ void im2col(const T* x, std::int64_t channels, const conv2d_geometry& g, T* col)
   }
 }
 
+/// For small outputs: where each column of im2col reads, per kernel tap (i, j) and output
+/// position p, in a channel plane padded by the conv's padding on every side ((H + pt + pb) x
+/// (W + pl + pr), zeros around): kh * kw * L offsets, every one inside the padded plane.
+inline std::vector<std::int32_t> im2col_taps(const conv2d_geometry& g) {
+  const std::int64_t L = g.oh * g.ow, Wp = g.W + g.pad_left + g.pad_right;
+  std::vector<std::int32_t> t(static_cast<std::size_t>(g.kh * g.kw * L));
+  for (std::int64_t i = 0; i < g.kh; ++i)
+    for (std::int64_t j = 0; j < g.kw; ++j)
+      for (std::int64_t oy = 0; oy < g.oh; ++oy)
+        for (std::int64_t ox = 0; ox < g.ow; ++ox)
+          t[static_cast<std::size_t>((i * g.kw + j) * L + oy * g.ow + ox)] =
+              static_cast<std::int32_t>((oy * g.stride_h + i * g.dil_h) * Wp + ox * g.stride_w + j * g.dil_w);
+  return t;
+}
+/// im2col through the tap table (im2col_taps) from zero-padded copies of the channel planes
+/// (`padded`, (H + pt + pb) * (W + pl + pr) elements per channel, its border zero): one gather
+/// loop of L elements per row, with no test for padding; the row-by-row copies of im2col cost
+/// more than the GEMM for images of a few pixels.
+template <class T>
+void im2col_gather(const T* x, std::int64_t channels, const conv2d_geometry& g, const std::int32_t* taps, T* col,
+                   std::int64_t ld, T* padded) {
+  const std::int64_t L = g.oh * g.ow, kk = g.kh * g.kw, Wp = g.W + g.pad_left + g.pad_right;
+  const std::int64_t plane = (g.H + g.pad_top + g.pad_bottom) * Wp;
+  for (std::int64_t c = 0; c < channels; ++c) {
+    const T* xc = x + c * g.H * g.W;
+    T* pc = padded + c * plane;  // the border stays zero: only the interior is written
+    for (std::int64_t y = 0; y < g.H; ++y)
+      for (std::int64_t x0 = 0; x0 < g.W; ++x0) pc[(y + g.pad_top) * Wp + g.pad_left + x0] = xc[y * g.W + x0];
+    for (std::int64_t k = 0; k < kk; ++k) {
+      const std::int32_t* t = taps + k * L;
+      T* row = col + (c * kk + k) * ld;
+      for (std::int64_t p = 0; p < L; ++p) row[p] = pc[t[p]];
+    }
+  }
+}
+
+/// conv2d of small images: the columns of nb images side by side in one GEMM per group
+/// (w[g] (Og x K) . col (K x nb*L)), then each image's rows copied to y. A GEMM of a few dozen
+/// columns per image is mostly packing and call overhead (the digits CNN: 8x8 and 4x4 outputs).
+template <class T>
+void run_conv2d_batched(const T* x, const T* w, T* y, const conv2d_geometry& g, std::int64_t nb, double flops) {
+  const std::int64_t Cg = g.C / g.groups, Og = g.O / g.groups;
+  const std::int64_t K = Cg * g.kh * g.kw, L = g.oh * g.ow;
+  const std::int64_t chunks = (g.N + nb - 1) / nb;
+  const std::vector<std::int32_t> taps = im2col_taps(g);
+  const auto padded_size = static_cast<std::size_t>(Cg * (g.H + g.pad_top + g.pad_bottom) *
+                                                    (g.W + g.pad_left + g.pad_right));
+  auto chunk = [&](std::int64_t c, std::vector<T>& col, std::vector<T>& out, std::vector<T>& padded) {
+    const std::int64_t n0 = c * nb, count = std::min(nb, g.N - n0), width = count * L;
+    for (std::int64_t gi = 0; gi < g.groups; ++gi) {
+      for (std::int64_t i = 0; i < count; ++i)
+        im2col_gather(x + ((n0 + i) * g.C + gi * Cg) * g.H * g.W, Cg, g, taps.data(), col.data() + i * L, width,
+                      padded.data());
+      gemm_ex<T>(w + gi * Og * K, K, 1, col.data(), width, 1, out.data(), width, Og, width, K);
+      for (std::int64_t i = 0; i < count; ++i)
+        for (std::int64_t o = 0; o < Og; ++o)
+          std::memcpy(y + ((n0 + i) * g.O + gi * Og + o) * L, out.data() + o * width + i * L,
+                      static_cast<std::size_t>(L) * sizeof(T));
+    }
+  };
+  const auto col_size = static_cast<std::size_t>(K * nb * L), out_size = static_cast<std::size_t>(Og * nb * L);
+  if (chunks >= omp_get_max_threads() && chunks > 1 && flops >= 4e6 && !omp_in_parallel()) {
+    const gemm_blocking blk = current_gemm_blocking();  // the caller's, for the worker threads
+#pragma omp parallel
+    {
+      const gemm_blocking_scope scope(blk);
+      std::vector<T> col(col_size), out(out_size), padded(padded_size);
+#pragma omp for schedule(static)
+      for (std::int64_t c = 0; c < chunks; ++c) chunk(c, col, out, padded);
+    }
+  } else {
+    std::vector<T> col(col_size), out(out_size), padded(padded_size);
+    for (std::int64_t c = 0; c < chunks; ++c) chunk(c, col, out, padded);
+  }
+}
+
 /// y = conv2d(x, w) for contiguous x (N, C, H, W), w (O, C/groups, kh, kw), y (N, O, oh, ow).
 template <class T>
 void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
   const std::int64_t Cg = g.C / g.groups, Og = g.O / g.groups;
   const std::int64_t K = Cg * g.kh * g.kw, L = g.oh * g.ow;
   if (g.N == 0 || g.O == 0 || L == 0) return;
+  const double flops = 2.0 * static_cast<double>(g.N) * static_cast<double>(g.O) * static_cast<double>(L) *
+                       static_cast<double>(K);
+  // small images (padded planes of at most 4096 elements, outputs of fewer than 256 positions):
+  // about 512 columns of several images per GEMM, im2col by gathers from padded planes
+  const std::int64_t padded_plane = (g.H + g.pad_top + g.pad_bottom) * (g.W + g.pad_left + g.pad_right);
+  if (const std::int64_t nb = std::min<std::int64_t>(g.N, 512 / L); L < 256 && nb > 1 && K > 0 && padded_plane <= 4096) {
+    run_conv2d_batched(x, w, y, g, nb, flops);
+    return;
+  }
   const bool direct = g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
                       g.pad_left == 0 && g.pad_bottom == 0 && g.pad_right == 0;  // col is x itself
   auto image = [&](std::int64_t n, std::vector<T>& col) {
@@ -65,7 +153,7 @@ void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
       const T* xg = x + (n * g.C + gi * Cg) * g.H * g.W;
       const T* cols = xg;
       if (!direct) {
-        im2col(xg, Cg, g, col.data());
+        im2col(xg, Cg, g, col.data(), L);
         cols = col.data();
       }
       // y[g] (Og x L, row-major) = w[g] (Og x K) . col (K x L); K == 0 writes zeros
@@ -76,8 +164,6 @@ void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
   // images on the threads when there are enough of them and enough work: GEMM's rule (4 MFLOP,
   // gemm.hpp). A parallel region for a few microseconds of work costs more than it saves, and
   // on a busy machine a thread that waits for its time slice makes a 0.4 ms model take 24 ms.
-  const double flops = 2.0 * static_cast<double>(g.N) * static_cast<double>(g.O) * static_cast<double>(L) *
-                       static_cast<double>(K);
   if (g.N >= omp_get_max_threads() && g.N > 1 && flops >= 4e6 && !omp_in_parallel()) {
     const gemm_blocking blk = current_gemm_blocking();  // the caller's, for the worker threads
 #pragma omp parallel
