@@ -19,11 +19,10 @@
 
 namespace tenet::detail::cpu {
 
-/// col[(c * kh + i) * kw + j][oy * ow + ox] = x[c][oy*sh - pt + i*dh][ox*sw - pl + j*dw] (0 outside);
-/// col's rows are ld elements apart (ld >= oh * ow: several images' columns side by side).
+/// col[(c * kh + i) * kw + j][oy * ow + ox] = x[c][oy*sh - pt + i*dh][ox*sw - pl + j*dw] (0 outside).
 template <class T>
-void im2col(const T* x, std::int64_t channels, const conv2d_geometry& g, T* col, std::int64_t ld) {
-  const std::int64_t L = ld;
+void im2col(const T* x, std::int64_t channels, const conv2d_geometry& g, T* col) {
+  const std::int64_t L = g.oh * g.ow;
   for (std::int64_t c = 0; c < channels; ++c) {
     const T* xc = x + c * g.H * g.W;
     for (std::int64_t i = 0; i < g.kh; ++i) {
@@ -116,7 +115,7 @@ void run_conv2d_batched(const T* x, const T* w, T* y, const conv2d_geometry& g, 
     }
   };
   const auto col_size = static_cast<std::size_t>(K * nb * L), out_size = static_cast<std::size_t>(Og * nb * L);
-  if (chunks >= omp_get_max_threads() && chunks > 1 && flops >= 4e6 && !omp_in_parallel()) {
+  if (chunks >= omp_get_max_threads() && chunks > 1 && flops >= gemm_parallel_min_flops && !omp_in_parallel()) {
     const gemm_blocking blk = current_gemm_blocking();  // the caller's, for the worker threads
 #pragma omp parallel
     {
@@ -153,7 +152,7 @@ void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
       const T* xg = x + (n * g.C + gi * Cg) * g.H * g.W;
       const T* cols = xg;
       if (!direct) {
-        im2col(xg, Cg, g, col.data(), L);
+        im2col(xg, Cg, g, col.data());
         cols = col.data();
       }
       // y[g] (Og x L, row-major) = w[g] (Og x K) . col (K x L); K == 0 writes zeros
@@ -164,7 +163,7 @@ void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
   // images on the threads when there are enough of them and enough work: GEMM's rule (4 MFLOP,
   // gemm.hpp). A parallel region for a few microseconds of work costs more than it saves, and
   // on a busy machine a thread that waits for its time slice makes a 0.4 ms model take 24 ms.
-  if (g.N >= omp_get_max_threads() && g.N > 1 && flops >= 4e6 && !omp_in_parallel()) {
+  if (g.N >= omp_get_max_threads() && g.N > 1 && flops >= gemm_parallel_min_flops && !omp_in_parallel()) {
     const gemm_blocking blk = current_gemm_blocking();  // the caller's, for the worker threads
 #pragma omp parallel
     {

@@ -46,6 +46,10 @@
 
 namespace tenet::detail::cpu {
 
+/// Below this many flops a GEMM, or a conv's images, run on one thread: starting the team costs
+/// more than it saves (and inside another parallel region, nothing is split further).
+inline constexpr double gemm_parallel_min_flops = 4e6;
+
 struct no_epilogue {
   template <class T>
   void operator()(T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t) const {}
@@ -332,7 +336,7 @@ void gemm_ex(const T* a, std::int64_t ars, std::int64_t acs, const T* b, std::in
   }
   const gemm_blocking blk = gemm_impl::resolve<T>(current_gemm_blocking());
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-  const int threads = (omp_in_parallel() || flops < 4e6) ? 1 : omp_get_max_threads();
+  const int threads = (omp_in_parallel() || flops < gemm_parallel_min_flops) ? 1 : omp_get_max_threads();
 
   if (threads > 1) {
     // Each thread owns whole C blocks (a grid of pm x pn parts, split at multiples of MR and NR) and
