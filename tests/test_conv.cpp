@@ -207,6 +207,27 @@ TEST_CASE("conv: max_pool2d, avg_pool2d, adaptive_avg_pool2d against PyTorch") {
   pool_cases<std::int64_t>("i64");
 }
 
+TEST_CASE("conv: ceil_mode pooling keeps a window longer than the input, as torch") {
+  // torch: max_pool2d(arange(10.).reshape(1, 1, 2, 5), 3, ceil_mode=True) is [[7, 9]] (one window
+  // row starting inside the 2 input rows); without ceil_mode the output would be empty, an error.
+  // Found by the differential fuzzer's conv programs (tests/fuzz/gen_fuzz.py --conv).
+  const Tensor<float, shape<1, 1, 2, 5>> x = arange<float>(0, 10).reshape<1, 1, 2, 5>();
+  const Tensor<float, shape<1, 1, dyn, dyn>> xd = x;
+  const auto check = [](const auto& y, std::vector<float> want) {
+    REQUIRE(y.sizes()[2] == 1);
+    REQUIRE(y.sizes()[3] == 2);
+    for (std::size_t i = 0; i < want.size(); ++i) CHECK(y.data()[i] == Approx(want[i]));
+  };
+  check(eval(max_pool2d(xd, 3, {.ceil_mode = true})), {7, 9});
+  check(eval(avg_pool2d(xd, 3, {.ceil_mode = true})), {3.5f, 6});
+  check(eval(avg_pool2d(xd, 3, {.padding = 1, .ceil_mode = true})), {4.f / 3, 11.f / 3});
+  const auto ys = eval(max_pool2d<3, max_pool2d_options{.ceil_mode = true}>(x));
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(ys)>, shape<1, 1, 1, 2>>);
+  check(ys, {7, 9});
+  check(eval(avg_pool2d<3, avg_pool2d_options{.ceil_mode = true}>(x)), {3.5f, 6});
+  CHECK_THROWS_WITH(max_pool2d(xd, 3), Catch::Contains("larger than the padded input extent 2"));
+}
+
 TEST_CASE("conv: interpolate nearest and bilinear against PyTorch") {
   interpolate_cases<float>("f32");
   interpolate_cases<double>("f64");

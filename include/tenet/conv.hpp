@@ -192,15 +192,16 @@ struct window_spec {
 
 /// torch's output extent of a window op: floor((n + lo + hi - span) / s) + 1 with
 /// span = d (k - 1) + 1, or ceil with ceil_mode, where the last window must also start inside
-/// the input or the left padding (it is dropped otherwise). -1 when the window does not fit.
-/// The run-time twins are window_count (decomp/conv.hpp) and plan_pool (below).
+/// the input or the left padding (it is dropped otherwise). With ceil_mode one window may be
+/// longer than the padded input (torch: max_pool2d(ones(1, 1, 2, 5), 3, ceil_mode=True) has 1 row).
+/// -1 when no window fits. The run-time twins are window_count (decomp/conv.hpp) and plan_pool.
 constexpr std::int64_t window_extent(std::int64_t n, std::int64_t k, std::int64_t s, std::int64_t lo,
                                      std::int64_t hi, std::int64_t d, bool ceil_mode) {
-  const std::int64_t span = d * (k - 1) + 1, num = n + lo + hi - span;
+  const std::int64_t span = d * (k - 1) + 1, num = n + lo + hi - span + (ceil_mode ? s - 1 : 0);
   if (num < 0) return -1;
-  std::int64_t out = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
+  std::int64_t out = num / s + 1;
   if (ceil_mode && (out - 1) * s >= n + lo) --out;
-  return out;
+  return out >= 1 ? out : -1;
 }
 
 /// The result shape (SX's batch, Channels, the N output extents) of a window op with geometry G
@@ -534,13 +535,12 @@ inline pool_plan plan_pool(const sizes_t<4>& xs, const ints<2>& kernel, const in
                         " must be in [0, kernel size / 2] = [0, " + std::to_string(pl.k[i] / 2) + "] (as torch)");
     const std::int64_t n = xs[2 + i];
     const std::int64_t span = pl.d[i] * (pl.k[i] - 1) + 1;
-    const std::int64_t num = n + 2 * pl.p[i] - span;
-    if (num < 0)
+    const std::int64_t out = window_extent(n, pl.k[i], pl.s[i], pl.p[i], pl.p[i], pl.d[i], ceil_mode);
+    if (out < 0)
       throw shape_error(std::string("tenet: ") + what + ": kernel of extent " + std::to_string(span) +
                         " is larger than the padded input extent " + std::to_string(n + 2 * pl.p[i]) +
-                        " (input sizes " + sizes_text(xs) + ")");
-    std::int64_t out = (ceil_mode ? (num + pl.s[i] - 1) / pl.s[i] : num / pl.s[i]) + 1;
-    if (ceil_mode && (out - 1) * pl.s[i] >= n + pl.p[i]) --out;
+                        (ceil_mode ? " and no window starts inside the input" : "") + " (input sizes " +
+                        sizes_text(xs) + ")");
     pl.out[i] = out;
     pl.extra[i] = std::max<std::int64_t>(0, (out - 1) * pl.s[i] + span - (n + 2 * pl.p[i]));
   }
