@@ -535,3 +535,80 @@ TEST_CASE("fuzzag_4: sdpa<math>.causal, softplus", "[fuzz]") {
   fuzz::check(x2.grad(), c.at("grad_x2"), "grad of x2", 2e-05);
 }
 
+// gen_fuzz.py --seed 1 --count 5 --name fuzzcg --grad --conv
+
+TEST_CASE("fuzzcg_0: conv2d.pad", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzcg_0");
+  auto x0 = tenet_test::make<double, tenet::shape<2, 1, 4, 5>>(c.at("x0"));
+  x0.requires_grad_();
+  auto x1 = tenet_test::make<double, tenet::shape<tenet::dyn, 4, tenet::dyn, 3>>(c.at("x1"));
+  x1.requires_grad_();
+  const auto r = tenet::eval(tenet::conv2d(x0.template transpose<0, 1>(), x1.template transpose<0, 1>(), tenet::conv2d_options{.stride = 1, .padding = tenet::conv_pad<2>{0, 2}, .dilation = tenet::ints<2>{1, 2}, .groups = 2}));
+  const auto w = tenet_test::make<double, tenet::dyn_shape<4>>(c.at("w"));
+  fuzz::check(r, c.at("out"), "out", 1e-11);
+  tenet::Tensor<double, tenet::shape<>> loss = tenet::sum(r * w);
+  loss.backward();
+  fuzz::check(x0.grad(), c.at("grad_x0"), "grad of x0", 1e-11);
+  fuzz::check(x1.grad(), c.at("grad_x1"), "grad of x1", 1e-11);
+}
+
+TEST_CASE("fuzzcg_1: avg_pool2d, scalar+", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzcg_1");
+  auto x0 = tenet_test::make<double, tenet::shape<tenet::dyn, 2, 3, 9>>(c.at("x0"));
+  x0.requires_grad_();
+  const auto r = tenet::eval((0.5 + tenet::avg_pool2d(x0, 2, tenet::avg_pool2d_options{.stride = tenet::ints<2>{1, 0}, .padding = 1, .ceil_mode = false, .count_include_pad = false})));
+  const auto w = tenet_test::make<double, tenet::dyn_shape<4>>(c.at("w"));
+  fuzz::check(r, c.at("out"), "out", 1e-11);
+  tenet::Tensor<double, tenet::shape<>> loss = tenet::sum(r * w);
+  loss.backward();
+  fuzz::check(x0.grad(), c.at("grad_x0"), "grad of x0", 1e-11);
+}
+
+TEST_CASE("fuzzcg_2: conv2d.pad.static, pow2", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzcg_2");
+  auto x0 = tenet_test::make<float, tenet::shape<tenet::dyn, tenet::dyn, tenet::dyn, 6>>(c.at("x0"));
+  x0.requires_grad_();
+  auto x1 = tenet_test::make<float, tenet::shape<tenet::dyn>>(c.at("x1"));
+  x1.requires_grad_();
+  auto x2 = tenet_test::make<float, tenet::shape<tenet::dyn, 1, tenet::dyn, 3>>(c.at("x2"));
+  x2.requires_grad_();
+  const auto r = tenet::eval(tenet::pow(tenet::conv2d<tenet::conv2d_options{.stride = tenet::ints<2>{2, 1}, .padding = tenet::conv_pad<2>{0, 1}, .dilation = 2, .groups = 1}>(x0.template slice<1>(1, 3, 2), x2.template narrow<0>(1, 2), x1), 2));
+  const auto w = tenet_test::make<float, tenet::dyn_shape<4>>(c.at("w"));
+  fuzz::check(r, c.at("out"), "out", 2e-05);
+  tenet::Tensor<float, tenet::shape<>> loss = tenet::sum(r * w);
+  loss.backward();
+  fuzz::check(x0.grad(), c.at("grad_x0"), "grad of x0", 2e-05);
+  fuzz::check(x1.grad(), c.at("grad_x1"), "grad of x1", 2e-05);
+  fuzz::check(x2.grad(), c.at("grad_x2"), "grad of x2", 2e-05);
+}
+
+TEST_CASE("fuzzcg_3: conv2d.valid, scalar*", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzcg_3");
+  auto x0 = tenet_test::make<double, tenet::shape<2, 2, 9, 1>>(c.at("x0"));
+  x0.requires_grad_();
+  auto x1 = tenet_test::make<double, tenet::shape<tenet::dyn>>(c.at("x1"));
+  x1.requires_grad_();
+  auto x2 = tenet_test::make<double, tenet::shape<7, tenet::dyn, tenet::dyn, 1>>(c.at("x2"));
+  x2.requires_grad_();
+  const auto r = tenet::eval((tenet::conv2d(x0.template transpose<0, 1>(), x2.template slice<0>(1, 7, 2), x1.template slice<0>(1, 7, 2), tenet::conv2d_options{.stride = tenet::ints<2>{1, 2}, .padding = tenet::conv_pad<2>(tenet::conv_padding::valid), .dilation = 2, .groups = 1}) * 2.0));
+  const auto w = tenet_test::make<double, tenet::dyn_shape<4>>(c.at("w"));
+  fuzz::check(r, c.at("out"), "out", 1e-11);
+  tenet::Tensor<double, tenet::shape<>> loss = tenet::sum(r * w);
+  loss.backward();
+  fuzz::check(x0.grad(), c.at("grad_x0"), "grad of x0", 1e-11);
+  fuzz::check(x1.grad(), c.at("grad_x1"), "grad of x1", 1e-11);
+  fuzz::check(x2.grad(), c.at("grad_x2"), "grad of x2", 1e-11);
+}
+
+TEST_CASE("fuzzcg_4: adaptive_avg_pool2d", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzcg_4");
+  auto x0 = tenet_test::make<float, tenet::shape<tenet::dyn, 1, tenet::dyn, 6>>(c.at("x0"));
+  x0.requires_grad_();
+  const auto r = tenet::eval(tenet::adaptive_avg_pool2d(x0.template narrow<3>(1, 4), tenet::ints<2>{4, 1}));
+  const auto w = tenet_test::make<float, tenet::dyn_shape<4>>(c.at("w"));
+  fuzz::check(r, c.at("out"), "out", 2e-05);
+  tenet::Tensor<float, tenet::shape<>> loss = tenet::sum(r * w);
+  loss.backward();
+  fuzz::check(x0.grad(), c.at("grad_x0"), "grad of x0", 2e-05);
+}
+

@@ -540,3 +540,84 @@ TEST_CASE("fuzza_7: sdpa.causal, erf", "[fuzz]") {
   fuzz::check(r, c.at("out"), "out", 2e-05);
 }
 
+// gen_fuzz.py --seed 1 --count 10 --name fuzzc --conv
+
+TEST_CASE("fuzzc_0: conv2d.pad", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzc_0");
+  auto x0 = tenet_test::make<double, tenet::shape<2, 1, 4, 5>>(c.at("x0"));
+  auto x1 = tenet_test::make<double, tenet::shape<tenet::dyn, 4, tenet::dyn, 3>>(c.at("x1"));
+  const auto r = tenet::eval(tenet::conv2d(x0.template transpose<0, 1>(), x1.template transpose<0, 1>(), tenet::conv2d_options{.stride = 1, .padding = tenet::conv_pad<2>{0, 2}, .dilation = tenet::ints<2>{1, 2}, .groups = 2}));
+  fuzz::check(r, c.at("out"), "out", 1e-11);
+}
+
+TEST_CASE("fuzzc_1: avg_pool2d, scalar+", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzc_1");
+  auto x0 = tenet_test::make<double, tenet::shape<tenet::dyn, 2, 3, 9>>(c.at("x0"));
+  const auto r = tenet::eval((0.5 + tenet::avg_pool2d(x0, 2, tenet::avg_pool2d_options{.stride = tenet::ints<2>{1, 0}, .padding = 1, .ceil_mode = false, .count_include_pad = false})));
+  fuzz::check(r, c.at("out"), "out", 1e-11);
+}
+
+TEST_CASE("fuzzc_2: conv2d.pad.static, pow2", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzc_2");
+  auto x0 = tenet_test::make<float, tenet::shape<tenet::dyn, tenet::dyn, tenet::dyn, 6>>(c.at("x0"));
+  auto x1 = tenet_test::make<float, tenet::shape<tenet::dyn>>(c.at("x1"));
+  auto x2 = tenet_test::make<float, tenet::shape<tenet::dyn, 1, tenet::dyn, 3>>(c.at("x2"));
+  const auto r = tenet::eval(tenet::pow(tenet::conv2d<tenet::conv2d_options{.stride = tenet::ints<2>{2, 1}, .padding = tenet::conv_pad<2>{0, 1}, .dilation = 2, .groups = 1}>(x0.template slice<1>(1, 3, 2), x2.template narrow<0>(1, 2), x1), 2));
+  fuzz::check(r, c.at("out"), "out", 2e-05);
+}
+
+TEST_CASE("fuzzc_3: conv2d.valid, scalar*", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzc_3");
+  auto x0 = tenet_test::make<double, tenet::shape<2, 2, 9, 1>>(c.at("x0"));
+  auto x1 = tenet_test::make<double, tenet::shape<tenet::dyn>>(c.at("x1"));
+  auto x2 = tenet_test::make<double, tenet::shape<7, tenet::dyn, tenet::dyn, 1>>(c.at("x2"));
+  const auto r = tenet::eval((tenet::conv2d(x0.template transpose<0, 1>(), x2.template slice<0>(1, 7, 2), x1.template slice<0>(1, 7, 2), tenet::conv2d_options{.stride = tenet::ints<2>{1, 2}, .padding = tenet::conv_pad<2>(tenet::conv_padding::valid), .dilation = 2, .groups = 1}) * 2.0));
+  fuzz::check(r, c.at("out"), "out", 1e-11);
+}
+
+TEST_CASE("fuzzc_4: conv2d.valid.static, sqrt", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzc_4");
+  auto x0 = tenet_test::make<float, tenet::shape<3, 6, tenet::dyn, 3>>(c.at("x0"));
+  auto x1 = tenet_test::make<float, tenet::shape<tenet::dyn>>(c.at("x1"));
+  auto x2 = tenet_test::make<float, tenet::shape<2, 7, tenet::dyn, tenet::dyn>>(c.at("x2"));
+  const auto r = tenet::eval(tenet::sqrt(tenet::conv2d<tenet::conv2d_options{.stride = tenet::ints<2>{3, 2}, .padding = tenet::conv_pad<2>(tenet::conv_padding::valid), .dilation = 2, .groups = 2}>(x0.template slice<3>(1, 3, 2), x2.template slice<1>(1, 7, 2), x1)));
+  fuzz::check(r, c.at("out"), "out", 2e-05);
+}
+
+TEST_CASE("fuzzc_5: adaptive_avg_pool2d", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzc_5");
+  auto x0 = tenet_test::make<float, tenet::shape<tenet::dyn, 1, tenet::dyn, 6>>(c.at("x0"));
+  const auto r = tenet::eval(tenet::adaptive_avg_pool2d(x0.template narrow<3>(1, 4), tenet::ints<2>{4, 1}));
+  fuzz::check(r, c.at("out"), "out", 2e-05);
+}
+
+TEST_CASE("fuzzc_6: max_pool2d, scalar/", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzc_6");
+  auto x0 = tenet_test::make<float, tenet::shape<tenet::dyn, 3, 3, tenet::dyn>>(c.at("x0"));
+  const auto r = tenet::eval((tenet::max_pool2d(x0, tenet::ints<2>{1, 2}, tenet::max_pool2d_options{.stride = 2, .padding = tenet::ints<2>{0, 1}, .dilation = 1, .ceil_mode = true}) / 1.5));
+  fuzz::check(r, c.at("out"), "out", 2e-05);
+}
+
+TEST_CASE("fuzzc_7: max_pool2d", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzc_7");
+  auto x0 = tenet_test::make<float, tenet::shape<tenet::dyn, 2, 1, tenet::dyn>>(c.at("x0"));
+  const auto r = tenet::eval(tenet::max_pool2d(x0.template transpose<0, 1>(), 2, tenet::max_pool2d_options{.stride = tenet::ints<2>{0, 1}, .padding = tenet::ints<2>{1, 0}, .dilation = 1, .ceil_mode = false}));
+  fuzz::check(r, c.at("out"), "out", 2e-05);
+}
+
+TEST_CASE("fuzzc_8: conv2d.pad, clamp", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzc_8");
+  auto x0 = tenet_test::make<double, tenet::shape<tenet::dyn, tenet::dyn, 6, tenet::dyn>>(c.at("x0"));
+  auto x1 = tenet_test::make<double, tenet::shape<2>>(c.at("x1"));
+  auto x2 = tenet_test::make<double, tenet::shape<4, tenet::dyn, tenet::dyn, 3>>(c.at("x2"));
+  const auto r = tenet::eval(tenet::clamp(tenet::conv2d(x0.template transpose<0, 1>(), x2.template narrow<0>(1, 2), x1, tenet::conv2d_options{.stride = tenet::ints<2>{3, 2}, .padding = tenet::conv_pad<2>{1, 2}, .dilation = 1, .groups = 1}), -0.5, 1.0));
+  fuzz::check(r, c.at("out"), "out", 1e-11);
+}
+
+TEST_CASE("fuzzc_9: avg_pool2d", "[fuzz]") {
+  const auto& c = tenet_test::get_case(kFuzzFile, "fuzzc_9");
+  auto x0 = tenet_test::make<float, tenet::shape<1, 1, 2, 9>>(c.at("x0"));
+  const auto r = tenet::eval(tenet::avg_pool2d(x0.template slice<3>(1, 9, 2), tenet::ints<2>{2, 3}, tenet::avg_pool2d_options{.stride = 1, .padding = 0, .ceil_mode = true, .count_include_pad = false}));
+  fuzz::check(r, c.at("out"), "out", 2e-05);
+}
+

@@ -367,6 +367,78 @@ class Program:
         return V(t, f"{fn}({args})"), "sdpa" + (f"<{forced}>" if forced else "") + (f".{mask_kind}" if m is not None or
                                                                                       mask_kind == "causal" else "")
 
+    def conv(self):
+        """conv2d, conv_transpose2d and the 2-D poolings of strided leaves: random geometry (stride,
+        padding including "same" and "valid", dilation, groups, ceil_mode), options given at run time
+        or as template arguments (static output extents), with and without bias."""
+        r = self.rng
+        F = torch.nn.functional
+        dt = r.choice([torch.float32, torch.float32, torch.float64])
+        N, H, W = r.choice([1, 2, 3]), r.randint(1, 9), r.randint(1, 9)
+        kind = r.choice(["conv", "conv", "conv", "convt", "maxpool", "avgpool", "adaptive"])
+        pair = lambda a, b: f"tenet::ints<2>{{{a}, {b}}}" if a != b else str(a)
+        if kind in ("conv", "convt"):
+            G = r.choice([1, 1, 2])
+            C, O = G * r.randint(1, 3), G * r.randint(1, 3)
+            kh, kw = r.randint(1, 3), r.randint(1, 3)
+            sh, sw = r.choice([1, 1, 2, 3]), r.choice([1, 1, 2])
+            dh, dw = r.choice([1, 1, 2]), r.choice([1, 2])
+            x = self.leaf([N, C, H, W], dt)
+            bias = self.leaf([O], dt) if r.random() < 0.6 else None
+            if kind == "conv":
+                w = self.leaf([O, C // G, kh, kw], dt)
+                mode = r.choice(["pad", "pad", "pad", "same", "valid"])
+                if mode == "same":
+                    sh = sw = 1
+                ph, pw = (r.randint(0, kh // 2 + 1), r.randint(0, kw // 2 + 1)) if mode == "pad" else (0, 0)
+                pad = {"same": "same", "valid": "valid"}.get(mode, (ph, pw))
+                t = F.conv2d(x.t, w.t, None if bias is None else bias.t, (sh, sw), pad, (dh, dw), G)
+                padc = {"same": "tenet::conv_pad<2>(tenet::conv_padding::same)",
+                        "valid": "tenet::conv_pad<2>(tenet::conv_padding::valid)"}.get(
+                    mode, f"tenet::conv_pad<2>{{{ph}, {pw}}}" if ph != pw else str(ph))
+                opts = (f"tenet::conv2d_options{{.stride = {pair(sh, sw)}, .padding = {padc}, "
+                        f".dilation = {pair(dh, dw)}, .groups = {G}}}")
+                static = r.random() < 0.4
+                args = f"{x.cpp}, {w.cpp}" + (f", {bias.cpp}" if bias is not None else "")
+                cpp = f"tenet::conv2d<{opts}>({args})" if static else f"tenet::conv2d({args}, {opts})"
+                return V(t, cpp), f"conv2d.{mode}" + (".static" if static else "")
+            w = self.leaf([C, O // G, kh, kw], dt)
+            ph, pw = r.randint(0, (kh - 1) * dh), r.randint(0, (kw - 1) * dw)
+            oph, opw = r.randint(0, max(sh, dh) - 1), r.randint(0, max(sw, dw) - 1)
+            t = F.conv_transpose2d(x.t, w.t, None if bias is None else bias.t, (sh, sw), (ph, pw), (oph, opw), G,
+                                   (dh, dw))
+            opts = (f"tenet::conv_transpose2d_options{{.stride = {pair(sh, sw)}, .padding = {pair(ph, pw)}, "
+                    f".output_padding = {pair(oph, opw)}, .groups = {G}, .dilation = {pair(dh, dw)}}}")
+            args = f"{x.cpp}, {w.cpp}" + (f", {bias.cpp}" if bias is not None else "")
+            return V(t, f"tenet::conv_transpose2d({args}, {opts})"), "conv_transpose2d"
+        C = r.randint(1, 3)
+        x = self.leaf([N, C, H, W], dt)
+        if kind == "adaptive":
+            oh, ow = r.randint(1, H + 2), r.randint(1, W + 2)
+            return V(F.adaptive_avg_pool2d(x.t, (oh, ow)),
+                     f"tenet::adaptive_avg_pool2d({x.cpp}, {pair(oh, ow)})"), "adaptive_avg_pool2d"
+        kh, kw = r.randint(1, 3), r.randint(1, 3)
+        sh, sw = r.choice([0, 1, 2]), r.choice([0, 1, 2])
+        ph, pw = r.randint(0, kh // 2), r.randint(0, kw // 2)
+        ceil = r.random() < 0.3
+        stride = (sh or kh, sw or kw)
+        if kind == "maxpool":
+            dh, dw = r.choice([1, 1, 2]), r.choice([1, 2])
+            t = F.max_pool2d(x.t, (kh, kw), stride, (ph, pw), (dh, dw), ceil_mode=ceil)
+            opts = (f"tenet::max_pool2d_options{{.stride = {pair(sh, sw)}, .padding = {pair(ph, pw)}, "
+                    f".dilation = {pair(dh, dw)}, .ceil_mode = {str(ceil).lower()}}}")
+            static = r.random() < 0.4
+            cpp = (f"tenet::max_pool2d<{pair(kh, kw)}, {opts}>({x.cpp})" if static else
+                   f"tenet::max_pool2d({x.cpp}, {pair(kh, kw)}, {opts})")
+            return V(t, cpp), "max_pool2d" + (".static" if static else "")
+        cip = r.random() < 0.6
+        div = r.choice([None, None, None, 2, 5])
+        t = F.avg_pool2d(x.t, (kh, kw), stride, (ph, pw), ceil_mode=ceil, count_include_pad=cip, divisor_override=div)
+        opts = (f"tenet::avg_pool2d_options{{.stride = {pair(sh, sw)}, .padding = {pair(ph, pw)}, "
+                f".ceil_mode = {str(ceil).lower()}, .count_include_pad = {str(cip).lower()}"
+                + (f", .divisor_override = {div}" if div else "") + "}")
+        return V(t, f"tenet::avg_pool2d({x.cpp}, {pair(kh, kw)}, {opts})"), "avg_pool2d"
+
     def materialize(self, a):
         """Evaluates a into a named Tensor, then maybe a view or an in-place update of it."""
         r = self.rng
@@ -478,7 +550,7 @@ def finite_enough(t):
         bool(torch.isfinite(t.double()).any())
 
 
-def generate(seed, count, grad, name, attention=False):
+def generate(seed, count, grad, name, attention=False, conv=False):
     rng = random.Random(seed)
     ref = ReferenceFile()
     cases = []
@@ -487,8 +559,8 @@ def generate(seed, count, grad, name, attention=False):
         i += 1
         p = Program(random.Random(rng.randrange(1 << 30)), grad)
         try:
-            if attention:  # an attention, maybe followed by one more op
-                v, op = p.attention()
+            if attention or conv:  # an attention or a convolution, maybe followed by one more op
+                v, op = p.attention() if attention else p.conv()
                 p.ops.append(op)
                 if p.rng.random() < 0.5:
                     out = p.unary(v) if p.rng.random() < 0.5 else p.with_scalar(v)
@@ -500,7 +572,7 @@ def generate(seed, count, grad, name, attention=False):
         except (RuntimeError, TypeError, ValueError):
             continue
         t = v.t
-        if len(p.ops) < (1 if attention else 2) or t.numel() > 400 or not finite_enough(t):
+        if len(p.ops) < (1 if attention or conv else 2) or t.numel() > 400 or not finite_enough(t):
             continue
         if grad:
             if not t.dtype.is_floating_point or not t.requires_grad or t.numel() == 0:
@@ -583,9 +655,10 @@ def main():
                     "regression case)")
     ap.add_argument("--append", action="store_true", help="append to --cpp and --ref instead of writing them")
     ap.add_argument("--attention", action="store_true", help="programs of scaled_dot_product_attention")
+    ap.add_argument("--conv", action="store_true", help="programs of conv2d, conv_transpose2d and the poolings")
     args = ap.parse_args()
     torch.set_default_dtype(torch.float32)
-    ref, cases = generate(args.seed, args.count, args.grad, args.name, args.attention)
+    ref, cases = generate(args.seed, args.count, args.grad, args.name, args.attention, args.conv)
     skip = {int(s) for s in args.skip.split(",") if s}
     only = {int(s) for s in args.only.split(",") if s}
     keep = [i for i in range(len(cases)) if i not in skip and (not only or i in only)]
@@ -593,7 +666,7 @@ def main():
     key = "kFuzzFile"
     text = "" if args.append else HEADER.format(torch=torch.__version__.split("+")[0], ref=refname, key=key)
     text += f"// gen_fuzz.py --seed {args.seed} --count {args.count} --name {args.name}" + \
-        (" --grad" if args.grad else "") + (" --attention" if args.attention else "") + (f" --only {args.only}" if args.only else "") + "\n\n"
+        (" --grad" if args.grad else "") + (" --attention" if args.attention else "") + (" --conv" if args.conv else "") + (f" --only {args.only}" if args.only else "") + "\n\n"
     text += "\n\n".join(cpp_case(cases[i][0], cases[i][1], cases[i][2], cases[i][3], key) for i in keep) + "\n\n"
     with open(args.cpp, "a" if args.append else "w") as f:
         f.write(text)

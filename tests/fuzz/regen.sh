@@ -13,6 +13,8 @@ FOUND=(4:1,32)  # softmax over an empty dim; hardtanh of int64
 FOUND_GRAD=(2:1,4,10)  # gradients through stack and cat
 # scaled_dot_product_attention programs (--attention): a small batch each, for their compile cost
 ATT_SEED=1 ATT_COUNT=8 ATT_GRAD_COUNT=5
+# conv2d / conv_transpose2d / pooling programs (--conv), likewise
+CONV_SEED=1 CONV_COUNT=10 CONV_GRAD_COUNT=5
 
 python3 gen_fuzz.py --seed $FWD_SEED --count $FWD_COUNT --name fuzz --cpp $T/test_fuzz.cpp --ref $T/reference/fuzz.txt
 for f in "${FOUND[@]+"${FOUND[@]}"}"; do
@@ -21,6 +23,8 @@ for f in "${FOUND[@]+"${FOUND[@]}"}"; do
 done
 python3 gen_fuzz.py --attention --seed $ATT_SEED --count $ATT_COUNT --name fuzza --append \
   --cpp $T/test_fuzz.cpp --ref $T/reference/fuzz.txt
+python3 gen_fuzz.py --conv --seed $CONV_SEED --count $CONV_COUNT --name fuzzc --append \
+  --cpp $T/test_fuzz.cpp --ref $T/reference/fuzz.txt
 python3 gen_fuzz.py --grad --seed $GRAD_SEED --count $GRAD_COUNT --name fuzzg --cpp $T/test_autograd_fuzz.cpp \
   --ref $T/reference/fuzz_grad.txt
 for f in "${FOUND_GRAD[@]+"${FOUND_GRAD[@]}"}"; do
@@ -28,4 +32,6 @@ for f in "${FOUND_GRAD[@]+"${FOUND_GRAD[@]}"}"; do
     --cpp $T/test_autograd_fuzz.cpp --ref $T/reference/fuzz_grad.txt
 done
 python3 gen_fuzz.py --attention --grad --seed $ATT_SEED --count $ATT_GRAD_COUNT --name fuzzag --append \
+  --cpp $T/test_autograd_fuzz.cpp --ref $T/reference/fuzz_grad.txt
+python3 gen_fuzz.py --conv --grad --seed $CONV_SEED --count $CONV_GRAD_COUNT --name fuzzcg --append \
   --cpp $T/test_autograd_fuzz.cpp --ref $T/reference/fuzz_grad.txt
