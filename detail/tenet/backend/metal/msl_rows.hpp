@@ -1,0 +1,166 @@
+#pragma once
+#include <tenet/detail_check.hpp>
+#include <tenet/config.hpp>
+// The Metal row kernels (docs/metal.md): a reduction (sum or amax) and softmax, one threadgroup
+// per row, threads strided over the row, partials combined by simdgroup operations and then across
+// the simdgroups through threadgroup memory (one float per simdgroup) - the shape of
+// backend/cuda/reduce.cuh's and row_kernels.cuh's block reductions with simdgroups for warps.
+//
+// The input is any strided view. Its elements split into rows and columns: a row is an index over
+// the `Outer` leading dims, a column an index over the `Inner` trailing ones (a reduction over the
+// last dim: Outer = rank - 1, Inner = 1; over every dim: Outer = 0, Inner = rank). The output is
+// contiguous, one value per row (reductions) or the input's shape (softmax).
+//
+// Argument table: buffer(0) out, buffer(1) in, buffer(2) the parameters (long):
+//   p[0] rows, p[1] columns, then Outer sizes, Outer strides, Inner sizes, Inner strides
+// and threadgroup(0): one float per simdgroup. Threads per threadgroup: a multiple of 32 (every
+// simdgroup full: the shuffle reductions read all 32 lanes).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <tenet/backend/metal/msl_common.hpp>
+#include <tenet/tensor.hpp>
+
+namespace tenet::detail::metal {
+
+enum class row_reduction { sum, amax };
+
+/// The shuffle reduction helpers of the row kernels: NaN-propagating max (MSL leaves simd_max's
+/// NaN handling open), a simdgroup max by shuffles down, the result broadcast from lane 0.
+inline constexpr std::string_view row_helpers = R"(#ifndef TENET_MSL_ROW_HELPERS
+#define TENET_MSL_ROW_HELPERS
+inline float tenet_max_nan(float a, float b) { return a != a ? a : (b != b ? b : (a < b ? b : a)); }
+inline float tenet_simd_max_nan(float x) {
+  for (ushort d = 16; d > 0; d /= 2) x = tenet_max_nan(x, simd_shuffle_down(x, d));
+  return simd_broadcast(x, 0);
+}
+#endif
+)";
+
+namespace rows_detail {
+/// Statements computing `var`, the offset of index `idx` over `dims` dims whose sizes start at
+/// p[sizes_at] and strides at p[strides_at].
+inline std::string offset_of(const std::string& var, const std::string& idx, std::size_t dims, std::size_t sizes_at,
+                             std::size_t strides_at, const std::string& indent) {
+  std::string s = indent + "long " + var + " = 0;\n";
+  if (dims == 0) return s;
+  s += indent + "{\n" + indent + "  long rem = " + idx + ";\n";
+  for (std::size_t d = dims; d-- > 0;) {
+    const std::string sz = "p[" + std::to_string(sizes_at + d) + "]", st = "p[" + std::to_string(strides_at + d) + "]";
+    if (d > 0)
+      s += indent + "  " + var + " += (rem % " + sz + ") * " + st + ";\n" + indent + "  rem /= " + sz + ";\n";
+    else
+      s += indent + "  " + var + " += rem * " + st + ";\n";
+  }
+  return s + indent + "}\n";
+}
+inline std::string signature(const std::string& name) {
+  return "[[kernel]] void " + name +
+         "(\n"
+         "    tenet_buffer<float> out [[buffer(0)]],\n"
+         "    tenet_buffer<const float> in [[buffer(1)]],\n"
+         "    tenet_buffer<const long> p [[buffer(2)]],\n"
+         "    tenet_threadgroup<float> part [[threadgroup(0)]],\n" +
+         std::string(builtin_parameters) + ") {\n  (void)gid;\n";
+}
+}  // namespace rows_detail
+
+/// sum or amax of each row of a float32 view (Outer row dims, Inner column dims).
+template <row_reduction Op, std::size_t Outer, std::size_t Inner>
+const kernel_source& reduce_kernel() {
+  static const kernel_source k = [] {
+    static_assert(Inner >= 1);
+    using rows_detail::offset_of;
+    constexpr bool sum = Op == row_reduction::sum;
+    kernel_source out;
+    out.description = std::string(sum ? "sum" : "amax") + " of float32 rows: " + std::to_string(Outer) + " row dims, " +
+                      std::to_string(Inner) + " column dims";
+    out.name = kernel_name(sum ? "tenet_sum" : "tenet_amax", out.description);
+    const std::size_t osz = 2, ost = 2 + Outer, isz = 2 + 2 * Outer, ist = 2 + 2 * Outer + Inner;
+    const std::string init = sum ? "0.0f" : "-INFINITY";
+    std::string s = rows_detail::signature(out.name);
+    s += "  const long row = long(tgid);\n";
+    s += offset_of("base", "row", Outer, osz, ost, "  ");
+    s += "  float acc = " + init + ";\n";
+    s += "  for (long j = long(lid); j < p[1]; j += long(tgsize)) {\n";
+    s += offset_of("off", "j", Inner, isz, ist, "    ");
+    s += sum ? "    acc += in[base + off];\n" : "    acc = tenet_max_nan(acc, in[base + off]);\n";
+    s += "  }\n";
+    s += "  // within each simdgroup, then across the simdgroups through threadgroup memory\n";
+    s += sum ? "  acc = simd_sum(acc);\n" : "  acc = tenet_simd_max_nan(acc);\n";
+    s += "  if (lane == 0) part[sg] = acc;\n";
+    s += "  threadgroup_barrier(mem_flags::mem_threadgroup);\n";
+    s += "  if (sg == 0) {\n";
+    s += "    float w = lane < (tgsize + 31) / 32 ? float(part[lane]) : " + init + ";\n";
+    s += sum ? "    w = simd_sum(w);\n" : "    w = tenet_simd_max_nan(w);\n";
+    s += "    if (lane == 0) out[row] = w;\n";
+    s += "  }\n}\n";
+    out.source = kernel_file(out.name, out.description, std::string(row_helpers) + s);
+    return out;
+  }();
+  return k;
+}
+
+/// softmax over the last dim of a float32 view of rank Outer + 1, into a contiguous output:
+/// exp(x - max) / sum(exp(x - max)), the max NaN-propagating (a NaN row gives NaNs, as the CPU).
+template <std::size_t Outer>
+const kernel_source& softmax_kernel() {
+  static const kernel_source k = [] {
+    using rows_detail::offset_of;
+    kernel_source out;
+    out.description = "softmax over the last dim of float32 rows: " + std::to_string(Outer) + " row dims";
+    out.name = kernel_name("tenet_softmax", out.description);
+    const std::size_t osz = 2, ost = 2 + Outer, ist = 2 + 2 * Outer + 1;  // one column dim
+    std::string s = rows_detail::signature(out.name);
+    s += "  const long row = long(tgid), cols = p[1], cs = p[" + std::to_string(ist) + "];\n";
+    s += offset_of("base", "row", Outer, osz, ost, "  ");
+    s += "  const uint groups = (tgsize + 31) / 32;\n";
+    s += "  // the row's max\n";
+    s += "  float m = -INFINITY;\n";
+    s += "  for (long j = long(lid); j < cols; j += long(tgsize)) m = tenet_max_nan(m, in[base + j * cs]);\n";
+    s += "  m = tenet_simd_max_nan(m);\n";
+    s += "  if (lane == 0) part[sg] = m;\n";
+    s += "  threadgroup_barrier(mem_flags::mem_threadgroup);\n";
+    s += "  float mx = part[0];\n";
+    s += "  for (uint k = 1; k < groups; ++k) mx = tenet_max_nan(mx, part[k]);\n";
+    s += "  threadgroup_barrier(mem_flags::mem_threadgroup);  // every thread has read part before it is reused\n";
+    s += "  // the sum of exp(x - max)\n";
+    s += "  float sum = 0.0f;\n";
+    s += "  for (long j = long(lid); j < cols; j += long(tgsize)) sum += metal::precise::exp(in[base + j * cs] - mx);\n";
+    s += "  sum = simd_sum(sum);\n";
+    s += "  if (lane == 0) part[sg] = sum;\n";
+    s += "  threadgroup_barrier(mem_flags::mem_threadgroup);\n";
+    s += "  float total = 0.0f;\n";
+    s += "  for (uint k = 0; k < groups; ++k) total += part[k];\n";
+    s += "  for (long j = long(lid); j < cols; j += long(tgsize))\n";
+    s += "    out[row * cols + j] = metal::precise::exp(in[base + j * cs] - mx) / total;\n";
+    s += "}\n";
+    out.source = kernel_file(out.name, out.description, std::string(row_helpers) + s);
+    return out;
+  }();
+  return k;
+}
+
+/// The parameters of a row kernel over view t, its first `outer` dims the rows, the rest the
+/// columns.
+template <class T, class S>
+std::vector<std::int64_t> row_params(const Tensor<T, S>& t, std::size_t outer) {
+  std::int64_t rows = 1, cols = 1;
+  for (std::size_t d = 0; d < S::rank; ++d) (d < outer ? rows : cols) *= t.sizes()[d];
+  std::vector<std::int64_t> p{rows, cols};
+  for (std::size_t d = 0; d < outer; ++d) p.push_back(t.sizes()[d]);
+  for (std::size_t d = 0; d < outer; ++d) p.push_back(t.strides()[d]);
+  for (std::size_t d = outer; d < S::rank; ++d) p.push_back(t.sizes()[d]);
+  for (std::size_t d = outer; d < S::rank; ++d) p.push_back(t.strides()[d]);
+  return p;
+}
+
+/// Threads per threadgroup for rows of `cols` columns: a multiple of 32, at most 256.
+inline std::uint32_t row_threads(std::int64_t cols) {
+  std::uint32_t t = 32;
+  while (t < 256 && t < cols) t *= 2;
+  return t;
+}
+
+}  // namespace tenet::detail::metal
