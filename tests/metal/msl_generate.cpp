@@ -94,6 +94,18 @@ int main(int argc, char** argv) {
     kernels[k.name] = &k;
   });
   for (const auto* k : c::row_kernels()) kernels[k->name] = k;
+  // A negative control: softmax without the barrier that keeps the sum's partials from
+  // overwriting the max's before every thread read them. The tests expect the emulator to report
+  // the race in this generated kernel.
+  m::kernel_source control = m::softmax_kernel<1>();
+  const std::string barrier = "  threadgroup_barrier(mem_flags::mem_threadgroup);  // every thread has read part before it is reused\n";
+  const std::size_t at = control.source.find(barrier);
+  if (at == std::string::npos) return std::fprintf(stderr, "msl_generate: the softmax kernel has no reuse barrier to remove\n"), 2;
+  control.source.erase(at, barrier.size());
+  for (std::size_t pos; (pos = control.source.find(control.name)) != std::string::npos;)
+    control.source.replace(pos, control.name.size(), "control_softmax_without_reuse_barrier");
+  control.name = "control_softmax_without_reuse_barrier";
+  kernels[control.name] = &control;
   std::string includes, registry;
   for (const auto& [name, k] : kernels) {
     if (!write_if_changed(dir + "/" + name + ".metal", k->source)) return std::fprintf(stderr, "cannot write %s\n", dir.c_str()), 2;

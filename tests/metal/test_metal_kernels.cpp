@@ -304,3 +304,24 @@ TEST_CASE("metal: the generated softmax kernel equals the CPU backend", "[metal]
   run_rows_emulated(k3, got, x3, 2);
   check_equal(got, want, "softmax, rank 3, transposed");
 }
+
+TEST_CASE("metal: the emulator reports the race of a generated kernel with a barrier removed", "[metal]") {
+  // msl_generate.cpp writes this control: the softmax kernel without its second barrier
+  const kernel_entry* control = nullptr;
+  for (const auto& e : registry)
+    if (e.name == "control_softmax_without_reuse_barrier") control = &e;
+  REQUIRE(control != nullptr);
+  const auto x = random_tensor<shape<dyn, dyn>>(sizes2{2, 100}, 41);
+  Tensor<float, shape<dyn, dyn>> out(x.sizes());
+  const std::vector<std::int64_t> p = m::row_params(x, 1);
+  std::string message = "(no error)";
+  try {
+    control->run(2, 128, {bind(out), bind(x), bind(p), emu::bind_threadgroup(4 * sizeof(float))});
+  } catch (const emu::emulation_error& e) {
+    message = e.what();
+  }
+  INFO(message);
+  CHECK(message.find("threadgroup memory race in kernel 'control_softmax_without_reuse_barrier'") != std::string::npos);
+  // with the barrier, the same run is clean
+  run_rows_emulated(m::softmax_kernel<1>(), out, x, 1);
+}
