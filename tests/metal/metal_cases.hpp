@@ -15,6 +15,8 @@ namespace tenet_metal_cases {
 
 using operand = tenet::Tensor<float, tenet::shape<tenet::dyn, tenet::dyn>>;
 using row_operand = tenet::Tensor<float, tenet::shape<tenet::dyn>>;
+using f16_operand = tenet::Tensor<tenet::float16, tenet::shape<tenet::dyn, tenet::dyn>>;
+using bf16_operand = tenet::Tensor<tenet::bfloat16, tenet::shape<tenet::dyn, tenet::dyn>>;
 
 #define TENET_METAL_UNARY(NAME, ...)           \
   struct NAME {                                \
@@ -151,6 +153,11 @@ using binary_cases = std::tuple<add, sub, mul, div, remainder, fmod, floor_divid
                                 hypot, copysign, logaddexp, logaddexp2, xlogy, heaviside, rsub, eq, ne, lt, le, gt, ge,
                                 logical_and, logical_or, logical_xor, where, clamp, lerp, addcmul, addcdiv, gelu_of_sum>;
 
+/// Cases also run on float16 and bfloat16 operands (computing in float, each node rounding to
+/// the 16-bit type).
+using half_unary_cases = std::tuple<exp, tanh, sigmoid, gelu, softplus, scaled_exp_plus>;
+using half_binary_cases = std::tuple<add, mul, div, maximum, lt, where, gelu_of_sum>;
+
 /// The decomposed tree of case C on operands of types A... (the kernel's type).
 template <class C, class... A>
 using tree_t = decltype(tenet::detail::decompose<tenet::detail::reference_backend>(C::make(std::declval<const A&>()...)));
@@ -159,13 +166,18 @@ using result_t = tenet::value_type_of<decltype(C::make(std::declval<const A&>().
 
 /// Calls f.template operator()<C, A...>() for every case with the operand types it is tested on:
 /// every unary case on a rank-2 operand; every binary case on two rank-2 operands, and `add` and
-/// `gelu_of_sum` also with a rank-1 second operand (broadcast by rank).
+/// `gelu_of_sum` also with a rank-1 second operand (broadcast by rank); the half cases on float16
+/// and bfloat16 operands.
 template <class F>
 void for_each_case(F&& f) {
   std::apply([&](auto... c) { (f.template operator()<decltype(c), operand>(), ...); }, unary_cases{});
   std::apply([&](auto... c) { (f.template operator()<decltype(c), operand, operand>(), ...); }, binary_cases{});
   f.template operator()<add, operand, row_operand>();
   f.template operator()<gelu_of_sum, operand, row_operand>();
+  std::apply([&](auto... c) { (f.template operator()<decltype(c), f16_operand>(), ...); }, half_unary_cases{});
+  std::apply([&](auto... c) { (f.template operator()<decltype(c), bf16_operand>(), ...); }, half_unary_cases{});
+  std::apply([&](auto... c) { (f.template operator()<decltype(c), f16_operand, f16_operand>(), ...); }, half_binary_cases{});
+  std::apply([&](auto... c) { (f.template operator()<decltype(c), bf16_operand, bf16_operand>(), ...); }, half_binary_cases{});
 }
 
 /// The row kernels generated and tested: sum and amax over the last dim of a rank-2 view and over

@@ -46,6 +46,62 @@ using uchar = std::uint8_t;
 using ulong = std::uint64_t;
 
 // ---------------------------------------------------------------------------------------------
+// half and bfloat: 16-bit storage, float arithmetic (every operation converts to float, as MSL's
+// generated code here always does explicitly); float to 16 bits rounds to nearest even, as a
+// conversion on the GPU. bfloat is MSL 3.1's (macOS 14).
+namespace detail {
+inline std::uint32_t float_bits(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bits_float(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline std::uint16_t float_to_half_bits(float f) {
+  const std::uint32_t u = float_bits(f);
+  const std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
+  const std::uint32_t a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u));  // inf, NaN
+  if (a >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds to at least 2^16: inf
+  if (a < 0x38800000u) {  // below 2^-14: a subnormal half (or zero), in units of 2^-24
+    const float m = bits_float(a) * 16777216.0f;  // exact: a scaling by 2^24
+    return static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>(std::nearbyint(m)));  // to nearest even
+  }
+  const std::uint32_t lsb = (a >> 13) & 1u;
+  const std::uint32_t r = a + 0xfffu + lsb;  // round the 13 dropped bits to nearest even
+  return static_cast<std::uint16_t>(sign | ((r - 0x38000000u) >> 13));
+}
+inline float half_bits_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0) return bits_float(sign) + (sign ? -1.0f : 1.0f) * static_cast<float>(m) * 5.9604644775390625e-8f;  // m 2^-24
+  if (e == 31) return bits_float(sign | 0x7f800000u | (m << 13));
+  return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+inline std::uint16_t float_to_bfloat_bits(float f) {
+  const std::uint32_t u = float_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);  // NaN stays NaN
+  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+}  // namespace detail
+
+struct half {
+  std::uint16_t bits = 0;
+  half() = default;
+  half(float f) : bits(detail::float_to_half_bits(f)) {}
+  operator float() const { return detail::half_bits_to_float(bits); }
+};
+struct bfloat {
+  std::uint16_t bits = 0;
+  bfloat() = default;
+  bfloat(float f) : bits(detail::float_to_bfloat_bits(f)) {}
+  operator float() const { return detail::bits_float(static_cast<std::uint32_t>(bits) << 16); }
+};
+
+// ---------------------------------------------------------------------------------------------
 // vector types: float2, float4, int2, int4, uint2, uint4 with .x .y .z .w, [i] and elementwise
 // + - * / (a vector and a vector or a scalar)
 template <class T>

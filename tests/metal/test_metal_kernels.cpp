@@ -3,8 +3,9 @@
 // one through msl_shim.hpp, so each compiles as C++ here, and runs it on random inputs in several
 // layouts: contiguous (with 0, -0, +-1, +-inf and NaN among the values), transposed and narrowed
 // views, broadcasts over size-1 dims and over a missing leading dim, a 1 x 1 and empty tensors,
-// and a strided output. float32 values must equal the CPU's within rtol 1.3e-6 + atol 1e-5 (the
-// tests' float32 tolerance against PyTorch; NaN matches NaN, infinities exactly); bools exactly.
+// and a strided output. Values must equal the CPU's within the tests' tolerance against PyTorch
+// (reference.hpp: float32 rtol 1.3e-6, float16 1e-3, bfloat16 1.6e-2, atol 1e-5; NaN matches NaN,
+// infinities exactly); bools exactly.
 #include "metal_cases.hpp"
 
 #include <catch2/catch.hpp>
@@ -83,14 +84,23 @@ struct values {
   }
 };
 
-template <class S>
-Tensor<float, S> random_tensor(const typename Tensor<float, S>::sizes_type& sizes, std::uint64_t seed, bool special = false) {
-  Tensor<float, S> t(sizes);
+template <class S, class T = float>
+Tensor<T, S> random_tensor(const typename Tensor<T, S>::sizes_type& sizes, std::uint64_t seed, bool special = false) {
+  Tensor<T, S> t(sizes);
   values v{seed};
-  float* p = t.data();
+  T* p = t.data();
   const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, NAN, 0.5f, -0.5f};
-  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = special && i < 9 ? specials[i] : v.next();
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(special && i < 9 ? specials[i] : v.next());
   return t;
+}
+
+/// The tolerance (rtol, atol) of dtype T: the tests' tolerance against PyTorch (reference.hpp).
+template <class T>
+std::pair<double, double> tolerance() {
+  if constexpr (std::is_same_v<T, float>) return {1.3e-6, 1e-5};
+  else if constexpr (std::is_same_v<T, tenet::float16>) return {1e-3, 1e-5};
+  else if constexpr (std::is_same_v<T, tenet::bfloat16>) return {1.6e-2, 1e-5};
+  else return {0.0, 0.0};
 }
 
 template <class T, class S>
@@ -100,14 +110,17 @@ std::vector<T> values_of(const Tensor<T, S>& t) {
 }
 
 template <class T, class S1, class S2>
-void check_equal(const Tensor<T, S1>& got, const Tensor<T, S2>& want, const std::string& what, double rtol = 1.3e-6,
-                 double atol = 1e-5) {
+void check_equal(const Tensor<T, S1>& got, const Tensor<T, S2>& want, const std::string& what,
+                 double rtol = tolerance<T>().first, double atol = tolerance<T>().second) {
   REQUIRE(got.sizes() == want.sizes());
-  const auto g = values_of(got), w = values_of(want);
+  using C = tenet::compute_t<T>;
+  std::vector<C> g, w;
+  for (const T& x : values_of(got)) g.push_back(static_cast<C>(x));
+  for (const T& x : values_of(want)) w.push_back(static_cast<C>(x));
   int bad = 0;
   for (std::size_t i = 0; i < g.size() && bad < 5; ++i) {
     bool ok;
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<C, float>) {
       if (std::isnan(w[i])) ok = std::isnan(g[i]);
       else if (std::isinf(w[i])) ok = g[i] == w[i];
       else ok = std::abs(static_cast<double>(g[i]) - w[i]) <= atol + rtol * std::abs(static_cast<double>(w[i]));
@@ -130,8 +143,15 @@ void check_case(const std::string& layout, const A&... a) {
   auto e = C::make(a...);
   using R = tenet::value_type_of<decltype(e)>;
   using S = tenet::shape_of<decltype(e)>;
-  const Tensor<R, S> want = e;
   const auto tree = tenet::detail::decompose<tenet::detail::reference_backend>(e);
+  // float32: the CPU's own evaluation of the expression (its native composites included). 16-bit
+  // operands: the CPU's evaluation of the same prim tree, since each prim rounds to 16 bits while
+  // the CPU runs sigmoid, gelu ... natively in float and rounds once (docs/metal.md)
+  using First = tenet::value_type_of<std::tuple_element_t<0, std::tuple<A...>>>;
+  const Tensor<R, S> want = [&]() -> Tensor<R, S> {
+    if constexpr (tenet::half_precision<First>) return tree;
+    else return e;
+  }();
   Tensor<R, S> got(want.sizes());
   run_pointwise_emulated(got, tree);
   check_equal(got, want, std::string(C::name) + ", " + layout);
@@ -145,22 +165,22 @@ void check_case(const std::string& layout, const A&... a) {
   }
 }
 
-template <class C>
+template <class C, class T = float>
 void check_unary_case() {
-  using X = c::operand;
-  check_case<C>("contiguous 5x7", random_tensor<shape<dyn, dyn>>(sizes2{5, 7}, 1, true));
-  check_case<C>("transposed 6x4", random_tensor<shape<dyn, dyn>>(sizes2{4, 6}, 2).t());
-  check_case<C>("narrowed 5x7 of 5x10", random_tensor<shape<dyn, dyn>>(sizes2{5, 10}, 3).template narrow<1>(2, 7));
-  check_case<C>("1x1", random_tensor<shape<dyn, dyn>>(sizes2{1, 1}, 4));
+  using X = Tensor<T, shape<dyn, dyn>>;
+  check_case<C>("contiguous 5x7", random_tensor<shape<dyn, dyn>, T>(sizes2{5, 7}, 1, true));
+  check_case<C>("transposed 6x4", random_tensor<shape<dyn, dyn>, T>(sizes2{4, 6}, 2).t());
+  check_case<C>("narrowed 5x7 of 5x10", random_tensor<shape<dyn, dyn>, T>(sizes2{5, 10}, 3).template narrow<1>(2, 7));
+  check_case<C>("1x1", random_tensor<shape<dyn, dyn>, T>(sizes2{1, 1}, 4));
   check_case<C>("empty 0x7", X(sizes2{0, 7}));
   check_case<C>("empty 3x0", X(sizes2{3, 0}));
 }
 
-template <class C>
+template <class C, class T = float>
 void check_binary_case() {
-  using X = c::operand;
+  using X = Tensor<T, shape<dyn, dyn>>;
   auto r = [](std::int64_t m, std::int64_t n, std::uint64_t seed, bool special = false) {
-    return random_tensor<shape<dyn, dyn>>(sizes2{m, n}, seed, special);
+    return random_tensor<shape<dyn, dyn>, T>(sizes2{m, n}, seed, special);
   };
   check_case<C>("contiguous 5x7", r(5, 7, 1, true), r(5, 7, 2));
   check_case<C>("special values against each other", r(3, 3, 1, true), r(3, 3, 1, true).t());
@@ -190,6 +210,13 @@ TEST_CASE("metal: every generated pointwise kernel equals the CPU backend", "[me
   std::apply([](auto... k) { (check_binary_case<decltype(k)>(), ...); }, c::binary_cases{});
   check_row_broadcast_case<c::add>();
   check_row_broadcast_case<c::gelu_of_sum>();
+}
+
+TEST_CASE("metal: generated pointwise kernels on float16 and bfloat16 equal the CPU backend", "[metal]") {
+  std::apply([](auto... k) { (check_unary_case<decltype(k), tenet::float16>(), ...); }, c::half_unary_cases{});
+  std::apply([](auto... k) { (check_unary_case<decltype(k), tenet::bfloat16>(), ...); }, c::half_unary_cases{});
+  std::apply([](auto... k) { (check_binary_case<decltype(k), tenet::float16>(), ...); }, c::half_binary_cases{});
+  std::apply([](auto... k) { (check_binary_case<decltype(k), tenet::bfloat16>(), ...); }, c::half_binary_cases{});
 }
 
 namespace {

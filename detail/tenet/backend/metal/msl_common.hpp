@@ -34,11 +34,13 @@ constexpr std::string_view msl_type() {
   else if constexpr (std::is_same_v<T, bool>) return "bool";
   else if constexpr (std::is_same_v<T, std::int32_t>) return "int";
   else if constexpr (std::is_same_v<T, std::int64_t>) return "long";
-  else static_assert(sizeof(T) == 0, "tenet: the Metal generator handles float32, bool, int32 and int64 tensors");
+  else if constexpr (std::is_same_v<T, float16>) return "half";
+  else if constexpr (std::is_same_v<T, bfloat16>) return "bfloat";  // MSL 3.1 (macOS 14)
+  else static_assert(sizeof(T) == 0, "tenet: the Metal generator handles float32, float16, bfloat16, bool, int32 and int64 tensors");
 }
 template <class T>
-inline constexpr bool msl_element = std::is_same_v<T, float> || std::is_same_v<T, bool> ||
-                                    std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>;
+inline constexpr bool msl_element = std::is_same_v<T, float> || std::is_same_v<T, bool> || std::is_same_v<T, std::int32_t> ||
+                                    std::is_same_v<T, std::int64_t> || half_precision<T>;
 
 /// FNV-1a, 64 bits: kernel names from descriptions (stable across compilers and runs).
 inline std::uint64_t stable_hash(std::string_view s) {

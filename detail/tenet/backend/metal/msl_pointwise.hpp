@@ -18,7 +18,10 @@
 //   p[1 ... R]              out's sizes
 //   p[R + 1 ... 2R]         out's strides
 //   p[(2 + k)R + 1 ...]     leaf k's strides over out's dims (0 where it broadcasts)
-//   then one long per scalar leaf, in tree order: its bits (a float's as int, zero-extended)
+//   then one long per scalar leaf, in tree order: its bits (a float's as int, a half's or bfloat's
+//   as ushort, zero-extended)
+// 16-bit floats (half, bfloat) are loaded and stored as such and every node computes in float and
+// rounds its result to its own type, as the prims' scalar `apply` does.
 // `pointwise_arguments(out, e)` builds that table on the host.
 #include <array>
 #include <cstdint>
@@ -152,8 +155,8 @@ struct msl_tree<Tensor<T, S>> {
 template <class T>
 struct msl_tree<scalar<T>> {
   using value_type = T;
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, bool> || std::is_same_v<T, std::int32_t>,
-                "tenet: the Metal generator takes float32, int32 and bool scalars");
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, bool> || std::is_same_v<T, std::int32_t> || half_precision<T>,
+                "tenet: the Metal generator takes float32, float16, bfloat16, int32 and bool scalars");
   static std::string describe() { return "scalar<" + std::string(msl_type<T>()) + ">"; }
   static std::string emit(emitter& em) {
     const int k = em.scalars++;
@@ -164,6 +167,8 @@ struct msl_tree<scalar<T>> {
       em.body += "  const float " + v + " = as_type<float>(int(" + at + "));\n";
     else if constexpr (std::is_same_v<T, bool>)
       em.body += "  const bool " + v + " = " + at + " != 0;\n";
+    else if constexpr (half_precision<T>)
+      em.body += "  const " + std::string(msl_type<T>()) + " " + v + " = as_type<" + std::string(msl_type<T>()) + ">(ushort(" + at + "));\n";
     else
       em.body += "  const int " + v + " = int(" + at + ");\n";
     return v;
@@ -177,6 +182,13 @@ struct msl_tree<shared_node<E, S>> {
   static std::string describe() { return msl_tree<E>::describe(); }
   static std::string emit(emitter& em) { return msl_tree<E>::emit(em); }
 };
+
+/// An SSA value of type T as its compute type (float for 16-bit floats).
+template <class T>
+std::string as_compute(const std::string& v) {
+  if constexpr (half_precision<T>) return "float(" + v + ")";
+  else return v;
+}
 
 template <class P, class... C>
 struct msl_tree<node<P, C...>> {
@@ -192,15 +204,18 @@ struct msl_tree<node<P, C...>> {
     return s + ")";
   }
   static std::string emit(emitter& em) {
-    std::array<std::string, sizeof...(C)> kid{msl_tree<C>::emit(em)...};  // braced: left to right
+    // 16-bit float operands compute in float and the result rounds to its 16-bit type, as the
+    // prims' apply does (prims/elementwise.hpp: compute_t)
+    std::array<std::string, sizeof...(C)> kid{as_compute<typename msl_tree<C>::value_type>(msl_tree<C>::emit(em))...};  // braced: left to right
     const std::string v = em.fresh();
     std::string e;
     if constexpr (sizeof...(C) == 1)
-      e = prim_expression<P, value_type, typename msl_tree<C>::value_type...>(kid[0]);
+      e = prim_expression<P, compute_t<value_type>, compute_t<typename msl_tree<C>::value_type>...>(kid[0]);
     else if constexpr (sizeof...(C) == 2)
-      e = prim_expression<P, value_type, typename msl_tree<C>::value_type...>(kid[0], kid[1]);
+      e = prim_expression<P, compute_t<value_type>, compute_t<typename msl_tree<C>::value_type>...>(kid[0], kid[1]);
     else
-      e = prim_expression<P, value_type, typename msl_tree<C>::value_type...>(kid[0], kid[1], kid[2]);
+      e = prim_expression<P, compute_t<value_type>, compute_t<typename msl_tree<C>::value_type>...>(kid[0], kid[1], kid[2]);
+    if constexpr (half_precision<value_type>) e = std::string(msl_type<value_type>()) + "(" + e + ")";
     em.body += "  const " + std::string(msl_type<value_type>()) + " " + v + " = " + e + ";  // " + std::string(P::name) + "\n";
     return v;
   }
@@ -308,6 +323,8 @@ struct pointwise_arguments {
         std::uint32_t bits;
         std::memcpy(&bits, &x.value, sizeof bits);
         scalars.push_back(static_cast<std::int64_t>(bits));
+      } else if constexpr (half_precision<T>) {
+        scalars.push_back(static_cast<std::int64_t>(x.value.bits));
       } else {
         scalars.push_back(static_cast<std::int64_t>(x.value));
       }
