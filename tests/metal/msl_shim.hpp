@@ -224,7 +224,7 @@ template <class To, class From>
 To as_type(const From& x) {
   static_assert(sizeof(To) == sizeof(From), "as_type: the types differ in size");
   To r;
-  std::memcpy(&r, &x, sizeof(To));
+  std::memcpy(static_cast<void*>(&r), static_cast<const void*>(&x), sizeof(To));
   return r;
 }
 
