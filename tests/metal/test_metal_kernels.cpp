@@ -6,6 +6,10 @@
 // and a strided output. Values must equal the CPU's within the tests' tolerance against PyTorch
 // (reference.hpp: float32 rtol 1.3e-6, float16 1e-3, bfloat16 1.6e-2, atol 1e-5; NaN matches NaN,
 // infinities exactly); bools exactly.
+//
+// Built with TENET_METAL_ON_DEVICE (tenet_metal_device_tests, Apple only, tests/metal/CMakeLists.txt)
+// the same checks run each kernel on the GPU through the metal-cpp runtime instead of the emulator
+// (not yet compiled: no Apple machine was at hand; docs/metal.md).
 #include "metal_cases.hpp"
 
 #include <catch2/catch.hpp>
@@ -16,21 +20,46 @@
 #include <string_view>
 #include <vector>
 
+#if defined(TENET_METAL_ON_DEVICE)
+// the same checks on an Apple GPU: kernels compiled by Metal from the generated source (Apple only)
+#define NS_PRIVATE_IMPLEMENTATION
+#define MTL_PRIVATE_IMPLEMENTATION
+#include <tenet/backend/metal/runtime_apple.hpp>
+#else
 // the generated kernels, as C++
 #include "msl_shim.hpp"
 #include "kernels.inc"
 #undef device
 #undef constant
 #undef thread
+#endif
 
 namespace {
 
-namespace emu = tenet::metal_emu;
 namespace m = tenet::detail::metal;
 namespace c = tenet_metal_cases;
 using tenet::dyn;
 using tenet::shape;
 using tenet::Tensor;
+
+/// One entry of a kernel's argument table: a buffer (its first element and extent) or threadgroup
+/// memory (its size).
+struct arg {
+  const void* data = nullptr;
+  std::size_t bytes = 0;
+  bool threadgroup = false;
+};
+
+#if defined(TENET_METAL_ON_DEVICE)
+/// Kernel k on the GPU: buffer 0 is its output, copied back.
+void launch(const m::kernel_source& k, std::uint32_t groups, std::uint32_t threads, const std::vector<arg>& args) {
+  std::vector<m::runtime::argument> a;
+  for (std::size_t i = 0; i < args.size(); ++i)
+    a.push_back({args[i].data, args[i].bytes, args[i].threadgroup, i == 0});
+  m::runtime::get().dispatch(k, groups, threads, a);
+}
+#else
+namespace emu = tenet::metal_emu;
 
 struct kernel_entry {
   std::string_view name;
@@ -52,27 +81,38 @@ const kernel_entry& find_kernel(const m::kernel_source& k) {
   throw;  // unreachable
 }
 
-template <class T, class S>
-emu::binding bind(const Tensor<T, S>& t) {
-  const m::buffer_view v = m::view_extent(t);
-  return emu::bind_buffer(v.data, v.bytes);
+std::vector<emu::binding> bindings(const std::vector<arg>& args) {
+  std::vector<emu::binding> b;
+  for (const auto& a : args) b.push_back(a.threadgroup ? emu::bind_threadgroup(a.bytes) : emu::bind_buffer(a.data, a.bytes));
+  return b;
 }
-emu::binding bind(const m::buffer_view& v) { return emu::bind_buffer(v.data, v.bytes); }
-emu::binding bind(const std::vector<std::int64_t>& p) { return emu::bind_buffer(p.data(), p.size() * sizeof(std::int64_t)); }
 
-/// out = tree, by the generated pointwise kernel in the emulator (64 threads a threadgroup).
+/// Kernel k in the emulator (it was generated and included above).
+void launch(const m::kernel_source& k, std::uint32_t groups, std::uint32_t threads, const std::vector<arg>& args) {
+  find_kernel(k).run(groups, threads, bindings(args));
+}
+#endif
+
+template <class T, class S>
+arg bind(const Tensor<T, S>& t) {
+  const m::buffer_view v = m::view_extent(t);
+  return {v.data, v.bytes};
+}
+arg bind(const m::buffer_view& v) { return {v.data, v.bytes}; }
+arg bind(const std::vector<std::int64_t>& p) { return {p.data(), p.size() * sizeof(std::int64_t)}; }
+
+/// out = tree, by the generated pointwise kernel (64 threads a threadgroup).
 template <class Out, class S, class E>
 void run_pointwise_emulated(const Tensor<Out, S>& out, const E& tree) {
   constexpr std::size_t R = S::rank == 0 ? 1 : S::rank;
   const m::kernel_source& k = m::pointwise_kernel<Out, R, E>();
-  const kernel_entry& entry = find_kernel(k);
   const m::pointwise_arguments args(out, tree);
   if (args.n == 0) return;
-  std::vector<emu::binding> b{bind(out)};
+  std::vector<arg> b{bind(out)};
   for (const auto& in : args.inputs) b.push_back(bind(in));
   b.push_back(bind(args.params));
   const std::uint32_t threads = 64;
-  entry.run(static_cast<std::uint32_t>((args.n + threads - 1) / threads), threads, b);
+  launch(k, static_cast<std::uint32_t>((args.n + threads - 1) / threads), threads, b);
 }
 
 /// Deterministic values in [-3, 3).
@@ -221,16 +261,14 @@ TEST_CASE("metal: generated pointwise kernels on float16 and bfloat16 equal the 
 
 namespace {
 
-/// A row kernel over view x (its first `outer` dims the rows) into out (contiguous), in the
-/// emulator: one threadgroup per row.
+/// A row kernel over view x (its first `outer` dims the rows) into out (contiguous): one
+/// threadgroup per row.
 template <class T, class S, class O, class OS>
 void run_rows_emulated(const m::kernel_source& k, const Tensor<O, OS>& out, const Tensor<T, S>& x, std::size_t outer) {
-  const kernel_entry& entry = find_kernel(k);
   const std::vector<std::int64_t> p = m::row_params(x, outer);
   if (p[0] == 0) return;
   const std::uint32_t threads = m::row_threads(p[1]);
-  entry.run(static_cast<std::uint32_t>(p[0]), threads,
-            {bind(out), bind(x), bind(p), emu::bind_threadgroup(threads / 32 * sizeof(float))});
+  launch(k, static_cast<std::uint32_t>(p[0]), threads, {bind(out), bind(x), bind(p), arg{nullptr, threads / 32 * sizeof(float), true}});
 }
 
 /// |got - want| within the bound of float summation in any order: 2 (n - 1) eps sum |x|.
@@ -332,6 +370,7 @@ TEST_CASE("metal: the generated softmax kernel equals the CPU backend", "[metal]
   check_equal(got, want, "softmax, rank 3, transposed");
 }
 
+#if !defined(TENET_METAL_ON_DEVICE)
 TEST_CASE("metal: the emulator reports the race of a generated kernel with a barrier removed", "[metal]") {
   // msl_generate.cpp writes this control: the softmax kernel without its second barrier
   const kernel_entry* control = nullptr;
@@ -343,7 +382,7 @@ TEST_CASE("metal: the emulator reports the race of a generated kernel with a bar
   const std::vector<std::int64_t> p = m::row_params(x, 1);
   std::string message = "(no error)";
   try {
-    control->run(2, 128, {bind(out), bind(x), bind(p), emu::bind_threadgroup(4 * sizeof(float))});
+    control->run(2, 128, bindings({bind(out), bind(x), bind(p), arg{nullptr, 4 * sizeof(float), true}}));
   } catch (const emu::emulation_error& e) {
     message = e.what();
   }
@@ -352,3 +391,4 @@ TEST_CASE("metal: the emulator reports the race of a generated kernel with a bar
   // with the barrier, the same run is clean
   run_rows_emulated(m::softmax_kernel<1>(), out, x, 1);
 }
+#endif
