@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,12 +95,12 @@ void launch(const m::kernel_source& k, std::uint32_t groups, std::uint32_t threa
 #endif
 
 template <class T, class S>
-arg bind(const Tensor<T, S>& t) {
+arg as_arg(const Tensor<T, S>& t) {
   const m::buffer_view v = m::view_extent(t);
   return {v.data, v.bytes};
 }
-arg bind(const m::buffer_view& v) { return {v.data, v.bytes}; }
-arg bind(const std::vector<std::int64_t>& p) { return {p.data(), p.size() * sizeof(std::int64_t)}; }
+arg as_arg(const m::buffer_view& v) { return {v.data, v.bytes}; }
+arg as_arg(const std::vector<std::int64_t>& p) { return {p.data(), p.size() * sizeof(std::int64_t)}; }
 
 /// out = tree, by the generated pointwise kernel (64 threads a threadgroup).
 template <class Out, class S, class E>
@@ -108,9 +109,9 @@ void run_pointwise_emulated(const Tensor<Out, S>& out, const E& tree) {
   const m::kernel_source& k = m::pointwise_kernel<Out, R, E>();
   const m::pointwise_arguments args(out, tree);
   if (args.n == 0) return;
-  std::vector<arg> b{bind(out)};
-  for (const auto& in : args.inputs) b.push_back(bind(in));
-  b.push_back(bind(args.params));
+  std::vector<arg> b{as_arg(out)};
+  for (const auto& in : args.inputs) b.push_back(as_arg(in));
+  b.push_back(as_arg(args.params));
   const std::uint32_t threads = 64;
   launch(k, static_cast<std::uint32_t>((args.n + threads - 1) / threads), threads, b);
 }
@@ -268,7 +269,7 @@ void run_rows_emulated(const m::kernel_source& k, const Tensor<O, OS>& out, cons
   const std::vector<std::int64_t> p = m::row_params(x, outer);
   if (p[0] == 0) return;
   const std::uint32_t threads = m::row_threads(p[1]);
-  launch(k, static_cast<std::uint32_t>(p[0]), threads, {bind(out), bind(x), bind(p), arg{nullptr, threads / 32 * sizeof(float), true}});
+  launch(k, static_cast<std::uint32_t>(p[0]), threads, {as_arg(out), as_arg(x), as_arg(p), arg{nullptr, threads / 32 * sizeof(float), true}});
 }
 
 /// |got - want| within the bound of float summation in any order: 2 (n - 1) eps sum |x|.
@@ -344,7 +345,7 @@ TEST_CASE("metal: the generated sum and amax kernels equal the CPU backend", "[m
   run_rows_emulated(sum_last, none, no_rows, 1);
 }
 
-TEST_CASE("metal: the generated softmax kernel equals the CPU backend", "[metal]") {
+TEST_CASE("metal: the generated softmax and log_softmax kernels equal the CPU backend", "[metal]") {
   const auto& k2 = m::softmax_kernel<1>();
   const auto& k3 = m::softmax_kernel<2>();
   using X = Tensor<float, shape<dyn, dyn>>;
@@ -361,6 +362,12 @@ TEST_CASE("metal: the generated softmax kernel equals the CPU backend", "[metal]
     run_rows_emulated(k2, got, x, 1);
     check_equal(got, want, "softmax, " + what);
   }
+  for (const auto& [what, x] : inputs) {
+    const X want = tenet::log_softmax<-1>(x);
+    X got(x.sizes());
+    run_rows_emulated(m::softmax_kernel<1, true>(), got, x, 1);
+    check_equal(got, want, "log_softmax, " + what);
+  }
   using X3 = Tensor<float, shape<dyn, dyn, dyn>>;
   X3 base = random_tensor<shape<dyn, dyn, dyn>>(tenet::sizes_t<3>{3, 65, 4}, 35);
   const auto x3 = base.transpose(1, 2);  // 3 x 4 x 65, the last dim strided
@@ -368,6 +375,35 @@ TEST_CASE("metal: the generated softmax kernel equals the CPU backend", "[metal]
   X3 got(want.sizes());
   run_rows_emulated(k3, got, x3, 2);
   check_equal(got, want, "softmax, rank 3, transposed");
+}
+
+TEST_CASE("metal: the generated layer_norm kernel equals the CPU backend", "[metal]") {
+  using X = Tensor<float, shape<dyn, dyn>>;
+  using V = Tensor<float, shape<dyn>>;
+  const std::vector<std::pair<std::string, X>> inputs{
+      {"contiguous 4x300", random_tensor<shape<dyn, dyn>>(sizes2{4, 300}, 51)},
+      {"transposed 9x40", random_tensor<shape<dyn, dyn>>(sizes2{40, 9}, 52).t()},
+      {"1x1", random_tensor<shape<dyn, dyn>>(sizes2{1, 1}, 53)},
+      {"empty 0x5", X(sizes2{0, 5})},
+  };
+  const double eps = 1e-5;
+  for (const auto& [what, x] : inputs) {
+    const std::int64_t cols = x.sizes()[1];
+    const V w = random_tensor<shape<dyn>>(tenet::sizes_t<1>{cols}, 54), b = random_tensor<shape<dyn>>(tenet::sizes_t<1>{cols}, 55);
+    const X want = tenet::layer_norm(x, w, b, eps);
+    X got(x.sizes());
+    std::vector<std::int64_t> p = m::row_params(x, 1);
+    const float e = static_cast<float>(eps);
+    std::uint32_t bits;
+    std::memcpy(&bits, &e, sizeof bits);
+    p.push_back(static_cast<std::int64_t>(bits));
+    if (p[0] > 0) {
+      const std::uint32_t threads = m::row_threads(p[1]);
+      launch(m::layer_norm_kernel<1>(), static_cast<std::uint32_t>(p[0]), threads,
+             {as_arg(got), as_arg(x), as_arg(w), as_arg(b), as_arg(p), arg{nullptr, threads / 32 * sizeof(float), true}});
+    }
+    check_equal(got, want, "layer_norm, " + what);
+  }
 }
 
 #if !defined(TENET_METAL_ON_DEVICE)
@@ -382,7 +418,7 @@ TEST_CASE("metal: the emulator reports the race of a generated kernel with a bar
   const std::vector<std::int64_t> p = m::row_params(x, 1);
   std::string message = "(no error)";
   try {
-    control->run(2, 128, bindings({bind(out), bind(x), bind(p), arg{nullptr, 4 * sizeof(float), true}}));
+    control->run(2, 128, bindings({as_arg(out), as_arg(x), as_arg(p), arg{nullptr, 4 * sizeof(float), true}}));
   } catch (const emu::emulation_error& e) {
     message = e.what();
   }
