@@ -140,9 +140,6 @@ TENET_METAL_BINARY(lerp, tenet::lerp(a, b, 0.3f))
 TENET_METAL_BINARY(addcmul, tenet::addcmul(a, a, b, 0.5))
 TENET_METAL_BINARY(addcdiv, tenet::addcdiv(a, a, b, 0.5))
 TENET_METAL_BINARY(gelu_of_sum, tenet::gelu(a + b) * b)
-#undef TENET_METAL_UNARY
-#undef TENET_METAL_BINARY
-
 using unary_cases = std::tuple<neg, abs, sign, exp, exp2, expm1, log, log2, log1p, log10, sqrt, rsqrt, sin, cos, tan, tanh, erf,
                                reciprocal, floor, ceil, round, trunc, frac, square, atan, asin, acos, sinh, cosh, asinh,
                                acosh, atanh, deg2rad, rad2deg, sinc, logit, isnan, isinf, isfinite, nan_to_num,
@@ -158,6 +155,18 @@ using binary_cases = std::tuple<add, sub, mul, div, remainder, fmod, floor_divid
 using half_unary_cases = std::tuple<exp, tanh, sigmoid, gelu, softplus, scaled_exp_plus>;
 using half_binary_cases = std::tuple<add, mul, div, maximum, lt, where, gelu_of_sum>;
 
+/// Cases also run on int32 operands (wrapping arithmetic, comparisons, bitwise ops).
+using int_unary_cases = std::tuple<neg, abs, sign, square, relu, logical_not, isfinite>;
+TENET_METAL_BINARY(bitwise_and, tenet::bitwise_and(a, b))
+TENET_METAL_BINARY(bitwise_or, tenet::bitwise_or(a, b))
+TENET_METAL_BINARY(bitwise_xor, tenet::bitwise_xor(a, b))
+TENET_METAL_BINARY(int_clamp, tenet::clamp(a, -50, 60))
+using int_binary_cases = std::tuple<add, sub, mul, pow, maximum, minimum, eq, lt, ge, logical_and, bitwise_and, bitwise_or,
+                                    bitwise_xor, where, int_clamp>;
+using i32_operand = tenet::Tensor<std::int32_t, tenet::shape<tenet::dyn, tenet::dyn>>;
+#undef TENET_METAL_UNARY
+#undef TENET_METAL_BINARY
+
 /// The decomposed tree of case C on operands of types A... (the kernel's type).
 template <class C, class... A>
 using tree_t = decltype(tenet::detail::decompose<tenet::detail::reference_backend>(C::make(std::declval<const A&>()...)));
@@ -167,7 +176,7 @@ using result_t = tenet::value_type_of<decltype(C::make(std::declval<const A&>().
 /// Calls f.template operator()<C, A...>() for every case with the operand types it is tested on:
 /// every unary case on a rank-2 operand; every binary case on two rank-2 operands, and `add` and
 /// `gelu_of_sum` also with a rank-1 second operand (broadcast by rank); the half cases on float16
-/// and bfloat16 operands.
+/// and bfloat16 operands, the int cases on int32 operands.
 template <class F>
 void for_each_case(F&& f) {
   std::apply([&](auto... c) { (f.template operator()<decltype(c), operand>(), ...); }, unary_cases{});
@@ -178,6 +187,8 @@ void for_each_case(F&& f) {
   std::apply([&](auto... c) { (f.template operator()<decltype(c), bf16_operand>(), ...); }, half_unary_cases{});
   std::apply([&](auto... c) { (f.template operator()<decltype(c), f16_operand, f16_operand>(), ...); }, half_binary_cases{});
   std::apply([&](auto... c) { (f.template operator()<decltype(c), bf16_operand, bf16_operand>(), ...); }, half_binary_cases{});
+  std::apply([&](auto... c) { (f.template operator()<decltype(c), i32_operand>(), ...); }, int_unary_cases{});
+  std::apply([&](auto... c) { (f.template operator()<decltype(c), i32_operand, i32_operand>(), ...); }, int_binary_cases{});
 }
 
 /// The row kernels generated and tested: sum and amax over the last dim of a rank-2 view and over

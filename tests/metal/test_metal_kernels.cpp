@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -130,8 +131,13 @@ Tensor<T, S> random_tensor(const typename Tensor<T, S>::sizes_type& sizes, std::
   Tensor<T, S> t(sizes);
   values v{seed};
   T* p = t.data();
-  const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, NAN, 0.5f, -0.5f};
-  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(special && i < 9 ? specials[i] : v.next());
+  if constexpr (std::is_integral_v<T>) {  // [-120, 120), the extremes among the specials (wrapping)
+    const T specials[] = {0, 1, -1, std::numeric_limits<T>::max(), std::numeric_limits<T>::min(), 2, -2, 31, -31};
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = special && i < 9 ? specials[i] : static_cast<T>(std::floor(v.next() * 40.0f));
+  } else {
+    const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, NAN, 0.5f, -0.5f};
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(special && i < 9 ? specials[i] : v.next());
+  }
   return t;
 }
 
@@ -251,6 +257,11 @@ TEST_CASE("metal: every generated pointwise kernel equals the CPU backend", "[me
   std::apply([](auto... k) { (check_binary_case<decltype(k)>(), ...); }, c::binary_cases{});
   check_row_broadcast_case<c::add>();
   check_row_broadcast_case<c::gelu_of_sum>();
+}
+
+TEST_CASE("metal: generated pointwise kernels on int32 equal the CPU backend", "[metal]") {
+  std::apply([](auto... k) { (check_unary_case<decltype(k), std::int32_t>(), ...); }, c::int_unary_cases{});
+  std::apply([](auto... k) { (check_binary_case<decltype(k), std::int32_t>(), ...); }, c::int_binary_cases{});
 }
 
 TEST_CASE("metal: generated pointwise kernels on float16 and bfloat16 equal the CPU backend", "[metal]") {

@@ -55,6 +55,17 @@ inline float tenet_pow(float a, float b) {
   }
   return metal::precise::pow(a, b);
 }
+// integer pow as the prim: repeated squaring wrapping modulo 2^32; a negative exponent gives
+// torch's values (1 for a base of 1, +-1 for -1, else 0)
+inline int tenet_ipow(int a, int b) {
+  if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) != 0 ? -1 : 1) : 0);
+  uint base = as_type<uint>(a), r = 1u;
+  for (int e = b; e > 0; e >>= 1) {
+    if ((e & 1) != 0) r *= base;
+    base *= base;
+  }
+  return as_type<int>(r);
+}
 #endif
 [[kernel]] void tenet_pointwise_7852af58a9dfcc0d(
     tenet_buffer<float> out [[buffer(0)]],

@@ -66,7 +66,7 @@ inline constexpr std::string_view builtin_parameters =
 
 /// The start of every generated file: MSL's standard library and the address-space aliases on the
 /// Metal compiler; the helpers for prims MSL has no function for (erf, expm1, log1p, torch's
-/// remainder and pow of a negative base), once per translation unit.
+/// remainder, pow of a negative base, integer pow), once per translation unit.
 inline constexpr std::string_view prologue = R"(#if defined(__METAL_VERSION__)
 #include <metal_stdlib>
 template <typename T> using tenet_buffer = device T*;
@@ -121,6 +121,17 @@ inline float tenet_pow(float a, float b) {
     return metal::precise::fmod(b, 2.0f) != 0.0f ? -r : r;
   }
   return metal::precise::pow(a, b);
+}
+// integer pow as the prim: repeated squaring wrapping modulo 2^32; a negative exponent gives
+// torch's values (1 for a base of 1, +-1 for -1, else 0)
+inline int tenet_ipow(int a, int b) {
+  if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) != 0 ? -1 : 1) : 0);
+  uint base = as_type<uint>(a), r = 1u;
+  for (int e = b; e > 0; e >>= 1) {
+    if ((e & 1) != 0) r *= base;
+    base *= base;
+  }
+  return as_type<int>(r);
 }
 #endif
 )";

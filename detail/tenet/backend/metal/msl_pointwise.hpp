@@ -48,6 +48,10 @@ std::string prim_expression(const std::string& a, const std::string& b = {}, con
   using A = std::tuple_element_t<0, std::tuple<In...>>;
   constexpr bool fl = std::is_same_v<A, float>;
   constexpr bool bo = std::is_same_v<A, bool>;
+  constexpr bool in = std::is_same_v<A, std::int32_t>;  // int32: wraps modulo 2^32 as the prims (through uint)
+  auto wrap = [&](std::string_view op) {
+    return "as_type<int>(as_type<uint>(" + a + ") " + std::string(op) + " as_type<uint>(" + b + "))";
+  };
   auto call = [&](std::string_view f) { return std::string(f) + "(" + a + ")"; };
   auto call2 = [&](std::string_view f) { return std::string(f) + "(" + a + ", " + b + ")"; };
   auto infix = [&](std::string_view op) { return "(" + a + " " + std::string(op) + " " + b + ")"; };
@@ -88,13 +92,28 @@ std::string prim_expression(const std::string& a, const std::string& b = {}, con
     return "(" + a + " != " + a + " ? " + a + " : (" + b + " != " + b + " ? " + b + " : (" + a + " < " + b + " ? " + b + " : " + a + ")))";
   else if constexpr (fl && std::is_same_v<P, minimum_>)
     return "(" + a + " != " + a + " ? " + a + " : (" + b + " != " + b + " ? " + b + " : (" + b + " < " + a + " ? " + b + " : " + a + ")))";
-  // comparisons (float or bool operands)
-  else if constexpr ((fl || bo) && std::is_same_v<P, eq_>) return infix("==");
-  else if constexpr ((fl || bo) && std::is_same_v<P, ne_>) return infix("!=");
-  else if constexpr (fl && std::is_same_v<P, lt_>) return infix("<");
-  else if constexpr (fl && std::is_same_v<P, le_>) return infix("<=");
-  else if constexpr (fl && std::is_same_v<P, gt_>) return infix(">");
-  else if constexpr (fl && std::is_same_v<P, ge_>) return infix(">=");
+  // int32 (no division, remainder or fmod: a zero divisor must raise, and kernels have no fault
+  // channel yet)
+  else if constexpr (in && std::is_same_v<P, neg_>) return "as_type<int>(0u - as_type<uint>(" + a + "))";
+  else if constexpr (in && std::is_same_v<P, abs_>) return "(" + a + " < 0 ? as_type<int>(0u - as_type<uint>(" + a + ")) : " + a + ")";
+  else if constexpr (in && std::is_same_v<P, sign_>) return "(int(0 < " + a + ") - int(" + a + " < 0))";
+  else if constexpr (in && std::is_same_v<P, add_>) return wrap("+");
+  else if constexpr (in && std::is_same_v<P, sub_>) return wrap("-");
+  else if constexpr (in && std::is_same_v<P, mul_>) return wrap("*");
+  else if constexpr (in && std::is_same_v<P, pow_>) return call2("tenet_ipow");
+  else if constexpr (in && std::is_same_v<P, maximum_>) return "(" + a + " < " + b + " ? " + b + " : " + a + ")";
+  else if constexpr (in && std::is_same_v<P, minimum_>) return "(" + b + " < " + a + " ? " + b + " : " + a + ")";
+  else if constexpr (in && std::is_same_v<P, bitwise_and_>) return infix("&");
+  else if constexpr (in && std::is_same_v<P, bitwise_or_>) return infix("|");
+  else if constexpr (in && std::is_same_v<P, bitwise_xor_>) return infix("^");
+  else if constexpr (in && std::is_same_v<P, bitwise_not_>) return "(~" + a + ")";
+  // comparisons (float, int32 or bool operands)
+  else if constexpr ((fl || bo || in) && std::is_same_v<P, eq_>) return infix("==");
+  else if constexpr ((fl || bo || in) && std::is_same_v<P, ne_>) return infix("!=");
+  else if constexpr ((fl || in) && std::is_same_v<P, lt_>) return infix("<");
+  else if constexpr ((fl || in) && std::is_same_v<P, le_>) return infix("<=");
+  else if constexpr ((fl || in) && std::is_same_v<P, gt_>) return infix(">");
+  else if constexpr ((fl || in) && std::is_same_v<P, ge_>) return infix(">=");
   // logical (bool)
   else if constexpr (bo && std::is_same_v<P, bitwise_and_>) return infix("&&");
   else if constexpr (bo && std::is_same_v<P, bitwise_or_>) return infix("||");
@@ -110,8 +129,8 @@ std::string prim_expression(const std::string& a, const std::string& b = {}, con
     else static_assert(sizeof(P) == 0, "tenet: the Metal generator has no cast between these dtypes yet");
   } else {
     static_assert(sizeof(P) == 0,
-                  "tenet: the Metal generator has no MSL for this prim on these dtypes (float32 math, bool logic; "
-                  "see docs/metal.md)");
+                  "tenet: the Metal generator has no MSL for this prim on these dtypes (float math, int32 arithmetic "
+                  "without division, bool logic; see docs/metal.md)");
   }
 }
 
