@@ -16,7 +16,8 @@
 // - device buffers are bound as `buffer_ptr<T>`: every access is checked against the bound size;
 // - threadgroup memory is bound as `threadgroup_ptr<T>`: every access is checked against its
 //   size, and a write by one thread and a read or write by another of the same element between
-//   the same two barriers (a data race on the GPU) is reported.
+//   the same two barriers (a data race on the GPU) is reported, and so is a read of an element no
+//   thread of the group has written (threadgroup memory starts undefined on the GPU).
 // Every report is an `emulation_error` whose message names the kernel, the threadgroup, the
 // thread and the values involved.
 #include <ucontext.h>
@@ -75,6 +76,7 @@ struct shadow_cell {
   std::uint64_t read_epoch = ~std::uint64_t{0};
   std::int32_t writer = -1;
   std::int32_t reader = -1;  // -2: several threads read it in read_epoch
+  bool written = false;      // by any thread of the threadgroup, ever
 };
 
 /// One threadgroup allocation ([[threadgroup(n)]]), fresh for every threadgroup.
@@ -370,6 +372,9 @@ class threadgroup_ref {
     shadow_cell& c = b_->shadow[i_];
     const auto me = static_cast<std::int32_t>(current.ids.local);
     const std::uint64_t e = g.epoch();
+    if (!c.written)
+      fail("read of uninitialized threadgroup memory in " + thread_where() + ": it reads " + element() +
+           ", which no thread of the threadgroup has written (threadgroup memory starts undefined on the GPU)");
     if (c.write_epoch == e && c.writer != me)
       fail("threadgroup memory race in " + thread_where() + ": it reads " + element() + ", which thread " +
            std::to_string(c.writer) + " wrote with no threadgroup_barrier between (barrier epoch " + std::to_string(e) + ")");
@@ -391,7 +396,7 @@ class threadgroup_ref {
       fail("threadgroup memory race in " + thread_where() + ": it writes " + element() + ", which " +
            (c.reader == -2 ? std::string("several threads") : "thread " + std::to_string(c.reader)) +
            " read with no threadgroup_barrier between (barrier epoch " + std::to_string(e) + ")");
-    c.write_epoch = e, c.writer = me;
+    c.write_epoch = e, c.writer = me, c.written = true;
     std::memcpy(at(), &v, sizeof(T));
   }
   threadgroup_block* b_;
@@ -506,6 +511,7 @@ inline constexpr std::size_t builtin_params = 6;
 /// order), `groups` threadgroups of `threads` threads.
 template <class... P>
 void launch(std::string_view name, void (*k)(P...), std::uint32_t groups, std::uint32_t threads, const std::vector<binding>& args) {
+  static_assert(sizeof...(P) >= builtin_params, "metal emulator: a kernel ends with the six built-in position parameters");
   constexpr std::size_t nargs = sizeof...(P) - builtin_params;
   if (args.size() != nargs)
     fail("kernel '" + std::string(name) + "' takes " + std::to_string(nargs) + " bound arguments, " + std::to_string(args.size()) +

@@ -2,7 +2,8 @@
 // MSL as tenet's generator writes them (buffers through tenet_buffer / tenet_threadgroup, the six
 // built-in positions last). Correct reductions give the right sums; a divergent barrier, an
 // out-of-bounds write, threadgroup races and a diverged simdgroup operation are each reported,
-// with the kernel, threadgroup, thread and index in the message.
+// with the kernel, threadgroup, thread and index in the message; so is a read of threadgroup memory
+// that no thread wrote.
 #include "msl_shim.hpp"
 
 #include <catch2/catch.hpp>
@@ -78,6 +79,15 @@ namespace {
   float v = in[gid];
   for (ushort d = 16; d > 0; d /= 2) v = max(v, simd_shuffle_down(v, d));
   if (lane == 0) out[tgid] = v;
+}
+
+// Thread i reads slot i + 1; no thread writes the last slot, which thread tgsize - 2 reads.
+[[kernel]] void uninitialized_read(tenet_buffer<float> out [[buffer(0)]], tenet_threadgroup<float> part [[threadgroup(0)]],
+                                   TENET_BUILTINS) {
+  (void)tgid, (void)lane, (void)sg;
+  if (lid + 1 < tgsize) part[lid] = float(lid);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  out[gid] = part[(lid + 1) % tgsize];
 }
 
 // Threads with lid >= 40 return before the barrier.
@@ -165,6 +175,16 @@ TEST_CASE("emulator: a threadgroup race is reported", "[metal]") {
   INFO(w);
   CHECK(w.find("threadgroup memory race in kernel 'write_write_race', threadgroup 0, thread 1") != std::string::npos);
   CHECK(w.find("writes element 0 of threadgroup(0) memory, which thread 0 wrote") != std::string::npos);
+}
+
+TEST_CASE("emulator: a read of threadgroup memory that no thread wrote is reported", "[metal]") {
+  std::vector<float> out(8);
+  const std::string m = message_of(
+      [&] { emu::launch("uninitialized_read", &uninitialized_read, 1, 8, {buf(out), emu::bind_threadgroup(8 * sizeof(float))}); });
+  INFO(m);
+  CHECK(m.find("read of uninitialized threadgroup memory in kernel 'uninitialized_read', threadgroup 0, thread 6") !=
+        std::string::npos);
+  CHECK(m.find("element 7 of threadgroup(0) memory") != std::string::npos);
 }
 
 TEST_CASE("emulator: a barrier not reached by every thread is reported", "[metal]") {
