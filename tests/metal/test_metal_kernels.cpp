@@ -388,7 +388,7 @@ TEST_CASE("metal: the generated softmax and log_softmax kernels equal the CPU ba
   check_equal(got, want, "softmax, rank 3, transposed");
 }
 
-TEST_CASE("metal: the generated layer_norm kernel equals the CPU backend", "[metal]") {
+TEST_CASE("metal: the generated layer_norm and rms_norm kernels equal the CPU backend", "[metal]") {
   using X = Tensor<float, shape<dyn, dyn>>;
   using V = Tensor<float, shape<dyn>>;
   const std::vector<std::pair<std::string, X>> inputs{
@@ -414,6 +414,20 @@ TEST_CASE("metal: the generated layer_norm kernel equals the CPU backend", "[met
              {as_arg(got), as_arg(x), as_arg(w), as_arg(b), as_arg(p), arg{nullptr, threads / 32 * sizeof(float), true}});
     }
     check_equal(got, want, "layer_norm, " + what);
+
+    const double rms_eps = 1e-6;
+    const X want_rms = tenet::rms_norm(x, w, rms_eps);
+    X got_rms(x.sizes());
+    std::vector<std::int64_t> q = m::row_params(x, 1);
+    const float re = static_cast<float>(rms_eps);
+    std::memcpy(&bits, &re, sizeof bits);
+    q.push_back(static_cast<std::int64_t>(bits));
+    if (q[0] > 0) {
+      const std::uint32_t threads = m::row_threads(q[1]);
+      launch(m::layer_norm_kernel<1, true>(), static_cast<std::uint32_t>(q[0]), threads,
+             {as_arg(got_rms), as_arg(x), as_arg(w), as_arg(q), arg{nullptr, threads / 32 * sizeof(float), true}});
+    }
+    check_equal(got_rms, want_rms, "rms_norm, " + what);
   }
 }
 

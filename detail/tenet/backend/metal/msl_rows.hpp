@@ -1,8 +1,8 @@
 #pragma once
 #include <tenet/detail_check.hpp>
 #include <tenet/config.hpp>
-// The Metal row kernels (docs/metal.md): a reduction (sum or amax), softmax, log_softmax and
-// layer_norm over the last dim, one threadgroup
+// The Metal row kernels (docs/metal.md): a reduction (sum or amax), softmax, log_softmax,
+// layer_norm and rms_norm over the last dim, one threadgroup
 // per row, threads strided over the row, partials combined by simdgroup operations and then across
 // the simdgroups through threadgroup memory (one float per simdgroup) - the shape of
 // backend/cuda/reduce.cuh's and row_kernels.cuh's block reductions with simdgroups for warps.
@@ -146,42 +146,48 @@ const kernel_source& softmax_kernel() {
   return k;
 }
 
-/// layer_norm over the last dim of a float32 view of rank Outer + 1 with a weight and a bias over
-/// that dim (contiguous), into a contiguous output: (x - mean) / sqrt(var + eps) * w + b, var the
-/// biased variance by two passes. Argument table: buffer(0) out, buffer(1) in, buffer(2) weight,
-/// buffer(3) bias, buffer(4) the row parameters with eps's float bits appended, threadgroup(0).
-template <std::size_t Outer>
+/// layer_norm (Rms: rms_norm) over the last dim of a float32 view of rank Outer + 1 with a weight
+/// (and for layer_norm a bias) over that dim, contiguous, into a contiguous output:
+///   layer_norm: (x - mean) / sqrt(var + eps) * w + b, var the biased variance by two passes;
+///   rms_norm:   x / sqrt(mean(x^2) + eps) * w.
+/// Argument table: buffer(0) out, buffer(1) in, buffer(2) weight, layer_norm: buffer(3) bias;
+/// then the row parameters with eps's float bits appended; threadgroup(0).
+template <std::size_t Outer, bool Rms = false>
 const kernel_source& layer_norm_kernel() {
   static const kernel_source k = [] {
     using rows_detail::offset_of;
     kernel_source out;
-    out.description = "layer_norm over the last dim of float32 rows: " + std::to_string(Outer) + " row dims";
-    out.name = kernel_name("tenet_layer_norm", out.description);
+    out.description = std::string(Rms ? "rms_norm" : "layer_norm") + " over the last dim of float32 rows: " +
+                      std::to_string(Outer) + " row dims";
+    out.name = kernel_name(Rms ? "tenet_rms_norm" : "tenet_layer_norm", out.description);
     const std::size_t osz = 2, ost = 2 + Outer, ist = 2 + 2 * Outer + 1, eps_at = ist + 1;
     std::string s = "[[kernel]] void " + out.name +
                     "(\n"
                     "    tenet_buffer<float> out [[buffer(0)]],\n"
                     "    tenet_buffer<const float> in [[buffer(1)]],\n"
-                    "    tenet_buffer<const float> weight [[buffer(2)]],\n"
-                    "    tenet_buffer<const float> bias [[buffer(3)]],\n"
-                    "    tenet_buffer<const long> p [[buffer(4)]],\n"
-                    "    tenet_threadgroup<float> part [[threadgroup(0)]],\n" +
-                    std::string(builtin_parameters) + ") {\n  (void)gid;\n";
+                    "    tenet_buffer<const float> weight [[buffer(2)]],\n";
+    s += Rms ? "    tenet_buffer<const long> p [[buffer(3)]],\n"
+             : "    tenet_buffer<const float> bias [[buffer(3)]],\n    tenet_buffer<const long> p [[buffer(4)]],\n";
+    s += "    tenet_threadgroup<float> part [[threadgroup(0)]],\n" + std::string(builtin_parameters) + ") {\n  (void)gid;\n";
     s += "  const long row = long(tgid), cols = p[1], cs = p[" + std::to_string(ist) + "];\n";
     s += "  const float eps = as_type<float>(int(p[" + std::to_string(eps_at) + "]));\n";
     s += offset_of("base", "row", Outer, osz, ost, "  ");
     s += "  const uint groups = (tgsize + 31) / 32;\n";
-    s += "  // the mean\n";
-    s += "  float sum = 0.0f;\n";
-    s += "  for (long j = long(lid); j < cols; j += long(tgsize)) sum += in[base + j * cs];\n";
-    s += "  sum = simd_sum(sum);\n";
-    s += "  if (lane == 0) part[sg] = sum;\n";
-    s += "  threadgroup_barrier(mem_flags::mem_threadgroup);\n";
-    s += "  float total = 0.0f;\n";
-    s += "  for (uint k = 0; k < groups; ++k) total += part[k];\n";
-    s += "  const float mean = total / float(cols);\n";
-    s += "  threadgroup_barrier(mem_flags::mem_threadgroup);  // every thread has read part before it is reused\n";
-    s += "  // the variance about it\n";
+    if constexpr (!Rms) {
+      s += "  // the mean\n";
+      s += "  float sum = 0.0f;\n";
+      s += "  for (long j = long(lid); j < cols; j += long(tgsize)) sum += in[base + j * cs];\n";
+      s += "  sum = simd_sum(sum);\n";
+      s += "  if (lane == 0) part[sg] = sum;\n";
+      s += "  threadgroup_barrier(mem_flags::mem_threadgroup);\n";
+      s += "  float total = 0.0f;\n";
+      s += "  for (uint k = 0; k < groups; ++k) total += part[k];\n";
+      s += "  const float mean = total / float(cols);\n";
+      s += "  threadgroup_barrier(mem_flags::mem_threadgroup);  // every thread has read part before it is reused\n";
+      s += "  // the variance about it\n";
+    } else {
+      s += "  const float mean = 0.0f;  // rms_norm: the mean square\n";
+    }
     s += "  float sq = 0.0f;\n";
     s += "  for (long j = long(lid); j < cols; j += long(tgsize)) {\n";
     s += "    const float d = in[base + j * cs] - mean;\n";
@@ -194,7 +200,8 @@ const kernel_source& layer_norm_kernel() {
     s += "  for (uint k = 0; k < groups; ++k) var += part[k];\n";
     s += "  const float rstd = 1.0f / metal::precise::sqrt(var / float(cols) + eps);\n";
     s += "  for (long j = long(lid); j < cols; j += long(tgsize))\n";
-    s += "    out[row * cols + j] = (in[base + j * cs] - mean) * rstd * weight[j] + bias[j];\n";
+    s += Rms ? "    out[row * cols + j] = in[base + j * cs] * rstd * weight[j];\n"
+             : "    out[row * cols + j] = (in[base + j * cs] - mean) * rstd * weight[j] + bias[j];\n";
     s += "}\n";
     out.source = kernel_file(out.name, out.description, s);
     return out;
