@@ -193,13 +193,19 @@ void for_each_case(F&& f) {
 
 /// The row kernels generated and tested: sum and amax over the last dim of a rank-2 view and over
 /// all of it, softmax over the last dim of rank-2 and rank-3 views, log_softmax, layer_norm and
-/// rms_norm over the last dim of rank-2 views.
+/// rms_norm over the last dim of rank-2 views; sum, amax, softmax and layer_norm over the last dim
+/// also on float16 and bfloat16.
 inline std::vector<const tenet::detail::metal::kernel_source*> row_kernels() {
   namespace m = tenet::detail::metal;
   return {&m::reduce_kernel<m::row_reduction::sum, 1, 1>(), &m::reduce_kernel<m::row_reduction::sum, 0, 2>(),
           &m::reduce_kernel<m::row_reduction::amax, 1, 1>(), &m::reduce_kernel<m::row_reduction::amax, 0, 2>(),
           &m::softmax_kernel<1>(), &m::softmax_kernel<2>(), &m::softmax_kernel<1, true>(), &m::layer_norm_kernel<1>(),
-          &m::layer_norm_kernel<1, true>()};
+          &m::layer_norm_kernel<1, true>(),
+          // float16 and bfloat16
+          &m::reduce_kernel<m::row_reduction::sum, 1, 1, tenet::float16>(), &m::reduce_kernel<m::row_reduction::amax, 1, 1, tenet::float16>(),
+          &m::softmax_kernel<1, false, tenet::float16>(), &m::layer_norm_kernel<1, false, tenet::float16>(),
+          &m::reduce_kernel<m::row_reduction::sum, 1, 1, tenet::bfloat16>(), &m::reduce_kernel<m::row_reduction::amax, 1, 1, tenet::bfloat16>(),
+          &m::softmax_kernel<1, false, tenet::bfloat16>(), &m::layer_norm_kernel<1, false, tenet::bfloat16>()};
 }
 
 /// The pointwise kernel of case C on operands A...

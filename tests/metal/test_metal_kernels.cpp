@@ -431,6 +431,60 @@ TEST_CASE("metal: the generated layer_norm and rms_norm kernels equal the CPU ba
   }
 }
 
+namespace {
+/// The row kernels on 16-bit T (loads widened to float, the result rounded once), against the CPU.
+template <class T>
+void check_half_rows(const std::string& dtype) {
+  using X = Tensor<T, shape<dyn, dyn>>;
+  using V = Tensor<T, shape<dyn>>;
+  const std::vector<std::pair<std::string, X>> inputs{
+      {"contiguous 4x300", random_tensor<shape<dyn, dyn>, T>(sizes2{4, 300}, 61)},
+      {"transposed 9x40", random_tensor<shape<dyn, dyn>, T>(sizes2{40, 9}, 62).t()},
+      {"1x1", random_tensor<shape<dyn, dyn>, T>(sizes2{1, 1}, 63)},
+  };
+  for (const auto& [layout, x] : inputs) {
+    const std::string what = dtype + ", " + layout;
+    const std::int64_t rows = x.sizes()[0], cols = x.sizes()[1];
+    V s(tenet::sizes_t<1>{rows}), mx(tenet::sizes_t<1>{rows});
+    run_rows_emulated(m::reduce_kernel<m::row_reduction::sum, 1, 1, T>(), s, x, 1);
+    run_rows_emulated(m::reduce_kernel<m::row_reduction::amax, 1, 1, T>(), mx, x, 1);
+    const V want_s = tenet::sum<-1>(x), want_mx = tenet::amax<-1>(x);
+    check_equal(s, want_s, "sum over the last dim, " + what);
+    check_equal(mx, want_mx, "amax over the last dim, " + what, 0.0, 0.0);
+
+    const X want_sm = tenet::softmax<-1>(x);
+    X sm(x.sizes());
+    run_rows_emulated(m::softmax_kernel<1, false, T>(), sm, x, 1);
+    check_equal(sm, want_sm, "softmax, " + what);
+
+    const V w = random_tensor<shape<dyn>, T>(tenet::sizes_t<1>{cols}, 64), b = random_tensor<shape<dyn>, T>(tenet::sizes_t<1>{cols}, 65);
+    const double eps = 1e-5;
+    // the CPU in float32 on the same values, rounded once: the kernel's (and torch's) semantics. The
+    // CPU runs a 16-bit layer_norm as its decomposition, rounding after every prim, which differs by
+    // a few units in the last place (docs/metal.md)
+    using F = Tensor<float, shape<dyn, dyn>>;
+    using FV = Tensor<float, shape<dyn>>;
+    const F want_f = tenet::layer_norm(F(x.template to<float>()), FV(w.template to<float>()), FV(b.template to<float>()), eps);
+    const X want_ln = want_f.template to<T>();
+    X ln(x.sizes());
+    std::vector<std::int64_t> p = m::row_params(x, 1);
+    const float e = static_cast<float>(eps);
+    std::uint32_t bits;
+    std::memcpy(&bits, &e, sizeof bits);
+    p.push_back(static_cast<std::int64_t>(bits));
+    const std::uint32_t threads = m::row_threads(p[1]);
+    launch(m::layer_norm_kernel<1, false, T>(), static_cast<std::uint32_t>(p[0]), threads,
+           {as_arg(ln), as_arg(x), as_arg(w), as_arg(b), as_arg(p), arg{nullptr, threads / 32 * sizeof(float), true}});
+    check_equal(ln, want_ln, "layer_norm, " + what);
+  }
+}
+}  // namespace
+
+TEST_CASE("metal: the generated row kernels on float16 and bfloat16 equal the CPU backend", "[metal]") {
+  check_half_rows<tenet::float16>("float16");
+  check_half_rows<tenet::bfloat16>("bfloat16");
+}
+
 #if !defined(TENET_METAL_ON_DEVICE)
 TEST_CASE("metal: the emulator reports the race of a generated kernel with a barrier removed", "[metal]") {
   // msl_generate.cpp writes this control: the softmax kernel without its second barrier

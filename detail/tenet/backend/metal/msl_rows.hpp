@@ -7,6 +7,7 @@
 // the simdgroups through threadgroup memory (one float per simdgroup) - the shape of
 // backend/cuda/reduce.cuh's and row_kernels.cuh's block reductions with simdgroups for warps.
 //
+// float32, float16 and bfloat16 (16-bit elements computed in float, the result rounded once).
 // The input is any strided view. Its elements split into rows and columns: a row is an index over
 // the `Outer` leading dims, a column an index over the `Inner` trailing ones (a reduction over the
 // last dim: Outer = rank - 1, Inner = 1; over every dim: Outer = 0, Inner = rank). The output is
@@ -18,6 +19,7 @@
 // simdgroup full: the shuffle reductions read all 32 lanes).
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <tenet/backend/metal/msl_common.hpp>
@@ -39,6 +41,21 @@ inline float tenet_simd_max_nan(float x) {
 #endif
 )";
 
+/// How a row kernel reads and writes elements of type T: float32 as is; float16 / bfloat16 stored
+/// as half / bfloat and computed in float (loads widen, the result rounds once when stored).
+template <class T>
+struct row_element {
+  static_assert(std::is_same_v<T, float> || half_precision<T>, "tenet: the Metal row kernels take float32, float16 and bfloat16");
+  static std::string type() { return std::string(msl_type<T>()); }
+  static std::string load(const std::string& e) { return half_precision<T> ? "float(" + e + ")" : e; }
+  static std::string store(const std::string& e) { return half_precision<T> ? type() + "(" + e + ")" : e; }
+  static std::string words() {
+    if constexpr (std::is_same_v<T, float>) return "float32";
+    else if constexpr (std::is_same_v<T, float16>) return "float16";
+    else return "bfloat16";
+  }
+};
+
 namespace rows_detail {
 /// Statements computing `var`, the offset of index `idx` over `dims` dims whose sizes start at
 /// p[sizes_at] and strides at p[strides_at].
@@ -56,37 +73,41 @@ inline std::string offset_of(const std::string& var, const std::string& idx, std
   }
   return s + indent + "}\n";
 }
-inline std::string signature(const std::string& name) {
+template <class T>
+std::string signature(const std::string& name) {
+  const std::string t = row_element<T>::type();
   return "[[kernel]] void " + name +
          "(\n"
-         "    tenet_buffer<float> out [[buffer(0)]],\n"
-         "    tenet_buffer<const float> in [[buffer(1)]],\n"
+         "    tenet_buffer<" + t + "> out [[buffer(0)]],\n"
+         "    tenet_buffer<const " + t + "> in [[buffer(1)]],\n"
          "    tenet_buffer<const long> p [[buffer(2)]],\n"
          "    tenet_threadgroup<float> part [[threadgroup(0)]],\n" +
          std::string(builtin_parameters) + ") {\n  (void)gid;\n";
 }
 }  // namespace rows_detail
 
-/// sum or amax of each row of a float32 view (Outer row dims, Inner column dims).
-template <row_reduction Op, std::size_t Outer, std::size_t Inner>
+/// sum or amax of each row of a view of T (Outer row dims, Inner column dims), accumulated in
+/// float.
+template <row_reduction Op, std::size_t Outer, std::size_t Inner, class T = float>
 const kernel_source& reduce_kernel() {
   static const kernel_source k = [] {
     static_assert(Inner >= 1);
     using rows_detail::offset_of;
+    using io = row_element<T>;
     constexpr bool sum = Op == row_reduction::sum;
     kernel_source out;
-    out.description = std::string(sum ? "sum" : "amax") + " of float32 rows: " + std::to_string(Outer) + " row dims, " +
+    out.description = std::string(sum ? "sum" : "amax") + " of " + io::words() + " rows: " + std::to_string(Outer) + " row dims, " +
                       std::to_string(Inner) + " column dims";
     out.name = kernel_name(sum ? "tenet_sum" : "tenet_amax", out.description);
     const std::size_t osz = 2, ost = 2 + Outer, isz = 2 + 2 * Outer, ist = 2 + 2 * Outer + Inner;
     const std::string init = sum ? "0.0f" : "-INFINITY";
-    std::string s = rows_detail::signature(out.name);
+    std::string s = rows_detail::signature<T>(out.name);
     s += "  const long row = long(tgid);\n";
     s += offset_of("base", "row", Outer, osz, ost, "  ");
     s += "  float acc = " + init + ";\n";
     s += "  for (long j = long(lid); j < p[1]; j += long(tgsize)) {\n";
     s += offset_of("off", "j", Inner, isz, ist, "    ");
-    s += sum ? "    acc += in[base + off];\n" : "    acc = tenet_max_nan(acc, in[base + off]);\n";
+    s += sum ? "    acc += " + io::load("in[base + off]") + ";\n" : "    acc = tenet_max_nan(acc, " + io::load("in[base + off]") + ");\n";
     s += "  }\n";
     s += "  // within each simdgroup, then across the simdgroups through threadgroup memory\n";
     s += sum ? "  acc = simd_sum(acc);\n" : "  acc = tenet_simd_max_nan(acc);\n";
@@ -95,7 +116,7 @@ const kernel_source& reduce_kernel() {
     s += "  if (sg == 0) {\n";
     s += "    float w = lane < (tgsize + 31) / 32 ? float(part[lane]) : " + init + ";\n";
     s += sum ? "    w = simd_sum(w);\n" : "    w = tenet_simd_max_nan(w);\n";
-    s += "    if (lane == 0) out[row] = w;\n";
+    s += "    if (lane == 0) out[row] = " + io::store("w") + ";\n";
     s += "  }\n}\n";
     out.source = kernel_file(out.name, out.description, std::string(row_helpers) + s);
     return out;
@@ -106,22 +127,24 @@ const kernel_source& reduce_kernel() {
 /// softmax (Log: log_softmax) over the last dim of a float32 view of rank Outer + 1, into a
 /// contiguous output: exp(x - max) / sum(exp(x - max)) (log: x - max - log(sum)), the max
 /// NaN-propagating (a NaN row gives NaNs, as the CPU).
-template <std::size_t Outer, bool Log = false>
+template <std::size_t Outer, bool Log = false, class T = float>
 const kernel_source& softmax_kernel() {
   static const kernel_source k = [] {
     using rows_detail::offset_of;
+    using io = row_element<T>;
+    const std::string x = io::load("in[base + j * cs]");
     kernel_source out;
-    out.description = std::string(Log ? "log_softmax" : "softmax") + " over the last dim of float32 rows: " +
+    out.description = std::string(Log ? "log_softmax" : "softmax") + " over the last dim of " + io::words() + " rows: " +
                       std::to_string(Outer) + " row dims";
     out.name = kernel_name(Log ? "tenet_log_softmax" : "tenet_softmax", out.description);
     const std::size_t osz = 2, ost = 2 + Outer, ist = 2 + 2 * Outer + 1;  // one column dim
-    std::string s = rows_detail::signature(out.name);
+    std::string s = rows_detail::signature<T>(out.name);
     s += "  const long row = long(tgid), cols = p[1], cs = p[" + std::to_string(ist) + "];\n";
     s += offset_of("base", "row", Outer, osz, ost, "  ");
     s += "  const uint groups = (tgsize + 31) / 32;\n";
     s += "  // the row's max\n";
     s += "  float m = -INFINITY;\n";
-    s += "  for (long j = long(lid); j < cols; j += long(tgsize)) m = tenet_max_nan(m, in[base + j * cs]);\n";
+    s += "  for (long j = long(lid); j < cols; j += long(tgsize)) m = tenet_max_nan(m, " + x + ");\n";
     s += "  m = tenet_simd_max_nan(m);\n";
     s += "  if (lane == 0) part[sg] = m;\n";
     s += "  threadgroup_barrier(mem_flags::mem_threadgroup);\n";
@@ -130,15 +153,15 @@ const kernel_source& softmax_kernel() {
     s += "  threadgroup_barrier(mem_flags::mem_threadgroup);  // every thread has read part before it is reused\n";
     s += "  // the sum of exp(x - max)\n";
     s += "  float sum = 0.0f;\n";
-    s += "  for (long j = long(lid); j < cols; j += long(tgsize)) sum += metal::precise::exp(in[base + j * cs] - mx);\n";
+    s += "  for (long j = long(lid); j < cols; j += long(tgsize)) sum += metal::precise::exp(" + x + " - mx);\n";
     s += "  sum = simd_sum(sum);\n";
     s += "  if (lane == 0) part[sg] = sum;\n";
     s += "  threadgroup_barrier(mem_flags::mem_threadgroup);\n";
     s += "  float total = 0.0f;\n";
     s += "  for (uint k = 0; k < groups; ++k) total += part[k];\n";
     s += "  for (long j = long(lid); j < cols; j += long(tgsize))\n";
-    s += Log ? "    out[row * cols + j] = in[base + j * cs] - mx - metal::precise::log(total);\n"
-             : "    out[row * cols + j] = metal::precise::exp(in[base + j * cs] - mx) / total;\n";
+    s += Log ? "    out[row * cols + j] = " + io::store(x + " - mx - metal::precise::log(total)") + ";\n"
+             : "    out[row * cols + j] = " + io::store("metal::precise::exp(" + x + " - mx) / total") + ";\n";
     s += "}\n";
     out.source = kernel_file(out.name, out.description, std::string(row_helpers) + s);
     return out;
@@ -152,22 +175,24 @@ const kernel_source& softmax_kernel() {
 ///   rms_norm:   x / sqrt(mean(x^2) + eps) * w.
 /// Argument table: buffer(0) out, buffer(1) in, buffer(2) weight, layer_norm: buffer(3) bias;
 /// then the row parameters with eps's float bits appended; threadgroup(0).
-template <std::size_t Outer, bool Rms = false>
+template <std::size_t Outer, bool Rms = false, class T = float>
 const kernel_source& layer_norm_kernel() {
   static const kernel_source k = [] {
     using rows_detail::offset_of;
+    using io = row_element<T>;
+    const std::string t = io::type(), x = io::load("in[base + j * cs]");
     kernel_source out;
-    out.description = std::string(Rms ? "rms_norm" : "layer_norm") + " over the last dim of float32 rows: " +
+    out.description = std::string(Rms ? "rms_norm" : "layer_norm") + " over the last dim of " + io::words() + " rows: " +
                       std::to_string(Outer) + " row dims";
     out.name = kernel_name(Rms ? "tenet_rms_norm" : "tenet_layer_norm", out.description);
     const std::size_t osz = 2, ost = 2 + Outer, ist = 2 + 2 * Outer + 1, eps_at = ist + 1;
     std::string s = "[[kernel]] void " + out.name +
                     "(\n"
-                    "    tenet_buffer<float> out [[buffer(0)]],\n"
-                    "    tenet_buffer<const float> in [[buffer(1)]],\n"
-                    "    tenet_buffer<const float> weight [[buffer(2)]],\n";
+                    "    tenet_buffer<" + t + "> out [[buffer(0)]],\n"
+                    "    tenet_buffer<const " + t + "> in [[buffer(1)]],\n"
+                    "    tenet_buffer<const " + t + "> weight [[buffer(2)]],\n";
     s += Rms ? "    tenet_buffer<const long> p [[buffer(3)]],\n"
-             : "    tenet_buffer<const float> bias [[buffer(3)]],\n    tenet_buffer<const long> p [[buffer(4)]],\n";
+             : "    tenet_buffer<const " + t + "> bias [[buffer(3)]],\n    tenet_buffer<const long> p [[buffer(4)]],\n";
     s += "    tenet_threadgroup<float> part [[threadgroup(0)]],\n" + std::string(builtin_parameters) + ") {\n  (void)gid;\n";
     s += "  const long row = long(tgid), cols = p[1], cs = p[" + std::to_string(ist) + "];\n";
     s += "  const float eps = as_type<float>(int(p[" + std::to_string(eps_at) + "]));\n";
@@ -176,7 +201,7 @@ const kernel_source& layer_norm_kernel() {
     if constexpr (!Rms) {
       s += "  // the mean\n";
       s += "  float sum = 0.0f;\n";
-      s += "  for (long j = long(lid); j < cols; j += long(tgsize)) sum += in[base + j * cs];\n";
+      s += "  for (long j = long(lid); j < cols; j += long(tgsize)) sum += " + x + ";\n";
       s += "  sum = simd_sum(sum);\n";
       s += "  if (lane == 0) part[sg] = sum;\n";
       s += "  threadgroup_barrier(mem_flags::mem_threadgroup);\n";
@@ -190,7 +215,7 @@ const kernel_source& layer_norm_kernel() {
     }
     s += "  float sq = 0.0f;\n";
     s += "  for (long j = long(lid); j < cols; j += long(tgsize)) {\n";
-    s += "    const float d = in[base + j * cs] - mean;\n";
+    s += "    const float d = " + x + " - mean;\n";
     s += "    sq += d * d;\n";
     s += "  }\n";
     s += "  sq = simd_sum(sq);\n";
@@ -200,8 +225,8 @@ const kernel_source& layer_norm_kernel() {
     s += "  for (uint k = 0; k < groups; ++k) var += part[k];\n";
     s += "  const float rstd = 1.0f / metal::precise::sqrt(var / float(cols) + eps);\n";
     s += "  for (long j = long(lid); j < cols; j += long(tgsize))\n";
-    s += Rms ? "    out[row * cols + j] = in[base + j * cs] * rstd * weight[j];\n"
-             : "    out[row * cols + j] = (in[base + j * cs] - mean) * rstd * weight[j] + bias[j];\n";
+    s += Rms ? "    out[row * cols + j] = " + io::store(x + " * rstd * " + io::load("weight[j]")) + ";\n"
+             : "    out[row * cols + j] = " + io::store("(" + x + " - mean) * rstd * " + io::load("weight[j]") + " + " + io::load("bias[j]")) + ";\n";
     s += "}\n";
     out.source = kernel_file(out.name, out.description, s);
     return out;
