@@ -224,6 +224,22 @@ TEST_CASE("vmap(grad(f), batching): per-sample gradients against torch.func and 
   auto px = func::vmap(func::grad(loss, func::argnums<4>), dims, func::out_dims<1>)(w1, b1, w2, b2, xs, ys);
   static_assert(std::is_same_v<decltype(gx), Tensor<double, shape<4, 6>>>);
   CHECK(max_diff(gx, px) < 1e-14);
+  // an unmapped weight read by linear (its per-sample gradient from the layer's output gradient)
+  // and by other ops too (a copy per sample as a batched leaf): the two parts add up
+  auto mixed = [](const auto& a1, const auto& c1, const auto& x, const auto& y) {
+    return cross_entropy(linear(x.template unsqueeze<0>(), a1, c1), y.template unsqueeze<0>()) + sum(a1 * a1) * 0.01 +
+           sum(tanh(matmul(a1, x))) + sum(c1 * x.template narrow<0>(0, 3).template unsqueeze<0>()) * 0.5;
+  };
+  const auto w3 = w2.narrow<1>(0, 4);  // (3, 4)
+  constexpr auto dims4 = func::in_dims<func::none, func::none, 0, 0>;
+  auto [m1, m2] = func::vmap(func::grad(mixed, func::argnums<0, 1>), dims4, func::batching)(w3, b2, xs, ys);
+  auto [n1, n2] = func::vmap(func::grad(mixed, func::argnums<0, 1>), dims4)(w3, b2, xs, ys);
+  CHECK(max_diff(m1, n1) < 1e-13);
+  CHECK(max_diff(m2, n2) < 1e-13);
+  // an argument differentiated but unused: zeros
+  auto unused = func::vmap(func::grad([](const auto&, const auto& x) { return sum(x * x); }, func::argnums<0>),
+                           func::in_dims<func::none, 0>, func::batching)(w3, xs);
+  CHECK(max_diff(unused, Tensor<double, shape<6, 3, 4>>(zeros<double, shape<6, 3, 4>>())) == 0);
   // float32, the benchmark's case in small: the same per-sample gradients either way
   const Tensor<float, shape<5, 4>> f1 = w1.to<float>();
   const Tensor<float, shape<5>> fb1 = b1.to<float>();

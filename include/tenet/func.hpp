@@ -32,11 +32,18 @@
 //
 //   func::stack_module_state(models)       parameters and buffers stacked, for vmap (ensembling)
 //
-// Not here yet (issue 33): batching rules (vmap runs f per sample; jacrev and jacfwd compute
-// their rows / columns one by one).
+//   func::vmap(f, ..., func::batching)(xs...)   f once on batched values, each op applying its
+//                                            batching rule (detail/tenet/func/batching.hpp);
+//                                            vmap(grad(f), ..., batching): per-sample gradients
+//                                            from one batched backward pass
+//
+// Not here yet (issue 33): batching rules as the prims' batch slot and for every op (those
+// without one run per sample: vmap without func::batching); jacrev and jacfwd compute their
+// rows / columns one by one.
 #include <algorithm>
 #include <cstddef>
 #include <any>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -1125,8 +1132,8 @@ enum class randomness {
 };
 struct vmap_options {
   func::randomness randomness = randomness::error;
-  /// torch's chunk_size (0: none). Accepted for the API; tenet's vmap runs f per sample (below),
-  /// so it changes nothing.
+  /// torch's chunk_size (0: none): with func::batching, f runs once per chunk of this many
+  /// samples; the per-sample vmap runs f per sample anyway, so there it changes nothing.
   std::int64_t chunk_size = 0;
 };
 
@@ -1389,6 +1396,59 @@ auto vmap_call(const F& f, const vmap_options& opt, const A&... a) {
 
 // --- vmap with batching rules (func::batching) ------------------------------------------------
 
+/// The per-sample gradient of an unmapped argument under vmap(grad(f), ..., batching)
+/// (batch_rules::tied): its value, and the parts of its gradient, each (n, ...) batch first: the
+/// probes of linear's rule, and the gradient of the batched leaf (a copy per sample, made only
+/// when an op without the tied rule reads the argument).
+template <class T, class S>
+struct tie_slot {
+  using value_type = T;
+  using shape_type = S;
+  using BS = tenet::detail::concat_shapes_t<shape<dyn>, S>;
+  Tensor<T, S> w;
+  std::int64_t n = 0;
+  std::optional<Tensor<T, BS>> leaf_;
+  std::vector<std::function<void(capture_map&)>> captures;
+  std::vector<std::function<Tensor<T, BS>(const capture_map&)>> parts;
+
+  const Tensor<T, BS>& leaf() {
+    if (!leaf_) {
+      Tensor<T, BS> l = batch_rules::physical(w, n).contiguous();
+      l = l.detach();
+      l.requires_grad_();
+      leaf_ = l;
+      captures.push_back([l](capture_map& c) { capture(l, c); });
+      parts.push_back([l](const capture_map& c) { return captured(l, c).detach(); });
+    }
+    return *leaf_;
+  }
+  /// A part of the gradient: fn of the gradient of probe.
+  template <class P, class Fn>
+  void add(const P& probe, Fn fn) {
+    captures.push_back([probe](capture_map& c) { capture(probe, c); });
+    parts.push_back([probe, fn](const capture_map& c) {
+      auto r = eval(fn(captured(probe, c).detach())).contiguous();
+      return r.template with_layout<BS>(r.sizes(), r.strides(), r.offset());
+    });
+  }
+  void capture_all(capture_map& c) const {
+    for (const auto& f : captures) f(c);
+  }
+  Tensor<T, BS> collect(const capture_map& c) const {
+    if (parts.empty()) {
+      sizes_t<BS::rank> s{};
+      s[0] = n;
+      for (std::size_t i = 0; i < S::rank; ++i) s[i + 1] = w.sizes()[i];
+      Tensor<T, BS> z(s, w.device());
+      z.zero_();
+      return z;
+    }
+    Tensor<T, BS> acc = parts[0](c);
+    for (std::size_t k = 1; k < parts.size(); ++k) acc = Tensor<T, BS>(acc + parts[k](c));
+    return acc;
+  }
+};
+
 /// Argument a with its mapped dim M moved to the front (a view).
 template <int M, class A>
 auto batch_first(const A& a) {
@@ -1486,40 +1546,70 @@ template <int... M, class F, class... A>
 auto batched_chunk(const F& f, std::int64_t start, std::int64_t len, std::int64_t batch, const A&... a) {
   if constexpr (is_grad_fn_v<F>) {
     return [&]<class G, std::size_t... I>(const grad_fn<G, I...>& gf) {
-      using idx = std::index_sequence<I...>;
-      auto leaf = [&]<std::size_t K, int MK, class X>(std::integral_constant<std::size_t, K>,
-                                                       std::integral_constant<int, MK>, const X& x) -> decltype(auto) {
-        if constexpr (MK >= 0) return chunk_of<MK>(x, start, len, batch);
-        else if constexpr (in_argnums<K>(idx{})) return batch_rules::physical(x, len).contiguous();
-        else return (x);
-      };
-      auto inner = [&]<class... L>(const L&... l) {
-        auto y = [&]<std::size_t... K>(std::index_sequence<K...>) {
-          constexpr int ms[] = {M..., 0};
-          return gf.f([&]<std::size_t J>(std::integral_constant<std::size_t, J>) -> decltype(auto) {
-            const auto& lj = std::get<J>(std::forward_as_tuple(l...));
-            if constexpr (ms[J] >= 0 || in_argnums<J>(idx{})) return batch_rules::wrap(lj);
-            else return (lj);
-          }(std::integral_constant<std::size_t, K>{})...);
-        }(std::index_sequence_for<L...>{});
-        using Y = std::remove_cvref_t<decltype(y)>;
-        if constexpr (batch_rules::Batched<Y>) {
-          static_assert(Y::rank == 0,
-                        "tenet: func::grad: f must return a scalar (a rank-0 tensor, shape<>); for other outputs use "
-                        "func::vjp or func::jacrev");
-          return sum(y.p);  // the samples' values summed: row i of each gradient is sample i's
+      check_argnums<false, A...>(argnums_t<I...>{});
+      constexpr int ms[] = {M..., 0};
+      const std::tuple<const A&...> args(a...);
+      if (ag::grad_mode() && (std::get<I>(args).requires_grad() || ...))
+        throw value_error("tenet: func::vmap(grad(f), ..., func::batching): an enclosing transform or autograd "
+                          "differentiates through the per-sample gradients, which the batched backward does not "
+                          "record; map grad(f) without func::batching there");
+      const ag::grad_mode_guard on(true);
+      // the differentiated arguments: a mapped one a leaf over its samples, an unmapped one tied
+      auto diff = std::make_tuple([&] {
+        using X = std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>;
+        if constexpr (ms[I] >= 0) {
+          auto l = chunk_of<ms[I]>(std::get<I>(args), start, len, batch).detach();
+          l.requires_grad_();
+          return l;
         } else {
-          return eval(y);  // the same for every sample: depends on no differentiated argument
+          auto slot = std::make_shared<tie_slot<typename X::value_type, typename X::shape_type>>();
+          slot->w = std::get<I>(args).detach();
+          slot->n = len;
+          return slot;
+        }
+      }()...);
+      auto value = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) -> decltype(auto) {
+        constexpr int p = position<K, I...>();
+        if constexpr (p >= 0) {
+          const auto& d = std::get<static_cast<std::size_t>(p)>(diff);
+          if constexpr (ms[K] >= 0) return batch_rules::wrap(d);
+          else return batch_rules::tied<std::remove_cvref_t<decltype(*d)>>{d};
+        } else if constexpr (ms[K] >= 0) {
+          return batch_rules::wrap(chunk_of<ms[K]>(std::get<K>(args), start, len, batch));
+        } else {
+          return (std::get<K>(args));
         }
       };
-      return [&]<std::size_t... K>(std::index_sequence<K...>) {
-        constexpr int ms[] = {M..., 0};
-        const std::tuple<const A&...> args(a...);
-        auto g = std::get<0>(grad_and_value_at<false>(
-            inner, argnums_t<I...>{},
-            leaf(std::integral_constant<std::size_t, K>{}, std::integral_constant<int, ms[K]>{}, std::get<K>(args))...));
-        return g;  // each gradient is its leaf's: batch dim first
+      auto y = [&]<std::size_t... K>(std::index_sequence<K...>) {
+        return gf.f(value(std::integral_constant<std::size_t, K>{})...);
       }(std::index_sequence_for<A...>{});
+      using Y = std::remove_cvref_t<decltype(y)>;
+      capture_map c;
+      std::apply([&](const auto&... d) {
+        ([&] {
+          if constexpr (is_tensor_v<std::remove_cvref_t<decltype(d)>>) capture(d, c);
+          else d->capture_all(c);
+        }(), ...);
+      }, diff);
+      if constexpr (batch_rules::Batched<Y>) {
+        static_assert(Y::rank == 0,
+                      "tenet: func::grad: f must return a scalar (a rank-0 tensor, shape<>); for other outputs use "
+                      "func::vmap(func::vjp ...) or func::jacrev");
+        static_assert(is_floating_v<typename Y::value_type>, "tenet: func::grad: f must return a floating tensor");
+        // the samples' values summed: row i of each gradient is sample i's
+        auto total = eval(tenet::sum(batch_rules::phys(y)));
+        if (total.requires_grad()) {
+          decltype(total) one(total.sizes(), total.device());
+          one.fill_(1);
+          ag::gradients_into(total, one, c, {.retain_graph = false, .create_graph = false, .allow_unused = true});
+        }
+      }
+      return single_or_tuple(std::apply([&](const auto&... d) {
+        return std::make_tuple([&]() {
+          if constexpr (is_tensor_v<std::remove_cvref_t<decltype(d)>>) return captured(d, c).detach();
+          else return d->collect(c);
+        }()...);
+      }, diff));
     }(f);
   } else {
     return physical_results(f(batch_rules::wrap_if<M>(chunk_of<M>(a, start, len, batch))...), len);
@@ -1602,9 +1692,9 @@ std::pair<tensor_map, tensor_map> stack_module_state(const Range& models) {
 /// default; func::none leaves one unmapped), its outputs (a Tensor, or a pair / tuple of them)
 /// stacked along out_dims (0). The batch extent is the first mapped argument's (static or dyn).
 ///
-/// tenet's vmap runs f once per sample and stacks the results (torch's fallback for an op without
+/// This vmap runs f once per sample and stacks the results (torch's fallback for an op without
 /// a batching rule): exact for every op, composable (vmap(grad(f)), vmap(vmap(f)), grad of a vmap),
-/// but it does not batch the computation. Batching rules for the prims are not written yet.
+/// but it does not batch the computation; with func::batching (below) f runs once on the batch.
 template <class F, int... D, int O>
 auto vmap(F f, in_dims_t<D...>, out_dims_t<O>, vmap_options opt = {}) {
   return [f = std::move(f), opt](const auto&... a) { return detail::vmap_call<O, D...>(f, opt, a...); };

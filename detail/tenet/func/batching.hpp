@@ -30,10 +30,15 @@ namespace tenet::func::batch_rules {
 template <class P>
 struct batched;
 
+template <class Slot>
+struct tied;
+
 template <class X>
 inline constexpr bool is_batched_v = false;
 template <class P>
 inline constexpr bool is_batched_v<batched<P>> = true;
+template <class Slot>
+inline constexpr bool is_batched_v<tied<Slot>> = true;
 
 /// A batched value (vmap's batching rules).
 template <class X>
@@ -167,6 +172,48 @@ decltype(auto) wrap_if(X&& x) {
   else return std::forward<X>(x);
 }
 
+/// An unmapped argument that vmap(grad(f), batching) differentiates: one value for every sample,
+/// a gradient per sample. Slot (func.hpp, tie_slot) holds the value and collects the per-sample
+/// gradient: linear's rule takes it as a weight or bias without copying it per sample (the
+/// gradient of sample i is g_i^T x_i, from the gradient g of the layer's output); any other op
+/// gets the value as a batched leaf (one copy per sample, made once) and its gradient joins in.
+template <class Slot>
+struct tied {
+  std::shared_ptr<Slot> slot;
+  using value_type = typename Slot::value_type;
+  using shape_type = typename Slot::shape_type;
+  static constexpr std::size_t rank = shape_type::rank;
+  sizes_t<rank> sizes() const { return slot->w.sizes(); }
+  std::int64_t batch_size() const { return slot->n; }
+  auto as_batched() const { return wrap(slot->leaf()); }
+  template <std::int64_t D>
+  auto unsqueeze() const { return as_batched().template unsqueeze<D>(); }
+  template <std::int64_t D>
+  auto squeeze() const { return as_batched().template squeeze<D>(); }
+  template <std::int64_t D0, std::int64_t D1>
+  auto transpose() const { return as_batched().template transpose<D0, D1>(); }
+  auto t() const { return as_batched().t(); }
+  auto mT() const { return as_batched().mT(); }
+  template <std::int64_t... Q>
+  auto permute() const { return as_batched().template permute<Q...>(); }
+  template <auto... E, std::integral... N>
+  auto reshape(N... n) const { return as_batched().template reshape<E...>(n...); }
+  template <std::int64_t D>
+  auto select(std::int64_t index) const { return as_batched().template select<D>(index); }
+  template <std::int64_t D>
+  auto narrow(std::int64_t start, std::int64_t length) const { return as_batched().template narrow<D>(start, length); }
+};
+
+/// The physical value (batch dim first) of a batched operand.
+template <class P>
+const P& phys(const batched<P>& x) {
+  return x.p;
+}
+template <class Slot>
+decltype(auto) phys(const tied<Slot>& x) {
+  return x.slot->leaf();
+}
+
 // --- operands brought to one rank -----------------------------------------------------------
 
 template <class X>
@@ -188,7 +235,7 @@ auto lift(const P& p) {
 /// rank R + 1 (batch dim first), an unbatched one as it is (it aligns with the trailing dims).
 template <std::size_t R, class X>
 decltype(auto) operand(const X& x) {
-  if constexpr (Batched<X>) return lift<R - X::rank>(x.p);
+  if constexpr (Batched<X>) return lift<R - X::rank>(phys(x));
   else return (x);
 }
 
@@ -204,7 +251,7 @@ constexpr std::size_t max_rank() {
 #define TENET_BATCH_UNARY(NAME)          \
   template <Batched X>                   \
   auto NAME(const X& x) {                \
-    return wrap(tenet::NAME(x.p));       \
+    return wrap(tenet::NAME(phys(x)));       \
   }
 TENET_BATCH_UNARY(neg)
 TENET_BATCH_UNARY(abs)
@@ -236,7 +283,7 @@ TENET_BATCH_UNARY(trunc)
 
 template <Batched X>
 auto operator-(const X& x) {
-  return wrap(-x.p);
+  return wrap(-phys(x));
 }
 
 /// A pointwise op of operands of which at least one is batched.
@@ -281,7 +328,7 @@ auto where(const C& c0, const A& a0, const B& b0) {
 template <Batched X, class L, class H>
   requires Plain<L> && Plain<H>
 auto clamp(const X& x, const L& lo, const H& hi) {
-  return wrap(tenet::clamp(x.p, lo, hi));
+  return wrap(tenet::clamp(phys(x), lo, hi));
 }
 
 // --- reductions -----------------------------------------------------------------------------
@@ -290,7 +337,7 @@ auto clamp(const X& x, const L& lo, const H& hi) {
 template <class X, class Fn>
 auto over_sample(const X& x, Fn fn) {
   return [&]<std::size_t... I>(std::index_sequence<I...>) {
-    return fn.template operator()<static_cast<std::int64_t>(I + 1)...>(x.p);
+    return fn.template operator()<static_cast<std::int64_t>(I + 1)...>(phys(x));
   }(std::make_index_sequence<X::rank>{});
 }
 
@@ -298,10 +345,10 @@ auto over_sample(const X& x, Fn fn) {
   template <auto... D, Batched X>                                                                          \
   auto NAME(const X& x) {                                                                                  \
     if constexpr (sizeof...(D) == 0) {                                                                     \
-      if constexpr (X::rank == 0) return wrap(tenet::NAME<0>(x.p.template unsqueeze<1>()));               \
+      if constexpr (X::rank == 0) return wrap(tenet::NAME<0>(phys(x).template unsqueeze<1>()));               \
       else return wrap(over_sample(x, []<std::int64_t... P>(const auto& p) { return tenet::NAME<P...>(p); })); \
     } else {                                                                                               \
-      return wrap(tenet::NAME<checked_dim<static_cast<std::int64_t>(D), X::rank>()...>(x.p));             \
+      return wrap(tenet::NAME<checked_dim<static_cast<std::int64_t>(D), X::rank>()...>(phys(x)));             \
     }                                                                                                      \
   }                                                                                                        \
   template <auto... D, Batched X>                                                                          \
@@ -309,7 +356,7 @@ auto over_sample(const X& x, Fn fn) {
     if constexpr (sizeof...(D) == 0)                                                                       \
       return wrap(over_sample(x, []<std::int64_t... P>(const auto& p) { return tenet::NAME<P...>(p, keepdim); })); \
     else                                                                                                   \
-      return wrap(tenet::NAME<checked_dim<static_cast<std::int64_t>(D), X::rank>()...>(x.p, keepdim));    \
+      return wrap(tenet::NAME<checked_dim<static_cast<std::int64_t>(D), X::rank>()...>(phys(x), keepdim));    \
   }
 TENET_BATCH_REDUCTION(sum)
 TENET_BATCH_REDUCTION(mean)
@@ -321,11 +368,11 @@ TENET_BATCH_REDUCTION(logsumexp)
 
 template <std::int64_t D, Batched X>
 auto softmax(const X& x) {
-  return wrap(tenet::softmax<checked_dim<D, X::rank>()>(x.p));
+  return wrap(tenet::softmax<checked_dim<D, X::rank>()>(phys(x)));
 }
 template <std::int64_t D, Batched X>
 auto log_softmax(const X& x) {
-  return wrap(tenet::log_softmax<checked_dim<D, X::rank>()>(x.p));
+  return wrap(tenet::log_softmax<checked_dim<D, X::rank>()>(phys(x)));
 }
 
 // --- matmul, linear, layer_norm -------------------------------------------------------------
@@ -339,18 +386,18 @@ auto matmul(const A& a, const B& b) {
   constexpr std::size_t ra = logical_rank<A>(), rb = logical_rank<B>();
   static_assert(ra >= 1 && rb >= 1, "tenet: matmul needs operands of rank >= 1");
   if constexpr (Batched<A> && ra == 1) {
-    auto r = matmul(wrap(a.p.template unsqueeze<-2>()), b);  // (1, k) @ b
+    auto r = matmul(wrap(phys(a).template unsqueeze<-2>()), b);  // (1, k) @ b
     if constexpr (rb == 1) return r.template squeeze<-1>();
     else return r.template squeeze<-2>();
   } else if constexpr (Batched<B> && rb == 1) {
-    auto r = matmul(a, wrap(b.p.template unsqueeze<-1>()));  // a @ (k, 1)
+    auto r = matmul(a, wrap(phys(b).template unsqueeze<-1>()));  // a @ (k, 1)
     return r.template squeeze<-1>();
   } else {
     // batched operands are matrices (rank >= 2) here; an unbatched one may be a vector
     constexpr std::size_t r = ra > rb ? ra : rb;
-    if constexpr (Batched<A> && Batched<B>) return wrap(tenet::matmul(lift<r - ra>(a.p), lift<r - rb>(b.p)));
-    else if constexpr (Batched<A>) return wrap(tenet::matmul(lift<(rb > ra ? rb - ra : 0)>(a.p), b));
-    else return wrap(tenet::matmul(a, lift<(ra > rb ? ra - rb : 0)>(b.p)));
+    if constexpr (Batched<A> && Batched<B>) return wrap(tenet::matmul(lift<r - ra>(phys(a)), lift<r - rb>(phys(b))));
+    else if constexpr (Batched<A>) return wrap(tenet::matmul(lift<(rb > ra ? rb - ra : 0)>(phys(a)), b));
+    else return wrap(tenet::matmul(a, lift<(ra > rb ? ra - rb : 0)>(phys(b))));
   }
 }
 
@@ -358,9 +405,60 @@ template <class X, class W>
   requires Operand<X> && Operand<W> && (Batched<X> || Batched<W>)
 auto linear(const X& x, const W& w) {
   static_assert(logical_rank<W>() == 2, "tenet: linear needs a weight of rank 2, [out_features, in_features]");
-  if constexpr (Batched<W>) return matmul(x, w.template transpose<0, 1>());
-  else return matmul(x, eval(w).template transpose<0, 1>());
+  if constexpr (Batched<W>) {
+    // each sample its own weight (vmap(grad) over a weight): x wT as (w xT)T, so that the
+    // weight's gradient comes out of the backward as g^T x in the weight's own layout (no
+    // transposed copy of a per-sample weight gradient)
+    if constexpr (logical_rank<X>() == 1) return matmul(w, x);
+    else return matmul(w, x.template transpose<-2, -1>()).template transpose<-2, -1>();
+  } else {
+    return matmul(x, eval(w).template transpose<0, 1>());
+  }
 }
+struct no_bias {};
+
+/// linear with a tied weight (and bias): the layer runs with the one weight for the whole batch
+/// (one GEMM), plus a zero "probe" whose gradient is the gradient g of the layer's output; from
+/// it the slots make each sample's weight gradient, g_i^T x_i summed over the sample's rows (the
+/// weight's per-sample gradient, exactly: sample i's output reads the weight through this product
+/// alone), and the bias's, g_i summed over the rows. The input's gradient flows as without vmap.
+template <class X, class Slot, class B>
+auto tied_linear(const X& x, const tied<Slot>& w, const B& b) {
+  auto xv = eval(phys(x));  // (n, ..., in)
+  auto yv = eval(tenet::matmul(xv, w.slot->w.template transpose<0, 1>()));  // (n, ..., out)
+  using Y = std::remove_cvref_t<decltype(yv)>;
+  Y probe(yv.sizes(), yv.device());
+  probe.zero_();
+  probe.requires_grad_();
+  const std::int64_t n = yv.sizes()[0];
+  const std::int64_t out = yv.sizes()[Y::rank - 1];
+  const std::int64_t rows = yv.numel() / (n * out);
+  auto flat = [n, rows](const auto& t) {  // (n, rows, last)
+    return t.template reshape<dyn, dyn, dyn>(n, rows, t.sizes()[std::remove_cvref_t<decltype(t)>::rank - 1]);
+  };
+  w.slot->add(probe, [xd = xv.detach(), flat](const auto& g) { return tenet::matmul(flat(g).mT(), flat(xd)); });
+  auto y = wrap(yv + probe);
+  if constexpr (std::is_same_v<B, no_bias>) {
+    return y;
+  } else if constexpr (is_batched_v<B> && requires { b.slot; }) {
+    b.slot->add(probe, [flat](const auto& g) { return tenet::sum<1>(flat(g)); });
+    return y + b.slot->w;
+  } else {
+    return y + b;
+  }
+}
+template <Batched X, class Slot>
+auto linear(const X& x, const tied<Slot>& w) {
+  static_assert(tied<Slot>::rank == 2, "tenet: linear needs a weight of rank 2, [out_features, in_features]");
+  return tied_linear(x, w, no_bias{});
+}
+template <Batched X, class Slot, class B>
+  requires Operand<B>
+auto linear(const X& x, const tied<Slot>& w, const B& b) {
+  static_assert(tied<Slot>::rank == 2, "tenet: linear needs a weight of rank 2, [out_features, in_features]");
+  return tied_linear(x, w, b);
+}
+
 template <class X, class W, class B>
   requires Operand<X> && Operand<W> && Operand<B> && (Batched<X> || Batched<W> || Batched<B>)
 auto linear(const X& x, const W& w, const B& b) {
@@ -371,7 +469,7 @@ auto linear(const X& x, const W& w, const B& b) {
 template <Batched X, Expression W, Expression B>
 auto layer_norm(const X& x, const W& w, const B& b, double eps = 1e-5) {
   static_assert(rank_of<W> <= X::rank, "tenet: layer_norm: the weight must cover 1..rank trailing dims of the input");
-  return wrap(tenet::layer_norm(x.p, w, b, eps));
+  return wrap(tenet::layer_norm(phys(x), w, b, eps));
 }
 
 // --- losses ---------------------------------------------------------------------------------
@@ -381,7 +479,7 @@ auto layer_norm(const X& x, const W& w, const B& b, double eps = 1e-5) {
 template <class X>
 auto physical(const X& x, std::int64_t n) {
   if constexpr (Batched<X>) {
-    return x.p;
+    return phys(x);
   } else {
     auto e = eval(x);
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
