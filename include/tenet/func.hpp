@@ -1530,6 +1530,13 @@ auto place_batch(const P& r) {
   }
 }
 
+/// Entry K of M... (the mapped dim of argument K).
+template <std::size_t K, int... M>
+constexpr int dim_of() {
+  constexpr int ms[] = {M..., 0};
+  return ms[K];
+}
+
 template <std::size_t K, std::size_t... I>
 constexpr bool in_argnums(std::index_sequence<I...>) {
   return ((K == I) || ...);
@@ -1547,7 +1554,6 @@ auto batched_chunk(const F& f, std::int64_t start, std::int64_t len, std::int64_
   if constexpr (is_grad_fn_v<F>) {
     return [&]<class G, std::size_t... I>(const grad_fn<G, I...>& gf) {
       check_argnums<false, A...>(argnums_t<I...>{});
-      constexpr int ms[] = {M..., 0};
       const std::tuple<const A&...> args(a...);
       if (ag::grad_mode() && (std::get<I>(args).requires_grad() || ...))
         throw value_error("tenet: func::vmap(grad(f), ..., func::batching): an enclosing transform or autograd "
@@ -1557,8 +1563,8 @@ auto batched_chunk(const F& f, std::int64_t start, std::int64_t len, std::int64_
       // the differentiated arguments: a mapped one a leaf over its samples, an unmapped one tied
       auto diff = std::make_tuple([&] {
         using X = std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>;
-        if constexpr (ms[I] >= 0) {
-          auto l = chunk_of<ms[I]>(std::get<I>(args), start, len, batch).detach();
+        if constexpr (dim_of<I, M...>() >= 0) {
+          auto l = chunk_of<dim_of<I, M...>()>(std::get<I>(args), start, len, batch).detach();
           l.requires_grad_();
           return l;
         } else {
@@ -1572,10 +1578,10 @@ auto batched_chunk(const F& f, std::int64_t start, std::int64_t len, std::int64_
         constexpr int p = position<K, I...>();
         if constexpr (p >= 0) {
           const auto& d = std::get<static_cast<std::size_t>(p)>(diff);
-          if constexpr (ms[K] >= 0) return batch_rules::wrap(d);
+          if constexpr (dim_of<K, M...>() >= 0) return batch_rules::wrap(d);
           else return batch_rules::tied<std::remove_cvref_t<decltype(*d)>>{d};
-        } else if constexpr (ms[K] >= 0) {
-          return batch_rules::wrap(chunk_of<ms[K]>(std::get<K>(args), start, len, batch));
+        } else if constexpr (dim_of<K, M...>() >= 0) {
+          return batch_rules::wrap(chunk_of<dim_of<K, M...>()>(std::get<K>(args), start, len, batch));
         } else {
           return (std::get<K>(args));
         }
