@@ -32,11 +32,18 @@
 //
 //   func::stack_module_state(models)       parameters and buffers stacked, for vmap (ensembling)
 //
-// Not here yet (issue 33): batching rules (vmap runs f per sample; jacrev and jacfwd compute
-// their rows / columns one by one).
+//   func::vmap(f, ..., func::batching)(xs...)   f once on batched values, each op applying its
+//                                            batching rule (detail/tenet/func/batching.hpp);
+//                                            vmap(grad(f), ..., batching): per-sample gradients
+//                                            from one batched backward pass
+//
+// Not here yet (issue 33): batching rules as the prims' batch slot and for every op (those
+// without one run per sample: vmap without func::batching); jacrev and jacfwd compute their
+// rows / columns one by one.
 #include <algorithm>
 #include <cstddef>
 #include <any>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -55,6 +62,7 @@
 #include <tenet/nn/module.hpp>
 #include <tenet/runtime/philox.hpp>
 #include <tenet/tensor.hpp>
+#include <tenet/func/batching.hpp>
 
 namespace tenet::func {
 
@@ -810,11 +818,26 @@ auto grad_and_value(F f, has_aux_t) {
 
 /// torch.func.grad: the gradient of a scalar-valued f with respect to argument 0 (or argnums): a
 /// function of f's arguments. With has_aux, (gradient, aux).
+namespace detail {
+/// grad(f, argnums<I...>) as a named type, so that vmap's batching rules can see f through it
+/// (vmap(grad(f)): per-sample gradients from one batched backward pass).
 template <class F, std::size_t... I>
-auto grad(F f, argnums_t<I...> nums) {
-  return [f = std::move(f), nums](const auto&... a) {
-    return std::get<0>(detail::grad_and_value_at<false>(f, nums, a...));
-  };
+struct grad_fn {
+  F f;
+  template <class... A>
+  auto operator()(const A&... a) const {
+    return std::get<0>(grad_and_value_at<false>(f, argnums_t<I...>{}, a...));
+  }
+};
+template <class F>
+inline constexpr bool is_grad_fn_v = false;
+template <class F, std::size_t... I>
+inline constexpr bool is_grad_fn_v<grad_fn<F, I...>> = true;
+}  // namespace detail
+
+template <class F, std::size_t... I>
+auto grad(F f, argnums_t<I...>) {
+  return detail::grad_fn<F, I...>{std::move(f)};
 }
 template <class F, std::size_t... I>
 auto grad(F f, argnums_t<I...> nums, has_aux_t) {
@@ -1109,8 +1132,8 @@ enum class randomness {
 };
 struct vmap_options {
   func::randomness randomness = randomness::error;
-  /// torch's chunk_size (0: none). Accepted for the API; tenet's vmap runs f per sample (below),
-  /// so it changes nothing.
+  /// torch's chunk_size (0: none): with func::batching, f runs once per chunk of this many
+  /// samples; the per-sample vmap runs f per sample anyway, so there it changes nothing.
   std::int64_t chunk_size = 0;
 };
 
@@ -1272,15 +1295,11 @@ struct sample_watch {
   sample_watch& operator=(const sample_watch&) = delete;
 };
 
-template <int O, int... D, class F, class... A>
-auto vmap_call(const F& f, const vmap_options& opt, const A&... a) {
-  static_assert(sizeof...(D) == sizeof...(A),
-                "tenet: func::vmap: in_dims needs one entry per argument of the mapped function (func::none for "
-                "an argument that is not mapped)");
-  constexpr int dims[] = {mapped_dim<A, D>()..., 0};
-  if (opt.chunk_size < 0)
-    throw value_error("tenet: func::vmap: chunk_size must be positive (or 0 for none), got " +
-                      std::to_string(opt.chunk_size));
+/// The batch size: the common extent of the mapped dims M... of the arguments (value_error when
+/// they differ, when none is mapped or when it is 0).
+template <int... M, class... A>
+std::int64_t batch_size(const A&... a) {
+  constexpr int dims[] = {M..., 0};
   std::int64_t batch = -1;
   std::string all;
   bool mismatch = false;
@@ -1306,6 +1325,19 @@ auto vmap_call(const F& f, const vmap_options& opt, const A&... a) {
   if (batch == 0)
     throw value_error("tenet: func::vmap: the batch is empty (mapped dims of size 0): the output's shape is unknown "
                       "without a sample");
+  return batch;
+}
+
+template <int O, int... D, class F, class... A>
+auto vmap_call(const F& f, const vmap_options& opt, const A&... a) {
+  static_assert(sizeof...(D) == sizeof...(A),
+                "tenet: func::vmap: in_dims needs one entry per argument of the mapped function (func::none for "
+                "an argument that is not mapped)");
+  constexpr int dims[] = {mapped_dim<A, D>()..., 0};
+  if (opt.chunk_size < 0)
+    throw value_error("tenet: func::vmap: chunk_size must be positive (or 0 for none), got " +
+                      std::to_string(opt.chunk_size));
+  const std::int64_t batch = batch_size<mapped_dim<A, D>()...>(a...);
   auto& gen = tenet::detail::default_generator();
   const auto start = gen.state();
   auto run = [&](std::int64_t i) {
@@ -1362,6 +1394,269 @@ auto vmap_call(const F& f, const vmap_options& opt, const A&... a) {
   return stack_samples<O, E>(outs);
 }
 
+// --- vmap with batching rules (func::batching) ------------------------------------------------
+
+/// The per-sample gradient of an unmapped argument under vmap(grad(f), ..., batching)
+/// (batch_rules::tied): its value, and the parts of its gradient, each (n, ...) batch first: the
+/// probes of linear's rule, and the gradient of the batched leaf (a copy per sample, made only
+/// when an op without the tied rule reads the argument).
+template <class T, class S>
+struct tie_slot {
+  using value_type = T;
+  using shape_type = S;
+  using BS = tenet::detail::concat_shapes_t<shape<dyn>, S>;
+  Tensor<T, S> w;
+  std::int64_t n = 0;
+  std::optional<Tensor<T, BS>> leaf_;
+  std::vector<std::function<void(capture_map&)>> captures;
+  std::vector<std::function<Tensor<T, BS>(const capture_map&)>> parts;
+
+  const Tensor<T, BS>& leaf() {
+    if (!leaf_) {
+      Tensor<T, BS> l = batch_rules::physical(w, n).contiguous();
+      l = l.detach();
+      l.requires_grad_();
+      leaf_ = l;
+      captures.push_back([l](capture_map& c) { capture(l, c); });
+      parts.push_back([l](const capture_map& c) { return captured(l, c).detach(); });
+    }
+    return *leaf_;
+  }
+  /// A part of the gradient: fn of the gradient of probe.
+  template <class P, class Fn>
+  void add(const P& probe, Fn fn) {
+    captures.push_back([probe](capture_map& c) { capture(probe, c); });
+    parts.push_back([probe, fn](const capture_map& c) {
+      auto r = eval(fn(captured(probe, c).detach())).contiguous();
+      return r.template with_layout<BS>(r.sizes(), r.strides(), r.offset());
+    });
+  }
+  void capture_all(capture_map& c) const {
+    for (const auto& f : captures) f(c);
+  }
+  Tensor<T, BS> collect(const capture_map& c) const {
+    if (parts.empty()) {
+      sizes_t<BS::rank> s{};
+      s[0] = n;
+      for (std::size_t i = 0; i < S::rank; ++i) s[i + 1] = w.sizes()[i];
+      Tensor<T, BS> z(s, w.device());
+      z.zero_();
+      return z;
+    }
+    Tensor<T, BS> acc = parts[0](c);
+    for (std::size_t k = 1; k < parts.size(); ++k) acc = Tensor<T, BS>(acc + parts[k](c));
+    return acc;
+  }
+};
+
+/// Argument a with its mapped dim M moved to the front (a view).
+template <int M, class A>
+auto batch_first(const A& a) {
+  if constexpr (M == 0) {
+    return a;
+  } else {
+    return [&]<std::size_t... J>(std::index_sequence<J...>) {
+      return a.template permute<static_cast<std::int64_t>(M), static_cast<std::int64_t>(J < M ? J : J + 1)...>();
+    }(std::make_index_sequence<A::rank - 1>{});
+  }
+}
+
+/// Samples [start, start + len) of argument a mapped at M, batch dim first; an unmapped argument
+/// as it is.
+template <int M, class A>
+decltype(auto) chunk_of(const A& a, std::int64_t start, std::int64_t len, std::int64_t batch) {
+  if constexpr (M < 0) {
+    return (a);
+  } else {
+    static_assert(!std::is_same_v<A, tensor_map>,
+                  "tenet: func::vmap: the batching rules (func::batching) take Tensor arguments; map a tensor_map "
+                  "(stack_module_state, functional_call) without func::batching (per sample)");
+    (void)batch;  // a view of every sample is a narrow too: one type (the batch extent dyn) for each chunk
+    return batch_first<M>(a.template narrow<M>(start, len));
+  }
+}
+
+/// A batch-first physical result of the batched f as one Tensor: a batched value's, or an
+/// unbatched one (the same for every sample) expanded over the batch, as torch's vmap does.
+template <class R>
+auto physical_result(const R& r, std::int64_t n) {
+  if constexpr (batch_rules::Batched<R>) return eval(r.p);
+  else return eval(batch_rules::physical(r, n));
+}
+template <class R>
+auto physical_results(const R& r, std::int64_t n) {
+  if constexpr (requires { std::tuple_size<R>::value; })
+    return std::apply([&](const auto&... e) { return std::make_tuple(physical_results(e, n)...); }, r);
+  else return physical_result(r, n);
+}
+
+/// Chunks' batch-first results joined along the batch dim (each of a tuple).
+template <class P>
+P join_chunks(std::vector<P>& parts) {
+  if (parts.size() == 1) return std::move(parts[0]);
+  if constexpr (is_tensor_v<P>) {
+    return P(cat<0>(parts));
+  } else {
+    return [&]<std::size_t... K>(std::index_sequence<K...>) {
+      auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+        std::vector<std::tuple_element_t<J, P>> v;
+        for (auto& q : parts) v.push_back(std::get<J>(q));
+        return join_chunks(v);
+      };
+      return P(one(std::integral_constant<std::size_t, K>{})...);
+    }(std::make_index_sequence<std::tuple_size<P>::value>{});
+  }
+}
+
+/// The batch-first result as vmap's output: the batch dim moved to O (a view) and the batch
+/// extent's type E put in (the first mapped argument's, as the per-sample path gives).
+template <int O, class E, class P>
+auto place_batch(const P& r) {
+  if constexpr (is_tensor_v<P>) {
+    using T = typename P::value_type;
+    using S = tenet::detail::take_extents_t<typename P::shape_type, 1, P::shape_type::rank>;
+    constexpr int rs = static_cast<int>(S::rank);
+    static_assert(O >= -(rs + 1) && O <= rs, "tenet: func::vmap: out_dims is outside the output's dims");
+    constexpr std::size_t o = static_cast<std::size_t>(O < 0 ? O + rs + 1 : O);
+    using SB = tenet::detail::concat_shapes_t<tenet::detail::take_extents_t<S, 0, o>, E,
+                                              tenet::detail::take_extents_t<S, o, S::rank>>;
+    auto moved = [&]<std::size_t... J>(std::index_sequence<J...>) {
+      if constexpr (o == 0) return r;
+      else return r.template permute<static_cast<std::int64_t>(J < o ? J + 1 : (J == o ? 0 : J))...>();
+    }(std::make_index_sequence<S::rank + 1>{});
+    return moved.template with_layout<SB>(moved.sizes(), moved.strides(), moved.offset());
+  } else {
+    return std::apply([](const auto&... e) { return std::make_tuple(place_batch<O, E>(e)...); }, r);
+  }
+}
+
+/// Entry K of M... (the mapped dim of argument K).
+template <std::size_t K, int... M>
+constexpr int dim_of() {
+  constexpr int ms[] = {M..., 0};
+  return ms[K];
+}
+
+template <std::size_t K, std::size_t... I>
+constexpr bool in_argnums(std::index_sequence<I...>) {
+  return ((K == I) || ...);
+}
+
+/// One chunk of vmap(f, ..., batching): f called once on batched values. For f = grad(g,
+/// argnums<I...>) (per-sample gradients), each differentiated argument is a batched leaf (a
+/// mapped one's samples, an unmapped one expanded over the batch: a view) and one backward pass
+/// differentiates the sum of g's per-sample values: sample i's value depends on leaf row i alone
+/// (no batching rule mixes samples), so row i of the gradient is sample i's gradient, exactly.
+/// An unmapped leaf is a copy per sample, not an expanded view: autograd gives a view's gradient
+/// through its storage, where the rows of an expanded view are one row (their gradients summed).
+template <int... M, class F, class... A>
+auto batched_chunk(const F& f, std::int64_t start, std::int64_t len, std::int64_t batch, const A&... a) {
+  if constexpr (is_grad_fn_v<F>) {
+    return [&]<class G, std::size_t... I>(const grad_fn<G, I...>& gf) {
+      check_argnums<false, A...>(argnums_t<I...>{});
+      const std::tuple<const A&...> args(a...);
+      if (ag::grad_mode() && (std::get<I>(args).requires_grad() || ...))
+        throw value_error("tenet: func::vmap(grad(f), ..., func::batching): an enclosing transform or autograd "
+                          "differentiates through the per-sample gradients, which the batched backward does not "
+                          "record; map grad(f) without func::batching there");
+      const ag::grad_mode_guard on(true);
+      // the differentiated arguments: a mapped one a leaf over its samples, an unmapped one tied
+      auto diff = std::make_tuple([&] {
+        using X = std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>;
+        if constexpr (dim_of<I, M...>() >= 0) {
+          auto l = chunk_of<dim_of<I, M...>()>(std::get<I>(args), start, len, batch).detach();
+          l.requires_grad_();
+          return l;
+        } else {
+          auto slot = std::make_shared<tie_slot<typename X::value_type, typename X::shape_type>>();
+          slot->w = std::get<I>(args).detach();
+          slot->n = len;
+          return slot;
+        }
+      }()...);
+      auto value = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) -> decltype(auto) {
+        constexpr int p = position<K, I...>();
+        if constexpr (p >= 0) {
+          const auto& d = std::get<static_cast<std::size_t>(p)>(diff);
+          if constexpr (dim_of<K, M...>() >= 0) return batch_rules::wrap(d);
+          else return batch_rules::tied<std::remove_cvref_t<decltype(*d)>>{d};
+        } else if constexpr (dim_of<K, M...>() >= 0) {
+          return batch_rules::wrap(chunk_of<dim_of<K, M...>()>(std::get<K>(args), start, len, batch));
+        } else {
+          return (std::get<K>(args));
+        }
+      };
+      auto y = [&]<std::size_t... K>(std::index_sequence<K...>) {
+        return gf.f(value(std::integral_constant<std::size_t, K>{})...);
+      }(std::index_sequence_for<A...>{});
+      using Y = std::remove_cvref_t<decltype(y)>;
+      capture_map c;
+      std::apply([&](const auto&... d) {
+        ([&] {
+          if constexpr (is_tensor_v<std::remove_cvref_t<decltype(d)>>) capture(d, c);
+          else d->capture_all(c);
+        }(), ...);
+      }, diff);
+      if constexpr (batch_rules::Batched<Y>) {
+        static_assert(Y::rank == 0,
+                      "tenet: func::grad: f must return a scalar (a rank-0 tensor, shape<>); for other outputs use "
+                      "func::vmap(func::vjp ...) or func::jacrev");
+        static_assert(is_floating_v<typename Y::value_type>, "tenet: func::grad: f must return a floating tensor");
+        // the samples' values summed: row i of each gradient is sample i's
+        auto total = eval(tenet::sum(batch_rules::phys(y)));
+        if (total.requires_grad()) {
+          decltype(total) one(total.sizes(), total.device());
+          one.fill_(1);
+          ag::gradients_into(total, one, c, {.retain_graph = false, .create_graph = false, .allow_unused = true});
+        }
+      }
+      return single_or_tuple(std::apply([&](const auto&... d) {
+        return std::make_tuple([&]() {
+          if constexpr (is_tensor_v<std::remove_cvref_t<decltype(d)>>) return captured(d, c).detach();
+          else return d->collect(c);
+        }()...);
+      }, diff));
+    }(f);
+  } else {
+    return physical_results(f(batch_rules::wrap_if<M>(chunk_of<M>(a, start, len, batch))...), len);
+  }
+}
+
+template <int O, int... D, class F, class... A>
+auto vmap_batched_call(const F& f, const vmap_options& opt, const A&... a) {
+  static_assert(sizeof...(D) == sizeof...(A),
+                "tenet: func::vmap: in_dims needs one entry per argument of the mapped function (func::none for "
+                "an argument that is not mapped)");
+  if (opt.chunk_size < 0)
+    throw value_error("tenet: func::vmap: chunk_size must be positive (or 0 for none), got " +
+                      std::to_string(opt.chunk_size));
+  const std::int64_t batch = batch_size<mapped_dim<A, D>()...>(a...);
+  auto& gen = tenet::detail::default_generator();
+  const auto before = gen.state();
+  const std::int64_t step = opt.chunk_size > 0 && opt.chunk_size < batch ? opt.chunk_size : batch;
+  using P = decltype(batched_chunk<mapped_dim<A, D>()...>(f, 0, batch, batch, a...));
+  std::vector<P> parts;
+  for (std::int64_t s = 0; s < batch; s += step) {
+    const std::int64_t len = std::min(step, batch - s);
+    if (opt.randomness == randomness::same) gen.set_state(before);
+    const auto start = gen.state();
+    parts.push_back(batched_chunk<mapped_dim<A, D>()...>(f, s, len, batch, a...));
+    const auto after = gen.state();
+    if (after.seed != start.seed || after.offset != start.offset) {
+      if (opt.randomness == randomness::error)
+        throw value_error("tenet: func::vmap: f draws random numbers; say how the samples draw them: "
+                          "vmap_options{.randomness = func::randomness::different} (each its own) or ::same");
+      if (opt.randomness == randomness::different)
+        throw value_error("tenet: func::vmap: f draws random numbers with randomness::different, but under the "
+                          "batching rules (func::batching) f runs once for the batch and its draws would be shared "
+                          "by every sample; map f without func::batching (per sample) for different draws, or "
+                          "use randomness::same");
+    }
+  }
+  using E = typename first_extent<arg_dim<std::remove_cvref_t<A>, mapped_dim<A, D>()>...>::type;
+  return place_batch<O, E>(join_chunks(parts));
+}
+
 template <class A>
 constexpr int default_in_dim() {
   return is_tensor_v<A> || std::is_same_v<A, tensor_map> ? 0 : none;
@@ -1403,9 +1698,9 @@ std::pair<tensor_map, tensor_map> stack_module_state(const Range& models) {
 /// default; func::none leaves one unmapped), its outputs (a Tensor, or a pair / tuple of them)
 /// stacked along out_dims (0). The batch extent is the first mapped argument's (static or dyn).
 ///
-/// tenet's vmap runs f once per sample and stacks the results (torch's fallback for an op without
+/// This vmap runs f once per sample and stacks the results (torch's fallback for an op without
 /// a batching rule): exact for every op, composable (vmap(grad(f)), vmap(vmap(f)), grad of a vmap),
-/// but it does not batch the computation. Batching rules for the prims are not written yet.
+/// but it does not batch the computation; with func::batching (below) f runs once on the batch.
 template <class F, int... D, int O>
 auto vmap(F f, in_dims_t<D...>, out_dims_t<O>, vmap_options opt = {}) {
   return [f = std::move(f), opt](const auto&... a) { return detail::vmap_call<O, D...>(f, opt, a...); };
@@ -1418,6 +1713,31 @@ template <class F>
 auto vmap(F f, vmap_options opt = {}) {
   return [f = std::move(f), opt](const auto&... a) {
     return detail::vmap_call<0, detail::default_in_dim<std::remove_cvref_t<decltype(a)>>()...>(f, opt, a...);
+  };
+}
+
+/// vmap with batching rules: func::vmap(f[, in_dims<D...>[, out_dims<O>]], func::batching[, opt])
+/// calls f once, on batched values (detail/tenet/func/batching.hpp: each op of f applies its
+/// batching rule), where the plain vmap calls it once per sample. Same results (up to float
+/// reassociation), same in_dims / out_dims / chunk_size / randomness (::different is an error
+/// when f draws: its draws would be shared). Every op f calls on a mapped value needs a rule
+/// (docs/func.md lists them): an op without one is a compile error, and such an f is mapped
+/// without func::batching. vmap(grad(f), ..., batching) gives per-sample gradients from one
+/// batched backward pass.
+struct batching_t {};
+inline constexpr batching_t batching{};
+template <class F, int... D, int O>
+auto vmap(F f, in_dims_t<D...>, out_dims_t<O>, batching_t, vmap_options opt = {}) {
+  return [f = std::move(f), opt](const auto&... a) { return detail::vmap_batched_call<O, D...>(f, opt, a...); };
+}
+template <class F, int... D>
+auto vmap(F f, in_dims_t<D...> d, batching_t b, vmap_options opt = {}) {
+  return vmap(std::move(f), d, out_dims<0>, b, opt);
+}
+template <class F>
+auto vmap(F f, batching_t, vmap_options opt = {}) {
+  return [f = std::move(f), opt](const auto&... a) {
+    return detail::vmap_batched_call<0, detail::default_in_dim<std::remove_cvref_t<decltype(a)>>()...>(f, opt, a...);
   };
 }
 
