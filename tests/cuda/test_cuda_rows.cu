@@ -228,6 +228,68 @@ TEST_CASE("cuda gemm epilogue: linear + bias (+ relu / tanh-gelu) from the sched
               F2(matmul(xt.transpose<0, 1>(), wk) + bias), 1e-4, 1e-4);
 }
 
+TEST_CASE("cuda gemm epilogue: a Transformer's linear of x [B, T, K] + bias (+ tanh-gelu) is one cuBLASLt call") {
+  using B3 = Tensor<bfloat16, dyn_shape<3>>;
+  manual_seed(15);
+  const std::int64_t Bn = 3, T = 20, K = 48, N = 40;
+  F3 x = randn<float, dyn_shape<3>>(Bn, T, K);
+  F2 w = randn<float, dyn_shape<2>>(N, K);
+  F1 bias = randn<float, dyn_shape<1>>(N);
+  auto dx = x.to(tenet::cuda(0));
+  auto dw = w.to(tenet::cuda(0));
+  auto db = bias.to(tenet::cuda(0));
+  auto count = [&](auto&& f) {
+    const std::int64_t k0 = kernels();
+    F3 r = f();
+    return std::pair<F3, std::int64_t>(r, kernels() - k0);
+  };
+  {
+    auto [r, k] = count([&] { return F3(linear(dx, dw, db)); });
+    CHECK(k == 1);
+    check_close(r, F3(linear(x, w, bias)), 1e-4, 1e-4);
+  }
+  {
+    auto [r, k] = count([&] { return F3(gelu(linear(dx, dw, db), approximate_tanh)); });
+    CHECK(k == 1);
+    check_close(r, F3(gelu(linear(x, w, bias), approximate_tanh)), 1e-3, 1e-3);
+  }
+  {
+    auto [r, k] = count([&] { return F3(relu(linear(dx, dw, db))); });
+    CHECK(k == 1);
+    check_close(r, F3(relu(linear(x, w, bias))), 1e-4, 1e-4);
+  }
+  // leading dims that do not merge (x [T, B, K] seen as [B, T, K]): copied, then the same call
+  F3 xt = randn<float, dyn_shape<3>>(T, Bn, K);
+  auto dxt = xt.to(tenet::cuda(0)).transpose<0, 1>();
+  check_close(F3(linear(dxt, dw, db)), F3(linear(xt.transpose<0, 1>(), w, bias)), 1e-4, 1e-4);
+  // size-1 leading dims
+  F3 x1 = randn<float, dyn_shape<3>>(1, T, K), x2 = randn<float, dyn_shape<3>>(Bn, 1, K);
+  check_close(F3(linear(x1.to(tenet::cuda(0)), dw, db)), F3(linear(x1, w, bias)), 1e-4, 1e-4);
+  check_close(F3(linear(x2.to(tenet::cuda(0)), dw, db)), F3(linear(x2, w, bias)), 1e-4, 1e-4);
+  // bf16 operands and bias: one rounding after the epilogue
+  B3 xb = x.to<bfloat16>();
+  B2 wb = w.to<bfloat16>();
+  B1 bb = bias.to<bfloat16>();
+  {
+    const auto dxb = xb.to(tenet::cuda(0));
+    const auto dwb = wb.to(tenet::cuda(0));
+    const auto dbb = bb.to(tenet::cuda(0));
+    const std::int64_t k0 = kernels();
+    B3 rb = gelu(linear(dxb, dwb, dbb), approximate_tanh);
+    CHECK(kernels() - k0 == 1);
+    check_close(rb, F3(gelu(linear(xb.to<float>(), wb.to<float>(), bb.to<float>()), approximate_tanh)), 2e-2, 2e-2);
+  }
+  // under autocast, float operands: the same call in bf16 (against the CPU's float32 product of the
+  // bf16-rounded operands: the one rounding of the result is what is left)
+  {
+    autocast ac(tenet::cuda(0), dtype::bfloat16);
+    const std::int64_t k0 = kernels();
+    F3 r = linear(dx, dw, db);
+    CHECK(kernels() - k0 <= 5);  // the operands' and the bias's casts, the GEMM, the result's cast
+    check_close(r, F3(linear(xb.to<float>(), wb.to<float>(), bb.to<float>())), 2e-2, 2e-2);
+  }
+}
+
 TEST_CASE("cuda rows: 16-bit rows through the looping kernel, more rows than its grid") {
   // bf16 / fp16 rows of 129..4096 vectors from a contiguous tensor run row_pipe_kernel, whose grid
   // holds 2048 threads per SM (132 SMs, 128-thread blocks: 2112 blocks): 4500 rows make each block

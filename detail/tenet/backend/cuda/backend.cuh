@@ -254,9 +254,32 @@ void run_matmul_node(const E&, const Out& out, const A& a, const B& b) {
 
 namespace tenet::detail {
 
+/// The rows x cols strides of x [R, K] or, for x [B, T, K], of its first two dims taken as one
+/// (R = B T): possible when they merge (B or T is 1, or x's dim 0 steps over whole dim-1 rows).
+struct gemm_rows_view {
+  bool ok;
+  std::int64_t rows, srow, scol;
+};
+template <class X>
+gemm_rows_view merge_gemm_rows(const X& x) {
+  const auto xs = x.sizes();
+  const auto st = x.strides();
+  if constexpr (rank_of<X> == 2) {
+    return {true, xs[0], st[0], st[1]};
+  } else {
+    static_assert(rank_of<X> == 3);
+    const std::int64_t rows = xs[0] * xs[1];
+    if (xs[1] == 1) return {true, rows, st[0], st[2]};
+    if (xs[0] == 1 || st[0] == xs[1] * st[1]) return {true, rows, st[1], st[2]};
+    return {false, rows, 0, 0};
+  }
+}
+
 /// linear + bias (+ relu / tanh-gelu) as one cuBLASLt call with an epilogue (native.hpp: bias_act):
 /// when the run-time sizes allow it (neither the product nor the bias is broadcast, K > 0, no
-/// empty product, relu's scalar is 0) and the operands are on a CUDA device.
+/// empty product, relu's scalar is 0) and the operands are on a CUDA device. The product may be
+/// of x [B, T, K] (a Transformer's linear): its rows are B T, copied first where x's leading dims
+/// do not merge.
 struct bias_act_pattern {
   static constexpr const char* kind = "gemm+bias_act";
   template <class E>
@@ -279,8 +302,11 @@ struct bias_act_pattern {
     }
     const auto [mm, bias] = parts(e);
     const auto es = e.sizes();
-    const std::int64_t K = std::get<0>(mm.children).sizes()[1];
-    if (mm.sizes() != es || bias.sizes()[0] != es[1] || K == 0 || es[0] == 0 || es[1] == 0) return false;
+    constexpr std::size_t R = rank_of<E>;
+    const std::int64_t K = std::get<0>(mm.children).sizes()[R - 1];
+    if (mm.sizes() != es || bias.sizes()[0] != es[R - 1] || K == 0) return false;
+    for (std::size_t i = 0; i < R; ++i)
+      if (es[i] == 0) return false;
     return expr_device(e).type == device_type::cuda;
   }
   /// For the kernel plan: the ops it fuses and its FLOPs (the GEMM's 2 M N K, the bias and the
@@ -288,8 +314,10 @@ struct bias_act_pattern {
   template <class E>
   static void describe(const E& e, std::vector<std::string>& fused, double& flops) {
     const auto [mm, bias] = parts(e);
-    const double K = static_cast<double>(std::get<0>(mm.children).sizes()[1]);
-    const double n = static_cast<double>(e.sizes()[0]) * static_cast<double>(e.sizes()[1]);
+    constexpr std::size_t R = rank_of<E>;
+    const double K = static_cast<double>(std::get<0>(mm.children).sizes()[R - 1]);
+    double n = 1;
+    for (std::size_t i = 0; i < R; ++i) n *= static_cast<double>(e.sizes()[i]);
     constexpr auto act = cuda::bias_act<E>::kind;
     fused.insert(fused.end(), {"matmul", "add"});
     if constexpr (act == cuda::bias_act_kind::relu) fused.push_back("relu");
@@ -311,14 +339,18 @@ void run_pattern(cuda_gpu, bias_act_pattern, const E& e, const Out& out, A a, Bm
   using namespace cuda;
   using P = bias_act<E>;
   using T = value_type_of<E>;
+  constexpr std::size_t R = rank_of<E>;
   const auto es = e.sizes();
-  const std::int64_t K = a.sizes()[1];
+  const std::int64_t K = a.sizes()[R - 1];
   const device dev = out.device();
   const auto bc = bias.contiguous();
-  const std::int64_t M = es[0], N = es[1];
+  const std::int64_t N = es[R - 1];
   device_context ctx(dev);
-  auto av = column_major_view(M, K, a.strides()[0], a.strides()[1]);
-  if (!av.ok) a = a.contiguous(), av = column_major_view(M, K, a.strides()[0], a.strides()[1]);
+  gemm_rows_view ar = merge_gemm_rows(a);
+  if (!ar.ok) a = a.contiguous(), ar = merge_gemm_rows(a);
+  const std::int64_t M = ar.rows;
+  auto av = column_major_view(M, K, ar.srow, ar.scol);
+  if (!av.ok) a = a.contiguous(), ar = merge_gemm_rows(a), av = column_major_view(M, K, ar.srow, ar.scol);
   auto bv = column_major_view(K, N, b.strides()[0], b.strides()[1]);
   if (!bv.ok) b = b.contiguous(), bv = column_major_view(K, N, b.strides()[0], b.strides()[1]);
   const epilogue ep = P::kind == bias_act_kind::relu        ? epilogue::bias_relu
@@ -331,7 +363,8 @@ void run_pattern(cuda_gpu, bias_act_pattern, const E& e, const Out& out, A a, Bm
         const auto bl = cast_on_device<L>(b);
         const auto biasl = cast_on_device<L>(bc);
         Tensor<L, shape_of<Out>> tmp(es, dev);
-        const auto alv = column_major_view(M, K, al.strides()[0], al.strides()[1]);  // contiguous copies
+        const gemm_rows_view alr = merge_gemm_rows(al);  // contiguous copies
+        const auto alv = column_major_view(M, K, alr.srow, alr.scol);
         const auto blv = column_major_view(K, N, bl.strides()[0], bl.strides()[1]);
         lt_matmul<L>(dev.index, N, M, K, lt_operand{bl.data(), blv.trans, blv.ld, 0},
                      lt_operand{al.data(), alv.trans, alv.ld, 0}, tmp.data(), N, M * N, 1, biasl.data(), ep);

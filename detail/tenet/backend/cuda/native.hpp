@@ -196,7 +196,7 @@ template <class E>
 struct bias_add : std::false_type {};
 template <class A, class B, class T, class S>
 struct bias_add<node<prim::add_, node<prim::matmul_, A, B>, Tensor<T, S>>>
-    : std::bool_constant<S::rank == 1 && rank_of<A> == 2 && rank_of<B> == 2 && cuda_row_dtype<T> &&
+    : std::bool_constant<S::rank == 1 && (rank_of<A> == 2 || rank_of<A> == 3) && rank_of<B> == 2 && cuda_row_dtype<T> &&
                          std::is_same_v<value_type_of<node<prim::matmul_, A, B>>, T>> {
   static constexpr std::size_t mm = 0;
 };
