@@ -12,6 +12,12 @@ loss.item(), as gpt2_train prints them); peak_gib is torch.cuda.max_memory_alloc
 
   python3 bench/gpt2_train_torch.py [--data examples/data/gpl-bytes] [--batch-size 16] [--iters 30]
           [--warmup 5] [--modes eager,compile] [--dtype bfloat16|float32] [--n-layer 12 ...]
+          [--save-init FILE]
+
+--save-init writes the initial weights (nanoGPT's names, lm_head.weight left out: it is tied to
+transformer.wte.weight) as safetensors, for gpt2_train --init-from FILE: the two programs then
+train from the same weights on the same batches, and the JSON's "losses" (every iteration's) can
+be compared.
 """
 import argparse
 import json
@@ -117,6 +123,12 @@ def lr_at(a, it):
 def run(a, mode, tokens):
     torch.manual_seed(a.seed)
     model = GPT(a).to(a.device)
+    if a.save_init:
+        import sys
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
+        from gen_gpt2 import write_safetensors  # the repo's writer (no safetensors package needed)
+        write_safetensors(a.save_init, {n: t.detach().float().cpu() for n, t in model.state_dict().items()
+                                        if n != "lm_head.weight"})
     params = [p for p in model.parameters()]
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
@@ -153,7 +165,7 @@ def run(a, mode, tokens):
     return {"bench": "gpt2_train", "impl": "torch_" + mode, "dtype": a.dtype, "B": a.batch_size, "T": a.block_size,
             "accum": a.grad_accum, "ms_per_iter": round(ms, 2), "tokens_per_s": round(tokens_per_iter / ms * 1e3),
             "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None, "loss_first": round(losses[0], 4),
-            "loss_last": round(losses[-1], 4), "device": torch.cuda.get_device_name() if cuda else "cpu"}
+            "loss_last": round(losses[-1], 4), "losses": [round(v, 5) for v in losses], "device": torch.cuda.get_device_name() if cuda else "cpu"}
 
 
 def main():
@@ -178,6 +190,7 @@ def main():
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--save-init", default="", help="write the initial weights here (safetensors)")
     a = ap.parse_args()
     if a.device == "cpu" and a.dtype != "float32":
         ap.error("--device cpu runs float32 (autocast's bfloat16 is the CUDA twin's)")

@@ -1,11 +1,18 @@
 // GPT-2 training after nanoGPT's train.py: a GPT of run-time sizes (GPT-2 124M is --config gpt2:
 // vocabulary padded to 50304, context 1024, 12 layers, 12 heads, width 768, tied embeddings, GELU
 // tanh), trained on a token file, with AdamW (weight decay on the matrices only), a cosine learning
-// rate after a linear warmup, gradient accumulation, gradient clipping, bf16 autocast on CUDA, and
+// rate after a linear warmup, gradient accumulation, gradient clipping, bfloat16 on CUDA, and
 // checkpoints one can resume from.
 //
+// --dtype bfloat16 (CUDA) runs the activations in bfloat16: the model's modules are generic over
+// the activation dtype, the float32 weights are cast for each GEMM (their gradients come back in
+// float32), the residual stream, the LayerNorm statistics and the loss stay float32. The types say
+// where each tensor is bfloat16, so no tensor pays a float32 round trip between two bf16 kernels.
+// --dtype autocast keeps float32 activations under autocast's bf16 matmuls (the earlier path,
+// kept for comparison: about 1.26x slower on an H200, docs/gpt2.md).
+//
 //   gpt2_train                      the self-check (CTest's example.gpt2_train), see below
-//   gpt2_train --config gpt2|tiny [--data DIR] [--device cpu|cuda] [--dtype float32|bfloat16]
+//   gpt2_train --config gpt2|tiny [--data DIR] [--device cpu|cuda] [--dtype float32|bfloat16|autocast]
 //              [--batch-size B] [--block-size T] [--grad-accum K] [--max-iters N] [--lr X]
 //              [--min-lr X] [--warmup-iters N] [--lr-decay-iters N] [--weight-decay X] [--beta1 X]
 //              [--beta2 X] [--grad-clip X] [--dropout X] [--eval-interval N] [--eval-iters N]
@@ -71,8 +78,11 @@ using namespace tenet;
 // the model: sizes known at run time (one compiled program serves every configuration)
 
 using tokens_t = Tensor<std::int64_t, shape<dyn, dyn>>;      // [B, T] token ids
-using act_t = Tensor<float, shape<dyn, dyn, dyn>>;            // [B, T, C]
-using heads_t = Tensor<float, shape<dyn, dyn, dyn, dyn>>;     // [B, H, T, hd]
+using act_t = Tensor<float, shape<dyn, dyn, dyn>>;            // [B, T, C], the residual stream
+template <class A>
+using act_of = Tensor<A, shape<dyn, dyn, dyn>>;               // [B, T, C] in the activation dtype A
+template <class A>
+using heads_of = Tensor<A, shape<dyn, dyn, dyn, dyn>>;        // [B, H, T, hd]
 using mat_t = Tensor<float, shape<dyn, dyn>>;
 using vec_t = Tensor<float, shape<dyn>>;
 
@@ -115,9 +125,17 @@ struct Linear : nn::Module {
     nn::init::normal_(weight, 0.0, std);
     nn::init::zeros_(bias);
   }
+  /// In x's dtype: with bfloat16 activations the float32 weights are cast to bfloat16 for the
+  /// GEMM (the cast's backward brings the gradient back to float32), as autocast does.
   template <Expression X>
   auto operator()(const X& x) const {
-    return linear(x, weight, bias);
+    using A = value_type_of<X>;
+    if constexpr (std::is_same_v<A, float>) {
+      return linear(x, weight, bias);
+    } else {
+      const Tensor<A, shape<dyn>> b = cast<A>(bias);  // a tensor, so that the GEMM adds it (epilogue)
+      return linear(x, cast<A>(weight), b);
+    }
   }
 };
 
@@ -129,9 +147,10 @@ struct LayerNorm : nn::Module {
     nn::init::ones_(weight);
     nn::init::zeros_(bias);
   }
-  template <Expression X>
+  /// Statistics in float32 from the float32 residual stream; the result in the activation dtype A.
+  template <class A = float, Expression X>
   auto operator()(const X& x) const {
-    return layer_norm(x, weight, bias, 1e-5);
+    return cast<A>(layer_norm(x, weight, bias, 1e-5));
   }
 };
 
@@ -154,15 +173,16 @@ struct CausalSelfAttention : nn::Module {
     register_module("c_attn", c_attn);
     register_module("c_proj", c_proj);
   }
-  act_t operator()(const act_t& x) const {
+  template <class A>
+  act_of<A> operator()(const act_of<A>& x) const {
     const std::int64_t B = x.size(0), T = x.size(1), C = n_embd, hd = C / n_head;
-    const act_t qkv = c_attn(x);  // q, k, v of every head from one GEMM
-    auto heads = [&](std::int64_t i) -> heads_t {  // [B, T, C] as [B, T, H, hd], heads moved forward
-      return qkv.narrow<2>(i * C, C).reshape<dyn, dyn, dyn, dyn>(B, T, n_head, hd).transpose<1, 2>();
+    const act_of<A> qkv = c_attn(x);  // q, k, v of every head from one GEMM
+    auto heads = [&](std::int64_t i) -> heads_of<A> {  // [B, T, C] as [B, T, H, hd], heads moved forward
+      return qkv.template narrow<2>(i * C, C).template reshape<dyn, dyn, dyn, dyn>(B, T, n_head, hd).template transpose<1, 2>();
     };
-    const heads_t y = scaled_dot_product_attention(heads(0), heads(1), heads(2),
-                                                   {.is_causal = true, .dropout_p = training() ? attn_dropout : 0.0});
-    return resid_dropout(c_proj(y.transpose<1, 2>().reshape<dyn, dyn, dyn>(B, T, C)));
+    const heads_of<A> y = scaled_dot_product_attention(
+        heads(0), heads(1), heads(2), {.is_causal = true, .dropout_p = training() ? attn_dropout : 0.0});
+    return resid_dropout(c_proj(y.template transpose<1, 2>().template reshape<dyn, dyn, dyn>(B, T, C)));
   }
 };
 
@@ -175,8 +195,9 @@ struct MLP : nn::Module {
     register_module("c_fc", c_fc);
     register_module("c_proj", c_proj);
   }
-  act_t operator()(const act_t& x) const {
-    const act_t h = gelu(c_fc(x), approximate_tanh);
+  template <class A>
+  act_of<A> operator()(const act_of<A>& x) const {
+    const act_of<A> h = gelu(c_fc(x), approximate_tanh);
     return dropout(c_proj(h));
   }
 };
@@ -191,9 +212,12 @@ struct Block : nn::Module {
     register_module("ln_2", ln_2);
     register_module("mlp", mlp);
   }
+  /// The residual stream stays float32 (as under autocast, where a bf16 branch added to it
+  /// promotes); the branches run in A.
+  template <class A = float>
   act_t operator()(const act_t& x) const {
-    const act_t a = x + attn(ln_1(x));
-    return a + mlp(ln_2(a));
+    const act_t a = x + attn.template operator()<A>(ln_1.template operator()<A>(x));
+    return a + mlp.template operator()<A>(ln_2.template operator()<A>(a));
   }
 };
 
@@ -220,20 +244,22 @@ struct GPT : nn::Module {
   Transformer transformer;
   explicit GPT(const gpt_config& c) : config(c), transformer(c) { register_module("transformer", transformer); }
 
-  /// Logits [B, T, V] of token ids [B, T] (T <= block_size).
-  act_t operator()(const tokens_t& idx) const {
+  /// Logits [B, T, V] of token ids [B, T] (T <= block_size), in the activation dtype A.
+  template <class A = float>
+  act_of<A> operator()(const tokens_t& idx) const {
     const std::int64_t T = idx.size(1);
     if (T > config.block_size)
       throw value_error("gpt2_train: a sequence of " + std::to_string(T) + " tokens is longer than the block size " +
                         std::to_string(config.block_size));
     act_t x = transformer.drop(embedding(idx, transformer.wte.weight) + transformer.wpe.weight.narrow<0>(0, T));
-    for (const Block& b : transformer.h) x = b(x);
-    return linear(transformer.ln_f(x), transformer.wte.weight);
+    for (const Block& b : transformer.h) x = b.template operator()<A>(x);
+    return linear(transformer.ln_f.template operator()<A>(x), cast<A>(transformer.wte.weight));
   }
-  /// The mean cross-entropy of the next tokens.
+  /// The mean cross-entropy of the next tokens (in float32 from logits in A).
+  template <class A = float>
   Tensor<float, shape<>> loss(const tokens_t& x, const tokens_t& y) const {
-    const act_t logits = (*this)(x);
-    return cross_entropy(logits.flatten<0, 1>(), y.flatten<0, 1>());
+    const act_of<A> logits = this->template operator()<A>(x);
+    return cross_entropy(cast<float>(logits.template flatten<0, 1>()), y.flatten<0, 1>());
   }
 };
 
@@ -297,7 +323,9 @@ std::pair<tokens_t, tokens_t> get_batch(const token_file& data, std::int64_t B, 
 struct train_options {
   std::string data_dir = TENET_EXAMPLE_DATA_DIR "/gpl-bytes";
   device dev = tenet::cpu;
-  bool bf16 = false;  // autocast's bfloat16 matmuls (CUDA)
+  // --dtype: float32; bfloat16, the activations in bfloat16 (float32 parameters, residual stream,
+  // normalization statistics and loss); autocast, float32 activations and autocast's bf16 matmuls
+  enum class precision { float32, bfloat16, autocast } prec = precision::float32;
   std::int64_t batch_size = 12, grad_accum = 1;
   int max_iters = 200, warmup_iters = 20, lr_decay_iters = 200;
   double lr = 6e-4, min_lr = 6e-5, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, grad_clip = 1.0;
@@ -351,8 +379,8 @@ train_result train(GPT& model, const train_options& o) {
   const gpt_config& c = model.config;
   const std::int64_t B = o.batch_size, T = c.block_size, K = o.grad_accum;
   if (B <= 0 || K <= 0) throw value_error("gpt2_train: --batch-size and --grad-accum must be positive");
-  if (o.bf16 && o.dev.is_cpu())
-    throw value_error("gpt2_train: --dtype bfloat16 is autocast's, which runs on CUDA (use --device cuda)");
+  if (o.prec != train_options::precision::float32 && o.dev.is_cpu())
+    throw value_error("gpt2_train: --dtype bfloat16 and autocast run on CUDA (use --device cuda)");
   const token_file train_data = token_file::load(o.data_dir + "/train.bin", c.vocab_size, T);
   const token_file val_data = token_file::load(o.data_dir + "/val.bin", c.vocab_size, T);
 
@@ -429,8 +457,13 @@ train_result train(GPT& model, const train_options& o) {
     for (std::int64_t k = 0; k < K; ++k) {
       const auto [x, y] = get_batch(train_data, B, T, o.seed, static_cast<std::uint64_t>(it * K + k), o.dev);
       std::optional<autocast> ac;
-      if (o.bf16) ac.emplace(o.dev, dtype::bfloat16);
-      const Tensor<float, shape<>> loss = model.loss(x, y) / static_cast<double>(K);
+      if (o.prec == train_options::precision::autocast) ac.emplace(o.dev, dtype::bfloat16);
+      const Tensor<float, shape<>> loss = [&]() -> Tensor<float, shape<>> {
+#if defined(__CUDACC__)  // bfloat16 activations: the CUDA build's (the CPU build does not compile them)
+        if (o.prec == train_options::precision::bfloat16) return model.loss<bfloat16>(x, y) / static_cast<double>(K);
+#endif
+        return model.loss(x, y) / static_cast<double>(K);
+      }();
       ac.reset();
       loss.backward();
       loss_sum = k == 0 ? loss.detach() : Tensor<float, shape<>>(loss_sum + loss.detach());
@@ -643,8 +676,10 @@ int main(int argc, char** argv) {
     else if (a == "--resume") o.resume = true;
     else if (a == "--dtype") {
       const std::string d = value();
-      if (d == "bfloat16") o.bf16 = true;
-      else if (d != "float32") throw value_error("gpt2_train: --dtype float32 or bfloat16, not '" + d + "'");
+      if (d == "bfloat16") o.prec = train_options::precision::bfloat16;
+      else if (d == "autocast") o.prec = train_options::precision::autocast;
+      else if (d != "float32")
+        throw value_error("gpt2_train: --dtype float32, bfloat16 or autocast, not '" + d + "'");
     } else if (a.rfind("--", 0) == 0) overrides[a.substr(2)] = value();
     else throw value_error("gpt2_train: unexpected argument '" + a + "' (see the top of examples/gpt2_train.cpp)");
   }
@@ -704,7 +739,8 @@ int main(int argc, char** argv) {
   std::printf("GPT: %s, %lld parameters; batch %lld x %lld tokens x %lld accumulation steps on %s%s\n",
               c.text().c_str(), static_cast<long long>(model.num_parameters()), static_cast<long long>(o.batch_size),
               static_cast<long long>(c.block_size), static_cast<long long>(o.grad_accum), dev.str().c_str(),
-              o.bf16 ? " (bf16 autocast)" : "");
+              o.prec == train_options::precision::bfloat16 ? " (bfloat16 activations)"
+              : o.prec == train_options::precision::autocast ? " (bf16 autocast)" : "");
   const train_result r = train(model, o);
 #if defined(__CUDACC__)
   if (dev.type == device_type::cuda)
