@@ -19,4 +19,4 @@
 // a rank that leaves makes the others' waits throw a dist_error naming it.
 #include <tenet/dist/process_group.hpp>
 #include <tenet/dist/collectives.hpp>
-#include <tenet/dist/ddp.hpp>
+#include <tenet/nn/parallel.hpp>  // DistributedDataParallel

@@ -1,5 +1,8 @@
 #pragma once
-#include <tenet/detail_check.hpp>
+#define TENET_PUBLIC_HEADER_INCLUDED 1
+// tenet::dist::DistributedDataParallel (also tenet::nn::parallel::DistributedDataParallel, torch's
+// spelling); included by <tenet/dist.hpp>, needs MPI (link tenet::dist).
+//
 // DistributedDataParallel: data parallelism for an nn::Module over the ranks of a process group
 // (torch.nn.parallel.DistributedDataParallel's contract for the parts below).
 //
@@ -270,3 +273,7 @@ class DistributedDataParallel {
 };
 
 }  // namespace tenet::dist
+
+namespace tenet::nn::parallel {
+using tenet::dist::DistributedDataParallel;
+}  // namespace tenet::nn::parallel
