@@ -140,7 +140,7 @@ inline void wait_all(std::vector<MPI_Request>& reqs, const group_impl& g, const 
   const auto deadline = start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(s.timeout));
   std::optional<clock::time_point> departure_seen;
   int gone = -1;
-  for (long spins = 0;; ++spins) {
+  for (;;) {
     int flag = 0;
     check(MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE), what.c_str());
     if (flag) return;
@@ -169,9 +169,12 @@ inline void wait_all(std::vector<MPI_Request>& reqs, const group_impl& g, const 
                        " s): some rank of the group did not call it; set the timeout with "
                        "init_options::timeout_seconds or tenet::dist::set_timeout");
     }
-    // 2 cores, 4 ranks: leave the core to the peer we wait for
-    if (spins < 64) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(spins < 4096 ? 20 : 200));
+    // Open MPI advances a nonblocking collective only inside MPI calls (MPI_Testall here), so
+    // poll without sleeping for the first 50 ms, yielding the core to a peer rank that may share
+    // it (4 ranks on 2 cores in CI); then sleep between polls: 50 us, and 500 us after a second.
+    const auto waited = now - start;
+    if (waited < std::chrono::milliseconds(50)) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(waited < std::chrono::seconds(1) ? 50 : 500));
   }
 }
 
