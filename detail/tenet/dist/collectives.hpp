@@ -17,237 +17,27 @@
 #include <vector>
 
 #include <tenet/dist/process_group.hpp>
+#include <tenet/dist/work.hpp>
 #include <tenet/error.hpp>
-#include <tenet/runtime/storage.hpp>  // bump_version
 #include <tenet/tensor.hpp>
+#if defined(__CUDACC__)
+#include <tenet/dist/nccl.hpp>  // CUDA tensors: the same operations on NCCL
+#endif
+
+// A CUDA tensor goes to NCCL (nccl.hpp) in translation units compiled by nvcc; elsewhere it
+// reaches the MPI path, which refuses it with a device_error.
+#if defined(__CUDACC__)
+#define TENET_DIST_ON_CUDA(tensor, call) \
+  if ((tensor).defined() && (tensor).device().type == device_type::cuda) return detail::nccl::call
+#define TENET_DIST_NO_CUDA_LIST(list, what) \
+  for (const auto& x_ : (list))              \
+    if (x_.defined() && x_.device().type == device_type::cuda) detail::nccl::list_form_unsupported(what)
+#else
+#define TENET_DIST_ON_CUDA(tensor, call) (void)0
+#define TENET_DIST_NO_CUDA_LIST(list, what) (void)0
+#endif
 
 namespace tenet::dist {
-
-/// Where and how a collective runs: the group (the world by default) and whether the call
-/// returns at once with a pending work (async_op, torch's) or waits.
-struct collective_options {
-  process_group group{};
-  bool async_op = false;
-};
-
-/// A pending (or finished) operation (torch's Work). wait() polls against the timeout and throws
-/// dist_error; it may be called again after it returned (then nothing happens). Dropping an
-/// unfinished work waits for it (its buffers must outlive MPI's use of them).
-class work {
- public:
-  struct state {
-    std::vector<MPI_Request> reqs;
-    std::function<void()> finish;  // after completion: write-back of copies, avg's division
-    std::string what;
-    std::shared_ptr<detail::group_impl> group;
-    std::vector<std::shared_ptr<void>> keep;  // buffers MPI reads or writes
-    bool done = false;
-    ~state() {
-      if (done || !detail::st().initialized || !detail::st().broken.empty()) return;
-      try {
-        detail::wait_all(reqs, *group, what);
-      } catch (...) {  // a destructor does not throw; the group is marked broken
-      }
-    }
-  };
-  work() = default;
-  explicit work(std::shared_ptr<state> s) : s_(std::move(s)) {}
-
-  /// Waits for the operation; then its results are in the tensors given to it.
-  void wait() {
-    if (!s_ || s_->done) return;
-    detail::wait_all(s_->reqs, *s_->group, s_->what);
-    complete();
-  }
-  /// True when the operation has finished (then its results are in place); does not block.
-  bool is_completed() {
-    if (!s_ || s_->done) return true;
-    int flag = 0;
-    detail::check(MPI_Testall(static_cast<int>(s_->reqs.size()), s_->reqs.data(), &flag, MPI_STATUSES_IGNORE),
-                  s_->what.c_str());
-    if (flag) complete();
-    return flag != 0;
-  }
-
- private:
-  void complete() {
-    s_->done = true;
-    if (s_->finish) s_->finish();
-  }
-  std::shared_ptr<state> s_;
-};
-
-namespace detail {
-
-/// Row-major walk of a strided layout: f(flat index, element offset).
-template <class F>
-void walk(const std::int64_t* sizes, const std::int64_t* strides, std::size_t rank, std::int64_t offset, F&& f) {
-  std::int64_t n = 1;
-  for (std::size_t d = 0; d < rank; ++d) n *= sizes[d];
-  if (n == 0) return;
-  std::vector<std::int64_t> idx(rank, 0);
-  std::int64_t off = offset;
-  for (std::int64_t flat = 0; flat < n; ++flat) {
-    f(flat, off);
-    for (std::size_t d = rank; d-- > 0;) {
-      if (++idx[d] < sizes[d]) {
-        off += strides[d];
-        break;
-      }
-      off -= (sizes[d] - 1) * strides[d];
-      idx[d] = 0;
-    }
-  }
-}
-
-/// True when no two elements of the layout share a memory position (ordered by stride, each
-/// stride is at least the extent spanned by the smaller ones).
-inline bool non_overlapping(const std::int64_t* sizes, const std::int64_t* strides, std::size_t rank) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (|stride|, size) of dims with size > 1
-  for (std::size_t d = 0; d < rank; ++d) {
-    if (sizes[d] == 0) return true;
-    if (sizes[d] > 1) dims.emplace_back(strides[d] < 0 ? -strides[d] : strides[d], sizes[d]);
-  }
-  std::sort(dims.begin(), dims.end());
-  std::int64_t span = 1;
-  for (const auto& [stride, size] : dims) {
-    if (stride < span) return false;
-    span += stride * (size - 1);
-  }
-  return true;
-}
-
-inline std::string sizes_str(const std::int64_t* s, std::size_t r) {
-  std::string t = "[";
-  for (std::size_t i = 0; i < r; ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
-template <class T, class S>
-std::string sizes_str(const Tensor<T, S>& t) {
-  return sizes_str(t.sizes().data(), S::rank);
-}
-
-/// A tensor's elements as one contiguous buffer: the tensor's own memory when it is contiguous,
-/// else a copy (read in when the operation reads the tensor, written back by `store` when it
-/// writes it).
-template <class T, class S>
-struct staged {
-  Tensor<T, S> t;
-  T* ptr = nullptr;
-  std::shared_ptr<T[]> copy;
-  std::int64_t n = 0;
-
-  staged(const Tensor<T, S>& tensor, bool read, bool written, const char* what) : t(tensor) {
-    if (!t.defined()) throw value_error(std::string("tenet::dist::") + what + ": the tensor is undefined");
-    if (!t.device().is_cpu())
-      throw device_error(std::string("tenet::dist::") + what + ": the tensor is on " + t.device().str() +
-                         "; this build of tenet::dist runs MPI on CPU tensors (move it with .cpu())");
-    n = t.numel();
-    if (t.is_contiguous()) {
-      ptr = n ? t.data() : nullptr;
-      return;
-    }
-    if (written && !non_overlapping(t.sizes().data(), t.strides().data(), S::rank))
-      throw value_error(std::string("tenet::dist::") + what + ": the output tensor of sizes " + sizes_str(t) +
-                        " has overlapping elements (strides " + sizes_str(t.strides().data(), S::rank) +
-                        ", e.g. an expand()ed view); pass a tensor whose elements are distinct (.clone())");
-    copy = std::shared_ptr<T[]>(new T[static_cast<std::size_t>(n)]);
-    ptr = copy.get();
-    if (read) {
-      const T* base = static_cast<const T*>(t.storage()->data);
-      walk(t.sizes().data(), t.strides().data(), S::rank, t.offset(),
-           [&](std::int64_t i, std::int64_t off) { ptr[i] = base[off]; });
-    }
-  }
-  /// After an operation wrote the buffer: into the tensor (when it was a copy), version bumped.
-  void store() const {
-    if (!t.defined()) return;
-    if (copy) {
-      T* base = static_cast<T*>(t.storage()->data);
-      const T* src = copy.get();
-      walk(t.sizes().data(), t.strides().data(), S::rank, t.offset(),
-           [&](std::int64_t i, std::int64_t off) { base[off] = src[i]; });
-    }
-    tenet::detail::bump_version(t.storage().get());
-  }
-  void* raw() const { return static_cast<void*>(ptr); }
-  std::shared_ptr<void> keep() const { return copy ? std::shared_ptr<void>(copy) : std::shared_ptr<void>(); }
-};
-
-inline int count_int(std::int64_t n, const char* what) {
-  if (n > 2147483647)
-    throw value_error(std::string("tenet::dist::") + what + ": " + std::to_string(n) +
-                      " elements exceed MPI's int count (2^31 - 1); split the tensor");
-  return static_cast<int>(n);
-}
-
-/// avg: divides the summed buffer by the group size, in the element type (16-bit floats in float).
-template <class T>
-void divide(T* p, std::int64_t n, int by) {
-  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
-    for (std::int64_t i = 0; i < n; ++i) p[i] = T(static_cast<float>(p[i]) / static_cast<float>(by));
-  } else if constexpr (std::is_floating_point_v<T>) {
-    for (std::int64_t i = 0; i < n; ++i) p[i] = p[i] / static_cast<T>(by);
-  }
-}
-
-/// The group to run on: a member, initialized, not broken.
-inline std::shared_ptr<group_impl> member_group(const process_group& g, const char* what) {
-  require_init(what);
-  auto impl = g.shared();
-  if (impl->rank < 0)
-    throw dist_error(std::string("tenet::dist::") + what + ": rank " + std::to_string(st().rank) +
-                     " is not a member of the process group (ranks " + g.ranks_text() + ")");
-  return impl;
-}
-
-/// The cross-rank check (init_options::check_consistency): every rank of the group gets every
-/// rank's (dtype, count, root) and throws the same dist_error when they differ.
-inline void check_same_on_all_ranks(const group_impl& g, const std::string& what, dtype d, std::int64_t count,
-                                    std::int64_t root) {
-  if (!st().check_consistency) return;
-  const std::int64_t mine[3] = {static_cast<std::int64_t>(d), count, root};
-  std::vector<std::int64_t> all(3 * g.world_ranks.size());
-  std::vector<MPI_Request> r(1);
-  check(MPI_Iallgather(mine, 3, MPI_INT64_T, all.data(), 3, MPI_INT64_T, g.comm, &r[0]), "MPI_Iallgather");
-  wait_all(r, g, what + " (consistency check)");
-  std::string table;
-  bool differ = false;
-  for (std::size_t i = 0; i < g.world_ranks.size(); ++i) {
-    differ = differ || all[3 * i] != all[0] || all[3 * i + 1] != all[1] || all[3 * i + 2] != all[2];
-    table += "\n  rank " + std::to_string(g.world_ranks[i]) + ": " +
-             tenet::name(static_cast<dtype>(all[3 * i])) + ", " + std::to_string(all[3 * i + 1]) + " elements" +
-             (all[3 * i + 2] >= 0 ? ", root " + std::to_string(all[3 * i + 2]) : "");
-  }
-  if (differ)
-    throw dist_error("tenet::dist: " + what + " on " + where() + ": the ranks disagree on the dtype, element count or root:" +
-                     table);
-}
-
-/// Runs `launch` (posts MPI calls into the request list), wraps it in a work, waits unless async.
-template <class Launch>
-work start(std::shared_ptr<group_impl> g, std::string what, bool async_op, Launch&& launch,
-           std::function<void()> finish, std::vector<std::shared_ptr<void>> keep) {
-  auto s = std::make_shared<work::state>();
-  s->what = std::move(what);
-  s->group = std::move(g);
-  s->finish = std::move(finish);
-  s->keep = std::move(keep);
-  launch(s->reqs);
-  work w(std::move(s));
-  if (!async_op) w.wait();
-  return w;
-}
-
-template <class T, class S>
-void check_same_sizes(const Tensor<T, S>& a, const Tensor<T, S>& b, const char* what, const char* a_name,
-                      const char* b_name) {
-  if (a.sizes() != b.sizes())
-    throw shape_error(std::string("tenet::dist::") + what + ": " + a_name + " has sizes " + sizes_str(a) + " but " +
-                      b_name + " has sizes " + sizes_str(b) + "; they must be equal");
-}
-
-}  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
 // Collectives
@@ -255,6 +45,7 @@ void check_same_sizes(const Tensor<T, S>& a, const Tensor<T, S>& b, const char* 
 /// Reduces `t` over the group, in place on every rank (torch.distributed.all_reduce).
 template <class T, class S>
 work all_reduce(const Tensor<T, S>& t, reduce_op op = reduce_op::sum, const collective_options& o = {}) {
+  TENET_DIST_ON_CUDA(t, all_reduce(t, op, o));
   auto g = detail::member_group(o.group, "all_reduce");
   const MPI_Op mop = detail::mpi_op(op, dtype_of<T>);
   auto b = std::make_shared<detail::staged<T, S>>(t, true, true, "all_reduce");
@@ -279,6 +70,7 @@ work all_reduce(const Tensor<T, S>& t, reduce_op op = reduce_op::sum, const coll
 /// Copies `t` of rank `src` (a world rank) into `t` on every rank of the group.
 template <class T, class S>
 work broadcast(const Tensor<T, S>& t, int src, const collective_options& o = {}) {
+  TENET_DIST_ON_CUDA(t, broadcast(t, src, o));
   auto g = detail::member_group(o.group, "broadcast");
   const int root = o.group.group_rank(src, "broadcast");
   const bool is_root = g->rank == root;
@@ -300,6 +92,7 @@ work broadcast(const Tensor<T, S>& t, int src, const collective_options& o = {})
 /// Reduces `t` over the group into `t` of rank `dst` (a world rank); the others' `t` is unchanged.
 template <class T, class S>
 work reduce(const Tensor<T, S>& t, int dst, reduce_op op = reduce_op::sum, const collective_options& o = {}) {
+  TENET_DIST_ON_CUDA(t, reduce(t, dst, op, o));
   auto g = detail::member_group(o.group, "reduce");
   const int root = o.group.group_rank(dst, "reduce");
   const bool is_root = g->rank == root;
@@ -328,6 +121,7 @@ work reduce(const Tensor<T, S>& t, int dst, reduce_op op = reduce_op::sum, const
 /// Gathers `in` of every rank into `out` (one tensor of in's sizes per group rank, in rank order).
 template <class T, class S, class S2>
 work all_gather(const std::vector<Tensor<T, S>>& out, const Tensor<T, S2>& in, const collective_options& o = {}) {
+  TENET_DIST_NO_CUDA_LIST(out, "all_gather");
   auto g = detail::member_group(o.group, "all_gather");
   const int size = static_cast<int>(g->world_ranks.size());
   if (static_cast<int>(out.size()) != size)
@@ -392,6 +186,7 @@ work all_gather_into_tensor(const Tensor<T, S>& out, const Tensor<T, S2>& in, co
   auto g = detail::member_group(o.group, "all_gather_into_tensor");
   const int size = static_cast<int>(g->world_ranks.size());
   detail::check_blocks(out, in, size, "all_gather_into_tensor", "the output", "the input");
+  TENET_DIST_ON_CUDA(in, all_gather_into_tensor(out, in, o));
   auto bi = std::make_shared<detail::staged<T, S2>>(in, true, false, "all_gather_into_tensor");
   auto bo = std::make_shared<detail::staged<T, S>>(out, false, true, "all_gather_into_tensor");
   detail::check_same_on_all_ranks(*g, "all_gather_into_tensor", dtype_of<T>, bi->n, -1);
@@ -415,6 +210,7 @@ work reduce_scatter_tensor(const Tensor<T, S>& out, const Tensor<T, S2>& in, red
   auto g = detail::member_group(o.group, "reduce_scatter_tensor");
   const int size = static_cast<int>(g->world_ranks.size());
   detail::check_blocks(in, out, size, "reduce_scatter_tensor", "the input", "the output");
+  TENET_DIST_ON_CUDA(in, reduce_scatter_tensor(out, in, op, o));
   const MPI_Op mop = detail::mpi_op(op, dtype_of<T>);
   auto bi = std::make_shared<detail::staged<T, S2>>(in, true, false, "reduce_scatter_tensor");
   auto bo = std::make_shared<detail::staged<T, S>>(out, false, true, "reduce_scatter_tensor");
@@ -441,6 +237,7 @@ work reduce_scatter_tensor(const Tensor<T, S>& out, const Tensor<T, S2>& in, red
 template <class T, class S, class S2>
 work reduce_scatter(const Tensor<T, S>& out, const std::vector<Tensor<T, S2>>& in, reduce_op op = reduce_op::sum,
                     const collective_options& o = {}) {
+  TENET_DIST_NO_CUDA_LIST(in, "reduce_scatter");
   auto g = detail::member_group(o.group, "reduce_scatter");
   const int size = static_cast<int>(g->world_ranks.size());
   if (static_cast<int>(in.size()) != size)
@@ -484,6 +281,7 @@ work reduce_scatter(const Tensor<T, S>& out, const std::vector<Tensor<T, S2>>& i
 template <class T, class S, class S2>
 work all_to_all(const std::vector<Tensor<T, S>>& out, const std::vector<Tensor<T, S2>>& in,
                 const collective_options& o = {}) {
+  TENET_DIST_NO_CUDA_LIST(in, "all_to_all");
   auto g = detail::member_group(o.group, "all_to_all");
   const int size = static_cast<int>(g->world_ranks.size());
   if (static_cast<int>(in.size()) != size || static_cast<int>(out.size()) != size)
@@ -542,6 +340,7 @@ work all_to_all_single(const Tensor<T, S>& out, const Tensor<T, S2>& in, const c
     throw shape_error("tenet::dist::all_to_all_single: the output has sizes " + detail::sizes_str(out) +
                       " and the input " + detail::sizes_str(in) + "; they must be equal with dim 0 a multiple of the " +
                       std::to_string(size) + " ranks");
+  TENET_DIST_ON_CUDA(in, all_to_all_single(out, in, o));
   auto bi = std::make_shared<detail::staged<T, S2>>(in, true, false, "all_to_all_single");
   auto bo = std::make_shared<detail::staged<T, S>>(out, false, true, "all_to_all_single");
   detail::check_same_on_all_ranks(*g, "all_to_all_single", dtype_of<T>, bi->n, -1);
@@ -577,6 +376,7 @@ inline work barrier(const collective_options& o = {}) {
 /// Sends `t` to rank dst; isend returns at once with the work, send waits.
 template <class T, class S>
 work isend(const Tensor<T, S>& t, int dst, int tag = 0, const process_group& group = {}) {
+  TENET_DIST_ON_CUDA(t, isend(t, dst, group));
   auto g = detail::member_group(group, "send");
   const int peer = group.group_rank(dst, "send");
   auto b = std::make_shared<detail::staged<T, S>>(t, true, false, "send");
@@ -599,6 +399,7 @@ void send(const Tensor<T, S>& t, int dst, int tag = 0, const process_group& grou
 /// message is an MPI truncation error, thrown as dist_error).
 template <class T, class S>
 work irecv(const Tensor<T, S>& t, int src, int tag = 0, const process_group& group = {}) {
+  TENET_DIST_ON_CUDA(t, irecv(t, src, group));
   auto g = detail::member_group(group, "recv");
   const int peer = group.group_rank(src, "recv");
   auto b = std::make_shared<detail::staged<T, S>>(t, false, true, "recv");
@@ -618,3 +419,6 @@ void recv(const Tensor<T, S>& t, int src, int tag = 0, const process_group& grou
 }
 
 }  // namespace tenet::dist
+
+#undef TENET_DIST_ON_CUDA
+#undef TENET_DIST_NO_CUDA_LIST

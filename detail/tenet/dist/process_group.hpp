@@ -69,6 +69,10 @@ struct group_impl {
   std::vector<int> world_ranks;  // world rank of each group rank
   int rank = -1;                 // this process's rank in the group (-1: not a member)
   bool owns_comm = false;
+  /// The group's NCCL communicator (nccl.hpp, CUDA builds only), created at its first CUDA
+  /// collective, and the device it is on.
+  std::shared_ptr<void> nccl_comm;
+  int nccl_device = -1;
   ~group_impl() {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -131,9 +135,11 @@ inline void poll_goodbyes() {
   }
 }
 
-/// Waits for every request, polling; throws dist_error on timeout or when a rank of the group left.
-/// `what` names the operation in the message.
-inline void wait_all(std::vector<MPI_Request>& reqs, const group_impl& g, const std::string& what) {
+/// Polls `done` until it returns true; throws dist_error on timeout or when a rank of the group
+/// left (calling `abort` first, when given: NCCL aborts its communicator). `what` names the
+/// operation in the message.
+template <class Done>
+void wait_until(Done&& done, const group_impl& g, const std::string& what, const std::function<void()>& abort = {}) {
   auto& s = st();
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
@@ -141,9 +147,7 @@ inline void wait_all(std::vector<MPI_Request>& reqs, const group_impl& g, const 
   std::optional<clock::time_point> departure_seen;
   int gone = -1;
   for (;;) {
-    int flag = 0;
-    check(MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE), what.c_str());
-    if (flag) return;
+    if (done()) return;
     const auto now = clock::now();
     if (!departure_seen) {
       poll_goodbyes();
@@ -157,6 +161,7 @@ inline void wait_all(std::vector<MPI_Request>& reqs, const group_impl& g, const 
     // grace: the goodbye travels on another communicator than the operation's last messages
     if (departure_seen && now - *departure_seen > std::chrono::milliseconds(500)) {
       s.broken = "rank " + std::to_string(gone) + " left during " + what;
+      if (abort) abort();
       throw dist_error("tenet::dist: " + what + " on " + where() + ": rank " + std::to_string(gone) +
                        " left the process group (its process exited or called destroy_process_group) "
                        "before taking part; the operation cannot complete");
@@ -164,6 +169,7 @@ inline void wait_all(std::vector<MPI_Request>& reqs, const group_impl& g, const 
     if (now > deadline) {
       const double waited = std::chrono::duration<double>(now - start).count();
       s.broken = what + " timed out";
+      if (abort) abort();
       throw dist_error("tenet::dist: " + what + " on " + where() + " timed out after " + std::to_string(waited) +
                        " s (timeout " + std::to_string(s.timeout) +
                        " s): some rank of the group did not call it; set the timeout with "
@@ -176,6 +182,17 @@ inline void wait_all(std::vector<MPI_Request>& reqs, const group_impl& g, const 
     if (waited < std::chrono::milliseconds(50)) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(waited < std::chrono::seconds(1) ? 50 : 500));
   }
+}
+
+/// Waits for every MPI request (wait_until over MPI_Testall).
+inline void wait_all(std::vector<MPI_Request>& reqs, const group_impl& g, const std::string& what) {
+  wait_until(
+      [&] {
+        int flag = 0;
+        check(MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE), what.c_str());
+        return flag != 0;
+      },
+      g, what);
 }
 
 // --- 16-bit floats: MPI has no type for them; they travel as MPI_UINT16_T and reduce through
