@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <any>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -217,6 +218,8 @@ struct backward_context {
   std::vector<std::function<void()>> final_callbacks;
   /// The leaves with post-accumulate hooks that received a gradient in this backward.
   mutable std::unordered_set<const meta*> hooked_received;
+  /// Which backward this is (1, 2, ... per process): hooks tell one backward from the next.
+  std::uint64_t serial = 0;
 };
 inline backward_context*& current_backward() {
   thread_local backward_context* ctx = nullptr;
@@ -350,7 +353,8 @@ inline void run_backward(const std::shared_ptr<grad_node>& root, std::any seed, 
                         "retain_graph=true if you need to backward twice");
   for (grad_node* n : order) n->pending.reset();
   root->pending = std::move(seed);
-  backward_context ctx{opt.create_graph, opt.accumulate_leaves, opt.captures, &skip, {}, {}};
+  static std::atomic<std::uint64_t> backward_count{0};
+  backward_context ctx{opt.create_graph, opt.accumulate_leaves, opt.captures, &skip, {}, {}, ++backward_count};
   const backward_context_scope in_backward(&ctx);
   // Post-accumulate hooks: a leaf's .grad is final after the last node (in run order) that has it
   // as an input; its hooks run then. Only leaves with hooks are looked at.

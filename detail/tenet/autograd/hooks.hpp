@@ -65,4 +65,11 @@ inline void queue_callback(std::function<void()> callback) {
   ctx->final_callbacks.push_back(std::move(callback));
 }
 
+/// The running backward's number (1, 2, ... in this process), 0 outside a backward: a hook can
+/// tell whether it runs in the same backward as before.
+inline std::uint64_t current_backward_serial() {
+  const auto* ctx = tenet::detail::ag::current_backward();
+  return ctx ? ctx->serial : 0;
+}
+
 }  // namespace tenet::autograd

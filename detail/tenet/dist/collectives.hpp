@@ -9,6 +9,7 @@
 // with value_error, since the write-back could not be right.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -51,14 +52,21 @@ work all_reduce(const Tensor<T, S>& t, reduce_op op = reduce_op::sum, const coll
   auto b = std::make_shared<detail::staged<T, S>>(t, true, true, "all_reduce");
   const std::string what = std::string("all_reduce(") + name(op) + ")";
   detail::check_same_on_all_ranks(*g, what, dtype_of<T>, b->n, -1);
-  const int n = detail::count_int(b->n, "all_reduce");
   const int size = static_cast<int>(g->world_ranks.size());
+  // Segments of 4 MiB, all posted at once: MPI counts are ints, so this lifts the 2^31 - 1
+  // element limit; reductions are element-wise, so the result is the same. (Measured on 64 MiB:
+  // no faster than one request; tenet's all-reduce stays about 1.8x Open MPI's blocking
+  // MPI_Allreduce at that size, docs/distributed.md.)
+  const std::int64_t segment = std::max<std::int64_t>(1, (std::int64_t{4} << 20) / static_cast<std::int64_t>(sizeof(T)));
   return detail::start(
       g, what, o.async_op,
       [&](std::vector<MPI_Request>& r) {
-        r.resize(1);
-        detail::check(MPI_Iallreduce(MPI_IN_PLACE, b->raw(), n, detail::mpi_type(dtype_of<T>), mop, g->comm, &r[0]),
-                      "MPI_Iallreduce");
+        for (std::int64_t off = 0; off < b->n; off += segment) {
+          r.emplace_back();
+          detail::check(MPI_Iallreduce(MPI_IN_PLACE, b->ptr + off, static_cast<int>(std::min(segment, b->n - off)),
+                                       detail::mpi_type(dtype_of<T>), mop, g->comm, &r.back()),
+                        "MPI_Iallreduce");
+        }
       },
       [b, op, size] {
         if (op == reduce_op::avg) detail::divide(b->ptr, b->n, size);

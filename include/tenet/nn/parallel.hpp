@@ -191,8 +191,12 @@ class DistributedDataParallel {
 
   void on_grad_ready(std::size_t i) {
     if (!sync_) return;
-    if (!in_backward_) {  // the first hook of this backward
-      in_backward_ = true;
+    const std::uint64_t serial = autograd::current_backward_serial();
+    if (serial != backward_serial_) {  // the first hook of this backward
+      // A backward that threw after its first hook never ran finish_backward: drop its state
+      // (the buckets it started finish first: a work waits for its MPI requests when dropped).
+      if (backward_serial_ != 0) reset_buckets();
+      backward_serial_ = serial;
       started_in_hooks_ = 0;
       autograd::queue_callback([this] { finish_backward(); });
     }
@@ -233,8 +237,18 @@ class DistributedDataParallel {
     }
   }
 
+  void reset_buckets() {
+    for (param& p : params_) p.ready = false;
+    for (bucket& b : buckets_) {
+      b.ready = 0;
+      b.started = false;
+      b.pending = work();
+    }
+    next_bucket_ = 0;
+  }
+
   void finish_backward() {
-    in_backward_ = false;
+    backward_serial_ = 0;
     // parameters without a gradient in this backward: their current .grad (or zeros)
     for (param& p : params_)
       if (!p.ready) {
@@ -251,14 +265,8 @@ class DistributedDataParallel {
       any_tensor avg = any_tensor::zeros(b.type, p.ref.sizes());
       if (bytes) std::memcpy(avg.raw_data_mut(), src, bytes);
       p.ref.set_grad(avg);
-      p.ready = false;
     }
-    for (bucket& b : buckets_) {
-      b.ready = 0;
-      b.started = false;
-      b.pending = work();
-    }
-    next_bucket_ = 0;
+    reset_buckets();
   }
 
   M& module_;
@@ -268,7 +276,7 @@ class DistributedDataParallel {
   std::vector<autograd::hook_handle> hooks_;
   std::size_t next_bucket_ = 0;
   bool sync_ = true;
-  bool in_backward_ = false;
+  std::uint64_t backward_serial_ = 0;  // the backward whose gradients are being synchronized
   int started_in_hooks_ = 0;
 };
 
