@@ -280,6 +280,17 @@ TEST_CASE("wrong sizes within a rank are shape_errors with both shapes; across r
   CHECK_THROWS_AS(td::all_gather(out, filled<float>(R(), 4)), value_error);
   Tensor<float, shape<dyn>> cat({3});
   CHECK_THROWS_AS(td::all_gather_into_tensor(cat, filled<float>(R(), 2)), shape_error);
+  // all_gather_into_tensor in place (the input is this rank's block of the output), as torch allows
+  Tensor<std::int64_t, shape<dyn>> whole({3 * W()});
+  auto mine = whole.narrow<0>(3 * R(), 3);
+  for (std::int64_t i = 0; i < 3; ++i) mine(i) = value<std::int64_t>(R(), i);
+  td::all_gather_into_tensor(whole, mine);
+  for (int q = 0; q < W(); ++q)
+    for (std::int64_t i = 0; i < 3; ++i) REQUIRE(whole(3 * q + i) == value<std::int64_t>(q, i));
+  // other overlaps are refused before any communication
+  if (W() > 1) CHECK_THROWS_WITH(td::all_gather_into_tensor(whole, whole.narrow<0>(1, 3)),
+                                 Catch::Contains("overlaps the output"));
+  CHECK_THROWS_WITH(td::reduce_scatter_tensor(whole.narrow<0>(0, 3), whole), Catch::Contains("overlaps the input"));
   // across ranks: rank 0 has one element more; with the consistency check every rank throws
   td::set_check_consistency(true);
   auto t = filled<float>(R(), R() == 0 ? 5 : 4);

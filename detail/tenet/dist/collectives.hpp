@@ -200,12 +200,18 @@ work all_gather_into_tensor(const Tensor<T, S>& out, const Tensor<T, S2>& in, co
   detail::check_same_on_all_ranks(*g, "all_gather_into_tensor", dtype_of<T>, bi->n, -1);
   const int n = detail::count_int(bi->n, "all_gather_into_tensor");
   (void)detail::count_int(bo->n, "all_gather_into_tensor");
+  // in place: `in` is this rank's block of `out` (as torch allows); any other overlap is refused
+  const bool in_place = bi->n && bi->ptr == bo->ptr + static_cast<std::int64_t>(g->rank) * bi->n;
+  if (!in_place && detail::overlaps(bi->ptr, bi->n, bo->ptr, bo->n))
+    throw value_error("tenet::dist::all_gather_into_tensor: the input overlaps the output but is not this rank's block "
+                      "of it; pass separate tensors, or out's block " + std::to_string(g->rank) + " as the input");
   return detail::start(
       g, "all_gather_into_tensor", o.async_op,
       [&](std::vector<MPI_Request>& r) {
         r.resize(1);
         const MPI_Datatype ty = detail::mpi_type(dtype_of<T>);
-        detail::check(MPI_Iallgather(bi->raw(), n, ty, bo->raw(), n, ty, g->comm, &r[0]), "MPI_Iallgather");
+        detail::check(MPI_Iallgather(in_place ? MPI_IN_PLACE : bi->raw(), n, ty, bo->raw(), n, ty, g->comm, &r[0]),
+                      "MPI_Iallgather");
       },
       [bo] { bo->store(); }, {bi->keep(), bo->keep()});
 }
@@ -226,6 +232,8 @@ work reduce_scatter_tensor(const Tensor<T, S>& out, const Tensor<T, S2>& in, red
   detail::check_same_on_all_ranks(*g, what, dtype_of<T>, bi->n, -1);
   const int n = detail::count_int(bo->n, "reduce_scatter_tensor");
   (void)detail::count_int(bi->n, "reduce_scatter_tensor");
+  if (detail::overlaps(bi->ptr, bi->n, bo->ptr, bo->n))
+    throw value_error("tenet::dist::reduce_scatter_tensor: the output overlaps the input; pass a separate output tensor");
   return detail::start(
       g, what, o.async_op,
       [&](std::vector<MPI_Request>& r) {
@@ -354,8 +362,8 @@ work all_to_all_single(const Tensor<T, S>& out, const Tensor<T, S2>& in, const c
   detail::check_same_on_all_ranks(*g, "all_to_all_single", dtype_of<T>, bi->n, -1);
   const int n = detail::count_int(bi->n / size, "all_to_all_single");
   (void)detail::count_int(bi->n, "all_to_all_single");
-  if (bi->ptr == bo->ptr && bi->n)
-    throw value_error("tenet::dist::all_to_all_single: the output and the input are the same memory; pass another output");
+  if (detail::overlaps(bi->ptr, bi->n, bo->ptr, bo->n))
+    throw value_error("tenet::dist::all_to_all_single: the output overlaps the input; pass a separate output tensor");
   return detail::start(
       g, "all_to_all_single", o.async_op,
       [&](std::vector<MPI_Request>& r) {

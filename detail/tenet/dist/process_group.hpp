@@ -124,7 +124,7 @@ inline void require_init(const char* what) {
                      "); end the process");
 }
 
-/// Records goodbyes that arrived; returns the world ranks that left so far.
+/// Records the goodbyes that arrived (state::departed).
 inline void poll_goodbyes() {
   auto& s = st();
   for (int r = 0; r < s.size; ++r) {

@@ -179,6 +179,15 @@ struct staged {
   std::shared_ptr<void> keep() const { return copy ? std::shared_ptr<void>(copy) : std::shared_ptr<void>(); }
 };
 
+/// True when the element ranges [a, a + na) and [b, b + nb) share memory (staged buffers: a copy
+/// never overlaps anything).
+template <class T>
+bool overlaps(const T* a, std::int64_t na, const T* b, std::int64_t nb) {
+  if (!a || !b || na == 0 || nb == 0) return false;
+  const auto pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
+  return pa < pb + static_cast<std::uintptr_t>(nb) * sizeof(T) && pb < pa + static_cast<std::uintptr_t>(na) * sizeof(T);
+}
+
 inline int count_int(std::int64_t n, const char* what) {
   if (n > 2147483647)
     throw value_error(std::string("tenet::dist::") + what + ": " + std::to_string(n) +
