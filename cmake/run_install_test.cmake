@@ -6,7 +6,7 @@
 #  2. configure tests/install_consumer against that prefix (same generator, compiler and flags,
 #     CMAKE_PREFIX_PATH = prefix + the main build's prefix path, TENET_DEPS_DIR forwarded), and
 #     check that tenet was found in the prefix, not somewhere else;
-#  3. build it;
+#  3. build it (with TENET_IT_DIST also a program against tenet::dist: built, not run, as it needs mpirun);
 #  4. run the program it produced, which must exit with 0;
 #  5. with TENET_IT_CUDA, run its CUDA program too (exit 0; 77 where there is no GPU).
 cmake_minimum_required(VERSION 3.25)
@@ -56,6 +56,7 @@ foreach(pair IN ITEMS
     "CMAKE_TOOLCHAIN_FILE|TENET_IT_TOOLCHAIN_FILE"
     "CMAKE_BUILD_TYPE|CONFIG"
     "TENET_IT_CUDA|TENET_IT_CUDA"
+    "TENET_IT_DIST|TENET_IT_DIST"
     "CMAKE_CUDA_COMPILER|TENET_IT_CUDA_COMPILER"
     "CMAKE_CUDA_ARCHITECTURES|TENET_IT_CUDA_ARCHITECTURES")
   string(REPLACE "|" ";" pair "${pair}")

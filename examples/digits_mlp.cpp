@@ -30,6 +30,8 @@
 #include <tenet/compile.hpp>
 #include <tenet/tenet.hpp>
 
+#include "digits_data.hpp"  // read_digits
+
 using namespace tenet;
 
 #ifndef TENET_EXAMPLE_DATA_DIR
@@ -50,31 +52,6 @@ struct dataset {
   Tensor<float, shape<dyn, 64>> x;       // pixels / 16
   Tensor<std::int64_t, shape<dyn>> y;    // labels 0..9
 };
-
-/// Reads digits.txt ("<label> <64 base-17 digits>" per line, '#' comments).
-std::vector<std::pair<int, std::vector<float>>> read_digits(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw value_error("digits_mlp: cannot open " + path);
-  std::vector<std::pair<int, std::vector<float>>> rows;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream ls(line);
-    int label = -1;
-    std::string pixels;
-    ls >> label >> pixels;
-    if (label < 0 || label > 9 || pixels.size() != 64) throw value_error("digits_mlp: malformed line: " + line);
-    std::vector<float> v(64);
-    for (std::size_t i = 0; i < 64; ++i) {
-      const char c = pixels[i];
-      const int p = c >= '0' && c <= '9' ? c - '0' : c - 'a' + 10;
-      if (p < 0 || p > 16) throw value_error("digits_mlp: bad pixel in line: " + line);
-      v[i] = static_cast<float>(p) / 16.0f;
-    }
-    rows.emplace_back(label, std::move(v));
-  }
-  return rows;
-}
 
 dataset make_set(const std::vector<std::pair<int, std::vector<float>>>& rows, const std::vector<std::size_t>& idx) {
   const auto n = static_cast<std::int64_t>(idx.size());
@@ -124,7 +101,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 #endif
-  const auto rows = read_digits(path);
+  const auto rows = read_digits(path, "digits_mlp");
   // a fixed shuffle, 80% train / 20% test
   std::vector<std::size_t> order(rows.size());
   std::iota(order.begin(), order.end(), std::size_t{0});

@@ -21,6 +21,8 @@
 
 #include <tenet/tenet.hpp>
 
+#include "digits_data.hpp"  // read_digits
+
 using namespace tenet;
 
 #ifndef TENET_EXAMPLE_DATA_DIR
@@ -42,26 +44,13 @@ using images = Tensor<float, shape<dyn, 64>>;
 using labels = Tensor<std::int64_t, shape<dyn>>;
 using dataset = data::TensorDataset<images, labels>;
 
-/// Reads digits.txt ("<label> <64 base-17 digits>" per line, '#' comments) and writes it as two
+/// Reads digits.txt (read_digits) and writes it as two
 /// .npy files: digits_x.npy (float32, pixels / 16) and digits_y.npy (int64 labels).
 void write_npy(const std::string& txt, const std::string& x_path, const std::string& y_path) {
-  std::ifstream in(txt);
-  if (!in) throw value_error("train_resume: cannot open " + txt);
   std::vector<float> pixels;
   std::vector<std::int64_t> digits;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream ls(line);
-    int label = -1;
-    std::string px;
-    ls >> label >> px;
-    if (label < 0 || label > 9 || px.size() != 64) throw value_error("train_resume: malformed line: " + line);
-    for (char c : px) {
-      const int p = c >= '0' && c <= '9' ? c - '0' : c - 'a' + 10;
-      if (p < 0 || p > 16) throw value_error("train_resume: bad pixel in line: " + line);
-      pixels.push_back(static_cast<float>(p) / 16.0f);
-    }
+  for (const auto& [label, px] : read_digits(txt, "train_resume")) {
+    pixels.insert(pixels.end(), px.begin(), px.end());
     digits.push_back(label);
   }
   const auto n = static_cast<std::int64_t>(digits.size());

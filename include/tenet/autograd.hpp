@@ -8,3 +8,4 @@
 #include <tenet/autograd/tensor_members.hpp>
 #include <tenet/autograd/functions.hpp>
 #include <tenet/autograd/grad.hpp>
+#include <tenet/autograd/hooks.hpp>

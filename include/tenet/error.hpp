@@ -31,4 +31,11 @@ struct value_error : error {
   using error::error;
 };
 
+/// A distributed operation that cannot complete (tenet/dist.hpp): a timeout, a rank that left the
+/// process group, a collective whose ranks disagree on dtype or sizes, an MPI error. The message
+/// names the operation, this rank and the rank or seconds involved.
+struct dist_error : error {
+  using error::error;
+};
+
 }  // namespace tenet

@@ -14,7 +14,7 @@
 #   schedule  schedule/                    fusion decisions and the one lowering walk
 #   backend   backend/                     the backends' run functions (cpu/, cuda/) and evaluate
 #   debug     debug/                       explain and the kernel plan
-#   api       api/ and every other public header (include/tenet/*): the API users include
+#   api       api/, dist/ and every other public header (include/tenet/*): the API users include
 cmake_minimum_required(VERSION 3.20)
 if(NOT DEFINED ROOT)
   message(FATAL_ERROR "check_layers.cmake: pass -DROOT=<repository root>")
@@ -32,7 +32,7 @@ set(RE_decomp "^detail/tenet/decomp/")
 set(RE_schedule "^detail/tenet/schedule/")
 set(RE_backend "^detail/tenet/backend/")
 set(RE_debug "^detail/tenet/debug/")
-set(RE_api "^detail/tenet/api/|^include/tenet/")
+set(RE_api "^detail/tenet/(api|dist)/|^include/tenet/")
 
 function(layer_of path out)
   foreach(name IN LISTS MATCH_ORDER)

@@ -16,7 +16,9 @@
 #include <algorithm>
 #include <any>
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -97,6 +99,10 @@ struct meta {
   bool requires_grad = false;
   std::shared_ptr<grad_node> grad_fn;  // null for a leaf
   std::any grad;                  // Tensor<T, dyn_shape<R>> of a leaf
+  /// Called by run_backward once per backward that accumulates into this leaf's .grad, after the
+  /// last gradient of that backward reached it (torch's post-accumulate-grad hooks); keyed by id
+  /// for removal.
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> post_accumulate_hooks;
 };
 
 template <class T, std::size_t R>
@@ -208,6 +214,12 @@ struct backward_context {
   bool accumulate_leaves = true;
   std::unordered_map<const meta*, std::any>* captures = nullptr;
   const std::unordered_set<const grad_node*>* skip = nullptr;
+  /// Run after the last node, in order (autograd::queue_callback; torch's queue_callback).
+  std::vector<std::function<void()>> final_callbacks;
+  /// The leaves with post-accumulate hooks that received a gradient in this backward.
+  mutable std::unordered_set<const meta*> hooked_received;
+  /// Which backward this is (1, 2, ... per process): hooks tell one backward from the next.
+  std::uint64_t serial = 0;
 };
 inline backward_context*& current_backward() {
   thread_local backward_context* ctx = nullptr;
@@ -282,6 +294,7 @@ void push(const std::shared_ptr<meta>& m, const Tensor<T, S>& g) {
       m->grad = grad_tensor<T, S::rank>(g.clone());
     else
       accumulate(m->grad, g);
+    if (ctx && !m->post_accumulate_hooks.empty()) ctx->hooked_received.insert(m.get());
   }
 }
 
@@ -340,8 +353,21 @@ inline void run_backward(const std::shared_ptr<grad_node>& root, std::any seed, 
                         "retain_graph=true if you need to backward twice");
   for (grad_node* n : order) n->pending.reset();
   root->pending = std::move(seed);
-  backward_context ctx{opt.create_graph, opt.accumulate_leaves, opt.captures, &skip};
+  static std::atomic<std::uint64_t> backward_count{0};
+  backward_context ctx{opt.create_graph, opt.accumulate_leaves, opt.captures, &skip, {}, {}, ++backward_count};
   const backward_context_scope in_backward(&ctx);
+  // Post-accumulate hooks: a leaf's .grad is final after the last node (in run order) that has it
+  // as an input; its hooks run then. Only leaves with hooks are looked at.
+  std::unordered_map<const grad_node*, std::vector<meta*>> hooks_after;
+  if (opt.accumulate_leaves) {
+    std::unordered_map<meta*, const grad_node*> last_pusher;
+    for (grad_node* n : order) {
+      if (skip.contains(n)) continue;
+      for (const auto& in : n->inputs)
+        if (!in->grad_fn && in->requires_grad && !in->post_accumulate_hooks.empty()) last_pusher[in.get()] = n;
+    }
+    for (const auto& [m, n] : last_pusher) hooks_after[n].push_back(m);
+  }
   // create_graph: grad mode stays on, so what the rules compute is recorded (backward_value)
   const grad_mode_guard mode(opt.create_graph);
   const bool retain = opt.retain_graph || opt.create_graph;
@@ -357,6 +383,18 @@ inline void run_backward(const std::shared_ptr<grad_node>& root, std::any seed, 
       n->release();
       n->released = true;
     }
+    if (!hooks_after.empty())
+      if (auto it = hooks_after.find(n); it != hooks_after.end())
+        for (meta* m : it->second)
+          if (ctx.hooked_received.contains(m))  // a leaf that got no gradient in this backward: no call, as torch
+            for (std::size_t h = 0; h < m->post_accumulate_hooks.size(); ++h) {
+              auto hook = m->post_accumulate_hooks[h].second;  // a copy: the hook may remove itself
+              hook();
+            }
+  }
+  for (std::size_t i = 0; i < ctx.final_callbacks.size(); ++i) {
+    auto cb = std::move(ctx.final_callbacks[i]);
+    cb();
   }
 }
 
