@@ -7,6 +7,7 @@
 //                             +-h and (L(x+h) - L(x-h)) / 2h is compared with x.grad().
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <tuple>
@@ -15,6 +16,22 @@
 #include <tenet/tenet.hpp>
 
 namespace tenet_test {
+
+/// The largest |a - b| over the elements (in float64), after checking that a and b hold the same
+/// number of elements (and, at equal ranks, the same sizes).
+template <class A, class B>
+double max_diff(const A& a, const B& b) {
+  if constexpr (tenet::rank_of<A> == tenet::rank_of<B>)
+    REQUIRE(a.sizes() == b.sizes());
+  else
+    REQUIRE(a.numel() == b.numel());
+  const auto ca = a.detach().contiguous();
+  const auto cb = b.detach().contiguous();
+  double m = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i)
+    m = std::max(m, std::abs(static_cast<double>(ca.data()[i]) - static_cast<double>(cb.data()[i])));
+  return m;
+}
 
 /// Fixed weights in [-1, 1] (deterministic, no two alike in a small tensor).
 template <class S>

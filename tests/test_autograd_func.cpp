@@ -2,22 +2,14 @@
 // float32 and float64, and the clear error where a transform would have to record its backward
 // (an enclosing level differentiates through it), which needs TENET_AUTOGRAD=2. Composition and
 // torch.func's values: test_autograd_second_func.cpp.
+#include "func_models.hpp"
 #include "gradcheck.hpp"
 #include "reference.hpp"
 
 using namespace tenet;
+using tenet_test::max_diff;
 
 namespace {
-template <class A, class B>
-double max_diff(const A& a, const B& b) {
-  REQUIRE(a.numel() == b.numel());
-  const auto ca = a.detach().contiguous();
-  const auto cb = b.detach().contiguous();
-  double m = 0;
-  for (std::int64_t i = 0; i < a.numel(); ++i)
-    m = std::max(m, std::abs(static_cast<double>(ca.data()[i]) - static_cast<double>(cb.data()[i])));
-  return m;
-}
 template <class T, class S>
 Tensor<T, S> ramp(double lo, double step) {
   Tensor<T, S> t = zeros<T, S>();
@@ -102,18 +94,7 @@ TEST_CASE("func first order: errors", "[func]") {
 }
 
 namespace {
-struct mlp : nn::Module {
-  nn::Linear<4, 5, true, double> a;
-  nn::Linear<5, 2, true, double> b;
-  mlp() {
-    register_module("a", a);
-    register_module("b", b);
-  }
-  template <Expression X>
-  auto operator()(const X& x) const {
-    return b(tanh(a(x)));
-  }
-};
+using mlp = tenet_test::tanh_mlp;
 }  // namespace
 
 TEST_CASE("func::functional_call and func::grad over a module's parameters (tensor_map)", "[func]") {

@@ -2,21 +2,13 @@
 // batching rule (detail/tenet/func/batching.hpp). Every result is checked against the per-sample
 // vmap (f once per sample, stacked), which is exact by construction, and vmap(grad(f)) against
 // torch.func's per-sample gradients (tests/reference/gen_func.py, case per_sample).
+#include "gradcheck.hpp"
 #include "reference.hpp"
 
 using namespace tenet;
+using tenet_test::max_diff;
 
 namespace {
-template <class A, class B>
-double max_diff(const A& a, const B& b) {
-  REQUIRE(a.sizes() == b.sizes());
-  const auto ca = a.detach().contiguous();
-  const auto cb = b.detach().contiguous();
-  double m = 0;
-  for (std::int64_t i = 0; i < a.numel(); ++i)
-    m = std::max(m, std::abs(static_cast<double>(ca.data()[i]) - static_cast<double>(cb.data()[i])));
-  return m;
-}
 template <class T, class S>
 Tensor<T, S> wave(double phase) {
   Tensor<T, S> t = zeros<T, S>();

@@ -2,22 +2,14 @@
 // dict of tensors) against torch.func (tests/reference/gen_func_maps.py), and vmap's error for an
 // in-place write into a tensor it does not map. First order, TENET_AUTOGRAD=1; hessian over
 // several argnums is in test_autograd_second_func.cpp.
+#include "func_models.hpp"
 #include "gradcheck.hpp"
 #include "reference.hpp"
 
 using namespace tenet;
+using tenet_test::max_diff;
 
 namespace {
-template <class A, class B>
-double max_diff(const A& a, const B& b) {
-  REQUIRE(a.numel() == b.numel());
-  const auto ca = a.detach().contiguous();
-  const auto cb = b.detach().contiguous();
-  double m = 0;
-  for (std::int64_t i = 0; i < a.numel(); ++i)
-    m = std::max(m, std::abs(static_cast<double>(ca.data()[i]) - static_cast<double>(cb.data()[i])));
-  return m;
-}
 
 using W = Tensor<double, shape<3, 4>>;
 using B = Tensor<double, shape<3>>;
@@ -39,18 +31,7 @@ auto g_of(const func::tensor_map& p, const X& x) {
   return Tensor<double, shape<3>>(tanh(matmul(w, x) + b) * matmul(w, x));
 }
 
-struct mlp : nn::Module {
-  nn::Linear<4, 5, true, double> a;
-  nn::Linear<5, 2, true, double> b;
-  mlp() {
-    register_module("a", a);
-    register_module("b", b);
-  }
-  template <Expression E>
-  auto operator()(const E& x) const {
-    return b(tanh(a(x)));
-  }
-};
+using mlp = tenet_test::tanh_mlp;
 }  // namespace
 
 TEST_CASE("func::jacrev / jacfwd over a tensor_map: a map of blocks f(x).shape ++ tensor.shape, as torch.func",

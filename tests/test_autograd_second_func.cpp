@@ -1,9 +1,11 @@
 // tenet::func (include/tenet/func.hpp) against torch.func (tests/reference/gen_func.py writes
 // func.txt), the transforms composed, and their errors. Built with TENET_AUTOGRAD=2
 // (tenet_autograd2_tests): composition differentiates recorded backwards.
+#include "gradcheck.hpp"
 #include "reference.hpp"
 
 using namespace tenet;
+using tenet_test::max_diff;
 using tenet_test::check_close;
 using tenet_test::get_case;
 using tenet_test::make;
@@ -27,15 +29,6 @@ auto f = [](const auto& x, const auto& w) { return sum(pow(tanh(matmul(w, x)), 2
 auto h = [](const auto& x) { return sum(exp(-x * x) * sin(x)) + pow(sum(x), 2.0) / 4.0; };
 auto k = [](const auto& x) { return sin(x) * pow(x, 3.0); };
 
-template <class A, class B>
-double max_diff(const A& a, const B& b) {
-  REQUIRE(a.numel() == b.numel());
-  const auto ca = a.detach().contiguous();
-  const auto cb = b.detach().contiguous();
-  double m = 0;
-  for (std::int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::abs(ca.data()[i] - cb.data()[i]));
-  return m;
-}
 }  // namespace
 
 TEST_CASE("func::grad, grad_and_value, has_aux against torch.func", "[func]") {
