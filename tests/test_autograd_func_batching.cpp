@@ -1,5 +1,5 @@
 // func::vmap(f, ..., func::batching): f runs once on batched values, each op applying its
-// batching rule (detail/tenet/func/batching.hpp). Every result is checked against the per-sample
+// batching rule (include/tenet/func/batching.hpp). Every result is checked against the per-sample
 // vmap (f once per sample, stacked), which is exact by construction, and vmap(grad(f)) against
 // torch.func's per-sample gradients (tests/reference/gen_func.py, case per_sample).
 #include "gradcheck.hpp"

@@ -33,7 +33,7 @@
 //   func::stack_module_state(models)       parameters and buffers stacked, for vmap (ensembling)
 //
 //   func::vmap(f, ..., func::batching)(xs...)   f once on batched values, each op applying its
-//                                            batching rule (detail/tenet/func/batching.hpp);
+//                                            batching rule (include/tenet/func/batching.hpp);
 //                                            vmap(grad(f), ..., batching): per-sample gradients
 //                                            from one batched backward pass
 //
@@ -1513,7 +1513,6 @@ P join_chunks(std::vector<P>& parts) {
 template <int O, class E, class P>
 auto place_batch(const P& r) {
   if constexpr (is_tensor_v<P>) {
-    using T = typename P::value_type;
     using S = tenet::detail::take_extents_t<typename P::shape_type, 1, P::shape_type::rank>;
     constexpr int rs = static_cast<int>(S::rank);
     static_assert(O >= -(rs + 1) && O <= rs, "tenet: func::vmap: out_dims is outside the output's dims");
@@ -1717,7 +1716,7 @@ auto vmap(F f, vmap_options opt = {}) {
 }
 
 /// vmap with batching rules: func::vmap(f[, in_dims<D...>[, out_dims<O>]], func::batching[, opt])
-/// calls f once, on batched values (detail/tenet/func/batching.hpp: each op of f applies its
+/// calls f once, on batched values (include/tenet/func/batching.hpp: each op of f applies its
 /// batching rule), where the plain vmap calls it once per sample. Same results (up to float
 /// reassociation), same in_dims / out_dims / chunk_size / randomness (::different is an error
 /// when f draws: its draws would be shared). Every op f calls on a mapped value needs a rule
