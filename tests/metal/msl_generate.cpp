@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
   // overwriting the max's before every thread read them. The tests expect the emulator to report
   // the race in this generated kernel.
   m::kernel_source control = m::softmax_kernel<1>();
-  const std::string barrier = "  threadgroup_barrier(mem_flags::mem_threadgroup);  // every thread has read part before it is reused\n";
+  const std::string barrier(m::reuse_barrier_line);
   const std::size_t at = control.source.find(barrier);
   if (at == std::string::npos) return std::fprintf(stderr, "msl_generate: the softmax kernel has no reuse barrier to remove\n"), 2;
   control.source.erase(at, barrier.size());
