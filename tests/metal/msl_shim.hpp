@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <climits>
 #include <limits>
 #include <type_traits>
 
@@ -336,6 +337,42 @@ T simd_shuffle_xor(T v, ushort mask) {
         return detail::lane_value(in, lanes, lane, static_cast<std::int64_t>(lane ^ static_cast<std::uint32_t>(m)),
                                   "simd_shuffle_xor", ids);
       });
+}
+
+// ---------------------------------------------------------------------------------------------
+// atomics on device memory: atomic_uint, atomic_int and atomic_float (MSL 3) with relaxed order,
+// the only order MSL gives device atomics. The fibers of the emulator never run at the same time,
+// so each operation is indivisible; the buffer records it for the device race check (an element
+// updated atomically by one thread and accessed plainly by another is a race).
+enum memory_order { memory_order_relaxed };
+struct atomic_uint {
+  uint value;
+};
+struct atomic_int {
+  int value;
+};
+struct atomic_float {
+  float value;
+};
+template <class A>
+using atomic_value_t = decltype(A::value);
+
+template <class A>
+atomic_value_t<A> atomic_load_explicit(emu::buffer_ptr<A> obj, memory_order) {
+  return obj.atomic_element().value;
+}
+template <class A>
+void atomic_store_explicit(emu::buffer_ptr<A> obj, atomic_value_t<A> v, memory_order) {
+  obj.atomic_element().value = v;
+}
+/// The old value; integers wrap modulo 2^32.
+template <class A>
+atomic_value_t<A> atomic_fetch_add_explicit(emu::buffer_ptr<A> obj, atomic_value_t<A> v, memory_order) {
+  A& a = obj.atomic_element();
+  const atomic_value_t<A> old = a.value;
+  if constexpr (std::is_same_v<A, atomic_float>) a.value = old + v;
+  else a.value = static_cast<atomic_value_t<A>>(static_cast<uint>(old) + static_cast<uint>(v));
+  return old;
 }
 
 }  // namespace metal

@@ -114,6 +114,29 @@ namespace {
   out[gid] = v;
 }
 
+// Every thread adds into out[0]: with a plain += (a device memory race between threads, within
+// and across threadgroups), and with an atomic add (no race).
+[[kernel]] void plain_count(tenet_buffer<float> out [[buffer(0)]], TENET_BUILTINS) {
+  (void)gid, (void)tgid, (void)lid, (void)tgsize, (void)lane, (void)sg;
+  out[0] += 1.0f;
+}
+[[kernel]] void atomic_count(tenet_buffer<atomic_float> out [[buffer(0)]], tenet_buffer<atomic_int> n [[buffer(1)]],
+                             TENET_BUILTINS) {
+  (void)tgid, (void)lid, (void)tgsize, (void)lane, (void)sg;
+  atomic_fetch_add_explicit(out, 1.0f, memory_order_relaxed);
+  atomic_fetch_add_explicit(n + (gid % 2), 1, memory_order_relaxed);
+}
+// Thread 0 of each group writes out[tgid]; after a barrier thread 1 of the group reads it (ordered);
+// thread 2 of group 1 reads group 0's element (another threadgroup: a race).
+[[kernel]] void cross_group_read(tenet_buffer<float> out [[buffer(0)]], tenet_buffer<float> seen [[buffer(1)]],
+                                 TENET_BUILTINS) {
+  (void)gid, (void)tgsize, (void)lane, (void)sg;
+  if (lid == 0) out[tgid] = float(tgid) + 1.0f;
+  threadgroup_barrier(mem_flags::mem_device);
+  if (lid == 1) seen[tgid] = out[tgid];
+  if (lid == 2 && tgid == 1) seen[3] = out[0];
+}
+
 template <class T>
 emu::binding buf(std::vector<T>& v) {
   return emu::bind_buffer(v.data(), v.size() * sizeof(T));
@@ -222,4 +245,27 @@ TEST_CASE("emulator: diverged simdgroup operations and bad bindings are reported
   CHECK(b.find("takes 3 bound arguments, 2 were bound") != std::string::npos);
   const std::string t = message_of([&] { emu::launch("unguarded_copy", &unguarded_copy, 1, 2048, {buf(out), buf(in)}); });
   CHECK(t.find("2048 threads per threadgroup") != std::string::npos);
+}
+
+TEST_CASE("emulator: device memory races between threads are reported, atomics and ordered accesses are not", "[metal]") {
+  std::vector<float> out(1, 0.0f);
+  const std::string m = message_of([&] { emu::launch("plain_count", &plain_count, 2, 32, {buf(out)}); });
+  INFO(m);
+  CHECK(m.find("device memory race in kernel 'plain_count', threadgroup 0, thread 1") != std::string::npos);
+  CHECK(m.find("element 0 of device buffer(0), which was written by thread_position_in_grid 0") != std::string::npos);
+
+  std::vector<float> total(1, 0.0f);
+  std::vector<int> n(2, 0);
+  emu::launch("atomic_count", &atomic_count, 3, 64, {buf(total), buf(n)});
+  CHECK(total[0] == 192.0f);
+  CHECK(n == std::vector<int>{96, 96});
+
+  // within a threadgroup a barrier orders a write and a read; across threadgroups nothing does
+  std::vector<float> o(2, 0.0f), seen(4, 0.0f);
+  const std::string c = message_of([&] { emu::launch("cross_group_read", &cross_group_read, 2, 32, {buf(o), buf(seen)}); });
+  INFO(c);
+  CHECK(seen[0] == 1.0f);
+  CHECK(c.find("device memory race in kernel 'cross_group_read', threadgroup 1, thread 2") != std::string::npos);
+  CHECK(c.find("it reads element 0 of device buffer(0), which was written by thread_position_in_grid 0 (threadgroup 0)") !=
+        std::string::npos);
 }
