@@ -9,7 +9,8 @@
 // - threadgroup_barrier releases the threads of a group only when every thread of the group has
 //   arrived; a barrier that some thread of the group never reaches (it returned, or waits at a
 //   simdgroup operation) is reported;
-// - simdgroup operations (simd_sum, simd_max, simd_shuffle, ...) exchange values among the lanes
+// - simdgroup operations (simd_sum, simd_max, simd_shuffle, ..., and the simdgroup_matrix
+//   operations of msl_shim.hpp) exchange values among the lanes
 //   of a simdgroup (32 lanes; the last simdgroup of a group may have fewer): each lane waits
 //   until every lane of its simdgroup has called the same operation; lanes that call different
 //   operations, a lane that returned, or a shuffle from a lane that does not exist are reported;
@@ -60,7 +61,9 @@ struct thread_ids {
   std::uint32_t simdgroup = 0;   // [[simdgroup_index_in_threadgroup]]
 };
 
-enum class simd_kind : std::uint8_t { sum, max, min, shuffle, shuffle_down, shuffle_up, shuffle_xor, broadcast };
+enum class simd_kind : std::uint8_t {
+  sum, max, min, shuffle, shuffle_down, shuffle_up, shuffle_xor, broadcast, matrix_load, matrix_store, matrix_multiply_accumulate
+};
 inline const char* simd_name(simd_kind k) {
   switch (k) {
     case simd_kind::sum: return "simd_sum";
@@ -71,6 +74,9 @@ inline const char* simd_name(simd_kind k) {
     case simd_kind::shuffle_up: return "simd_shuffle_up";
     case simd_kind::shuffle_xor: return "simd_shuffle_xor";
     case simd_kind::broadcast: return "simd_broadcast";
+    case simd_kind::matrix_load: return "simdgroup_load";
+    case simd_kind::matrix_store: return "simdgroup_store";
+    case simd_kind::matrix_multiply_accumulate: return "simdgroup_multiply_accumulate";
   }
   return "?";
 }

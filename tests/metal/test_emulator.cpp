@@ -137,6 +137,34 @@ namespace {
   if (lid == 2 && tgid == 1) seen[3] = out[0];
 }
 
+// One 8 x 8 product on simdgroup matrices: out = a b + c, through threadgroup memory. `lanes`
+// below 32 (threads per threadgroup) or a load that only half the lanes call are errors.
+[[kernel]] void matrix_mad(tenet_buffer<float> out [[buffer(0)]], tenet_buffer<const float> in [[buffer(1)]],
+                           tenet_threadgroup<float> t [[threadgroup(0)]], TENET_BUILTINS) {
+  (void)gid, (void)tgid, (void)lane, (void)sg;
+  for (uint e = lid; e < 3 * 64; e += tgsize) t[e] = in[e];
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  simdgroup_float8x8 a, b, c;
+  simdgroup_load(a, t, 8);
+  simdgroup_load(b, t + 64, 8);
+  simdgroup_load(c, t + 128, 8);
+  simdgroup_multiply_accumulate(c, a, b, c);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  simdgroup_store(c, t, 8);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (uint e = lid; e < 64; e += tgsize) out[e] = t[e];
+}
+[[kernel]] void matrix_half_load(tenet_buffer<float> out [[buffer(0)]], tenet_threadgroup<float> t [[threadgroup(0)]],
+                                 TENET_BUILTINS) {
+  (void)gid, (void)tgid, (void)tgsize, (void)sg;
+  t[lid] = 1.0f;
+  t[lid + 32] = 1.0f;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  simdgroup_float8x8 a = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+  if (lane < 16) simdgroup_load(a, t, 8);
+  out[lid] = a.thread_elements()[0];
+}
+
 template <class T>
 emu::binding buf(std::vector<T>& v) {
   return emu::bind_buffer(v.data(), v.size() * sizeof(T));
@@ -268,4 +296,36 @@ TEST_CASE("emulator: device memory races between threads are reported, atomics a
   CHECK(c.find("device memory race in kernel 'cross_group_read', threadgroup 1, thread 2") != std::string::npos);
   CHECK(c.find("it reads element 0 of device buffer(0), which was written by thread_position_in_grid 0 (threadgroup 0)") !=
         std::string::npos);
+}
+
+TEST_CASE("emulator: simdgroup matrices multiply as 8 x 8 matrices held across the lanes", "[metal]") {
+  std::vector<float> in(3 * 64);
+  for (int i = 0; i < 64; ++i) {
+    in[static_cast<std::size_t>(i)] = static_cast<float>(i % 7 - 3);          // a
+    in[static_cast<std::size_t>(64 + i)] = static_cast<float>((i * 5) % 9 - 4);  // b
+    in[static_cast<std::size_t>(128 + i)] = static_cast<float>(i);               // c
+  }
+  std::vector<float> want(64);
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 8; ++c) {
+      float s = in[static_cast<std::size_t>(128 + r * 8 + c)];
+      for (int k = 0; k < 8; ++k) s += in[static_cast<std::size_t>(r * 8 + k)] * in[static_cast<std::size_t>(64 + k * 8 + c)];
+      want[static_cast<std::size_t>(r * 8 + c)] = s;
+    }
+  std::vector<float> out(64, -1.0f);
+  emu::launch("matrix_mad", &matrix_mad, 1, 32, {buf(out), buf(in), emu::bind_threadgroup(3 * 64 * sizeof(float))});
+  CHECK(out == want);  // small integers: exact
+
+  const std::string p = message_of(
+      [&] { emu::launch("matrix_mad", &matrix_mad, 1, 16, {buf(out), buf(in), emu::bind_threadgroup(3 * 64 * sizeof(float))}); });
+  INFO(p);
+  CHECK(p.find("on a simdgroup of 16 lanes: it needs all 32") != std::string::npos);
+
+  std::vector<float> o(32);
+  const std::string d = message_of(
+      [&] { emu::launch("matrix_half_load", &matrix_half_load, 1, 32, {buf(o), emu::bind_threadgroup(64 * sizeof(float))}); });
+  INFO(d);
+  CHECK(d.find("kernel 'matrix_half_load', threadgroup 0 (32 threads) cannot go on: a simdgroup operation is not reached by every "
+               "lane") != std::string::npos);
+  CHECK(d.find("wait at simdgroup_load") != std::string::npos);
 }
