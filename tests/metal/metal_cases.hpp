@@ -6,6 +6,7 @@
 // the CPU evaluates the expression itself (its native composites included).
 #include <tenet/tenet.hpp>
 #include <tenet/backend/metal/msl_pointwise.hpp>
+#include <tenet/backend/metal/msl_gemm.hpp>
 #include <tenet/backend/metal/msl_indexing.hpp>
 #include <tenet/backend/metal/msl_rows.hpp>
 #include <tenet/backend/metal/msl_scan.hpp>
@@ -241,6 +242,17 @@ inline std::vector<const tenet::detail::metal::kernel_source*> scan_index_kernel
           &m::scatter_kernel<p::scatter_op::sum, 2, i32>(), &m::scatter_kernel<p::scatter_op::prod, 2, i32>(),
           &m::scatter_kernel<p::scatter_op::mean, 2, i32>(),
           &m::scatter_add_atomic_kernel<2, float>(), &m::scatter_add_atomic_kernel<2, i32>()};
+}
+
+/// The GEMM kernels generated and run by test_metal_gemm.cpp: every epilogue on float32; no
+/// epilogue and bias + tanh-GELU on float16; none and bias + relu on bfloat16.
+inline std::vector<const tenet::detail::metal::kernel_source*> gemm_kernels() {
+  namespace m = tenet::detail::metal;
+  using e = m::gemm_epilogue;
+  return {&m::gemm_kernel<float>(), &m::gemm_kernel<float, e::bias>(), &m::gemm_kernel<float, e::bias_relu>(),
+          &m::gemm_kernel<float, e::bias_gelu_tanh>(), &m::gemm_kernel<tenet::float16>(),
+          &m::gemm_kernel<tenet::float16, e::bias_gelu_tanh>(), &m::gemm_kernel<tenet::bfloat16>(),
+          &m::gemm_kernel<tenet::bfloat16, e::bias_relu>()};
 }
 
 /// The pointwise kernel of case C on operands A...

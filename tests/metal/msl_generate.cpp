@@ -39,7 +39,7 @@ bool write_if_changed(const std::string& path, const std::string& text) {
 }
 
 /// The golden cases: a broadcast add, sigmoid (a shared subtree), a fused tree with a scalar, the
-/// sum over the last dim, softmax, cumsum, gather and scatter_add.
+/// sum over the last dim, softmax, cumsum, gather, scatter_add and the GEMM with its epilogue.
 std::map<std::string, const m::kernel_source*> golden() {
   return {{"pointwise_add_broadcast", &c::pointwise_kernel_of<c::add, c::operand, c::row_operand>()},
           {"pointwise_sigmoid", &c::pointwise_kernel_of<c::sigmoid, c::operand>()},
@@ -48,7 +48,8 @@ std::map<std::string, const m::kernel_source*> golden() {
           {"softmax_last_dim", &m::softmax_kernel<1>()},
           {"cumsum_rank2", &m::scan_kernel<tenet::prim::sum_kind, 2>()},
           {"gather_rank2", &m::gather_kernel<2, float>()},
-          {"scatter_add_rank2", &m::scatter_kernel<tenet::prim::scatter_op::sum, 2, float>()}};
+          {"scatter_add_rank2", &m::scatter_kernel<tenet::prim::scatter_op::sum, 2, float>()},
+          {"gemm_bias_gelu_tanh", &m::gemm_kernel<float, m::gemm_epilogue::bias_gelu_tanh>()}};
 }
 
 int check_golden(const std::string& dir, bool update) {
@@ -139,7 +140,9 @@ int main(int argc, char** argv) {
     }
     return write_if_changed(dir + "/kernels" + suffix + ".inc", includes) && write_if_changed(dir + "/registry" + suffix + ".inc", registry);
   };
-  if (!write_set(kernels, "") || !write_set(scan_index, "_scan_index")) return std::fprintf(stderr, "cannot write in %s\n", dir.c_str()), 2;
-  std::printf("msl_generate: %zu kernels in %s\n", kernels.size() + scan_index.size(), dir.c_str());
+  std::map<std::string, const m::kernel_source*> gemm;
+  for (const auto* k : c::gemm_kernels()) gemm[k->name] = k;
+  if (!write_set(kernels, "") || !write_set(scan_index, "_scan_index") || !write_set(gemm, "_gemm")) return std::fprintf(stderr, "cannot write in %s\n", dir.c_str()), 2;
+  std::printf("msl_generate: %zu kernels in %s\n", kernels.size() + scan_index.size() + gemm.size(), dir.c_str());
   return 0;
 }
