@@ -9,11 +9,17 @@
 // - threadgroup_barrier releases the threads of a group only when every thread of the group has
 //   arrived; a barrier that some thread of the group never reaches (it returned, or waits at a
 //   simdgroup operation) is reported;
-// - simdgroup operations (simd_sum, simd_max, simd_shuffle, ...) exchange values among the lanes
+// - simdgroup operations (simd_sum, simd_max, simd_shuffle, ..., and the simdgroup_matrix
+//   operations of msl_shim.hpp) exchange values among the lanes
 //   of a simdgroup (32 lanes; the last simdgroup of a group may have fewer): each lane waits
 //   until every lane of its simdgroup has called the same operation; lanes that call different
 //   operations, a lane that returned, or a shuffle from a lane that does not exist are reported;
 // - device buffers are bound as `buffer_ptr<T>`: every access is checked against the bound size;
+//   on a buffer the kernel may write (not `const`), a write by one thread and a read or write of the
+//   same element by another that no barrier of a common threadgroup orders (threads of different
+//   threadgroups never synchronize within a dispatch) is reported as a device memory race, and so
+//   is an element both accessed atomically (atomic_fetch_add_explicit ...) and plainly by
+//   different threads; atomic accesses among themselves never race;
 // - threadgroup memory is bound as `threadgroup_ptr<T>`: every access is checked against its
 //   size, and a write by one thread and a read or write by another of the same element between
 //   the same two barriers (a data race on the GPU) is reported, and so is a read of an element no
@@ -33,6 +39,7 @@
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -54,7 +61,9 @@ struct thread_ids {
   std::uint32_t simdgroup = 0;   // [[simdgroup_index_in_threadgroup]]
 };
 
-enum class simd_kind : std::uint8_t { sum, max, min, shuffle, shuffle_down, shuffle_up, shuffle_xor, broadcast };
+enum class simd_kind : std::uint8_t {
+  sum, max, min, shuffle, shuffle_down, shuffle_up, shuffle_xor, broadcast, matrix_load, matrix_store, matrix_multiply_accumulate
+};
 inline const char* simd_name(simd_kind k) {
   switch (k) {
     case simd_kind::sum: return "simd_sum";
@@ -65,6 +74,9 @@ inline const char* simd_name(simd_kind k) {
     case simd_kind::shuffle_up: return "simd_shuffle_up";
     case simd_kind::shuffle_xor: return "simd_shuffle_xor";
     case simd_kind::broadcast: return "simd_broadcast";
+    case simd_kind::matrix_load: return "simdgroup_load";
+    case simd_kind::matrix_store: return "simdgroup_store";
+    case simd_kind::matrix_multiply_accumulate: return "simdgroup_multiply_accumulate";
   }
   return "?";
 }
@@ -98,6 +110,18 @@ struct current_state {
   thread_ids ids;
 };
 inline thread_local current_state current{};
+
+/// Shadow state of one element of a writable device buffer for the race check, per dispatch: its
+/// last plain writer, its plain reader(s) and whether some thread accessed it atomically.
+struct device_cell {
+  std::int64_t writer = -1, write_group = -1;  // thread_position_in_grid, threadgroup
+  std::uint64_t write_epoch = 0;
+  std::int64_t reader = -1, read_group = -1;  // reader -2: several threads; read_group -2: several groups
+  std::uint64_t read_epoch = 0;               // the latest read's
+  std::int64_t atomic_user = -1;              // -2: several threads
+};
+/// The device race check's shadow of the dispatch in progress (cleared by dispatch()).
+inline thread_local std::unordered_map<const void*, device_cell> device_shadow{};
 
 inline std::string thread_where() {
   const auto& c = current;
@@ -300,6 +324,13 @@ inline group_run& current_group(const char* what) {
   return *current.group;
 }
 
+/// Whether an access by the current thread is ordered after one by `thread` of `group` in
+/// barrier epoch `epoch`: the same thread, or the same threadgroup and a barrier between.
+inline bool device_ordered(std::int64_t thread, std::int64_t group, std::uint64_t epoch) {
+  return thread == static_cast<std::int64_t>(current.ids.grid) ||
+         (group == static_cast<std::int64_t>(current.ids.group) && epoch < current_group("a device memory access").epoch());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Checked buffers.
 
@@ -320,8 +351,12 @@ class buffer_ptr {
     return buffer_ptr<const T>(base_, count_, slot_, offset_);
   }
 
-  T& operator[](std::int64_t i) const { return *checked(offset_ + i); }
-  T& operator*() const { return *checked(offset_); }
+  /// A const buffer's element is a plain reference; a writable buffer's is a device_ref, which
+  /// records each read and write for the race check.
+  decltype(auto) operator[](std::int64_t i) const { return at(offset_ + i); }
+  decltype(auto) operator*() const { return at(offset_); }
+  /// The element an atomic operation works on (atomic_fetch_add_explicit ...): checked, recorded.
+  T& atomic_element() const;
   buffer_ptr operator+(std::int64_t d) const { return buffer_ptr(base_, count_, slot_, offset_ + d); }
   buffer_ptr operator-(std::int64_t d) const { return buffer_ptr(base_, count_, slot_, offset_ - d); }
   buffer_ptr& operator+=(std::int64_t d) {
@@ -333,6 +368,7 @@ class buffer_ptr {
  private:
   template <class U>
   friend class buffer_ptr;
+  decltype(auto) at(std::int64_t i) const;
   T* checked(std::int64_t i) const {
     if (i < 0 || static_cast<std::uint64_t>(i) >= count_)
       fail("out-of-bounds access to device buffer(" + std::to_string(slot_) + ") in " + thread_where() + ": element " +
@@ -345,6 +381,73 @@ class buffer_ptr {
   int slot_ = 0;
   std::ptrdiff_t offset_ = 0;
 };
+
+[[noreturn]] inline void device_race(const std::string& what, std::int64_t other, std::int64_t other_group) {
+  const std::string who = other == -2 ? std::string("several threads") : "thread_position_in_grid " + std::to_string(other) +
+                          (other_group >= 0 ? " (threadgroup " + std::to_string(other_group) + ")" : std::string());
+  fail("device memory race in " + thread_where() + ": " + what + " " + who +
+       " with nothing ordering the two (threads of different threadgroups do not synchronize within a dispatch)");
+}
+/// One element of a writable device buffer: reads and writes are recorded for the race check.
+template <class T>
+class device_ref {
+ public:
+  device_ref(T* p, int slot, std::int64_t i) : p_(p), slot_(slot), i_(i) {}
+  operator T() const {
+    device_cell& c = device_shadow[p_];
+    const auto me = static_cast<std::int64_t>(current.ids.grid), group = static_cast<std::int64_t>(current.ids.group);
+    const std::uint64_t e = epoch();
+    if (c.writer >= 0 && !device_ordered(c.writer, c.write_group, c.write_epoch))
+      device_race("it reads " + element() + ", which was written by", c.writer, c.write_group);
+    if (c.atomic_user != -1 && c.atomic_user != me) device_race("it reads " + element() + ", which was updated atomically by", c.atomic_user, -1);
+    if (c.reader == -1) c.reader = me, c.read_group = group;
+    else if (c.reader != me) c.reader = -2, c.read_group = c.read_group == group ? group : -2;
+    c.read_epoch = e;
+    return *p_;
+  }
+  device_ref& operator=(const T& v) {
+    device_cell& c = device_shadow[p_];
+    const auto me = static_cast<std::int64_t>(current.ids.grid), group = static_cast<std::int64_t>(current.ids.group);
+    if (c.writer >= 0 && !device_ordered(c.writer, c.write_group, c.write_epoch))
+      device_race("it writes " + element() + ", which was written by", c.writer, c.write_group);
+    if (c.reader != -1 && c.reader != me && !(c.read_group == group && c.read_epoch < epoch()))
+      device_race("it writes " + element() + ", which was read by", c.reader, c.read_group);
+    if (c.atomic_user != -1 && c.atomic_user != me) device_race("it writes " + element() + ", which was updated atomically by", c.atomic_user, -1);
+    c.writer = me, c.write_group = group, c.write_epoch = epoch();
+    *p_ = v;
+    return *this;
+  }
+  device_ref& operator=(const device_ref& o) { return *this = static_cast<T>(o); }
+  device_ref& operator+=(const T& v) { return *this = static_cast<T>(*this) + v; }
+  device_ref& operator-=(const T& v) { return *this = static_cast<T>(*this) - v; }
+  device_ref& operator*=(const T& v) { return *this = static_cast<T>(*this) * v; }
+
+ private:
+  static std::uint64_t epoch() { return current_group("a device memory access").epoch(); }
+  std::string element() const { return "element " + std::to_string(i_) + " of device buffer(" + std::to_string(slot_) + ")"; }
+  T* p_;
+  int slot_;
+  std::int64_t i_;
+};
+
+template <class T>
+decltype(auto) buffer_ptr<T>::at(std::int64_t i) const {
+  if constexpr (std::is_const_v<T>) return static_cast<T&>(*checked(i));
+  else return device_ref<T>(checked(i), slot_, i);
+}
+
+template <class T>
+T& buffer_ptr<T>::atomic_element() const {
+  T* p = checked(offset_);
+  device_cell& c = device_shadow[p];
+  const auto me = static_cast<std::int64_t>(current.ids.grid);
+  const std::string element = "element " + std::to_string(offset_) + " of device buffer(" + std::to_string(slot_) + ")";
+  if (c.writer >= 0 && c.writer != me) device_race("it updates atomically " + element + ", which was written plainly by", c.writer, c.write_group);
+  if (c.reader != -1 && c.reader != me) device_race("it updates atomically " + element + ", which was read plainly by", c.reader, c.read_group);
+  if (c.atomic_user == -1) c.atomic_user = me;
+  else if (c.atomic_user != me) c.atomic_user = -2;
+  return *p;
+}
 
 /// A reference to one element of threadgroup memory: reads and writes are recorded for the race
 /// check.
@@ -452,7 +555,9 @@ void dispatch(std::string_view kernel, std::uint32_t groups, std::uint32_t threa
     g.blocks().push_back(std::move(b));
   }
   current.kernel = kernel;
+  device_shadow.clear();
   for (std::uint32_t gi = 0; gi < groups; ++gi) g.run(gi, groups, body);
+  device_shadow.clear();
 }
 
 /// Threadgroup memory slot k of the current threadgroup, as T.

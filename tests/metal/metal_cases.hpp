@@ -6,7 +6,10 @@
 // the CPU evaluates the expression itself (its native composites included).
 #include <tenet/tenet.hpp>
 #include <tenet/backend/metal/msl_pointwise.hpp>
+#include <tenet/backend/metal/msl_gemm.hpp>
+#include <tenet/backend/metal/msl_indexing.hpp>
 #include <tenet/backend/metal/msl_rows.hpp>
+#include <tenet/backend/metal/msl_scan.hpp>
 
 #include <tuple>
 #include <vector>
@@ -206,6 +209,50 @@ inline std::vector<const tenet::detail::metal::kernel_source*> row_kernels() {
           &m::softmax_kernel<1, false, tenet::float16>(), &m::layer_norm_kernel<1, false, tenet::float16>(),
           &m::reduce_kernel<m::row_reduction::sum, 1, 1, tenet::bfloat16>(), &m::reduce_kernel<m::row_reduction::amax, 1, 1, tenet::bfloat16>(),
           &m::softmax_kernel<1, false, tenet::bfloat16>(), &m::layer_norm_kernel<1, false, tenet::bfloat16>()};
+}
+
+/// The scan and indexing kernels generated and run by test_metal_scan_index.cpp (a translation unit
+/// of their own): cumsum, cumprod, logcumsumexp, cummax and cummin's values on float32 rank-2 views
+/// (cumsum also rank 1 and 3); cumsum, cumprod and logcumsumexp on float16 and bfloat16; cumsum,
+/// cumprod and cummax on int32; gather on float32 (int64 and int32 indices, rank 2 and 3),
+/// float16, bfloat16 and int32; scatter with every combining op on float32, sum and amax on
+/// float16, sum and mean on bfloat16, sum, prod and mean on int32; scatter_add with atomics on
+/// float32 and int32.
+inline std::vector<const tenet::detail::metal::kernel_source*> scan_index_kernels() {
+  namespace m = tenet::detail::metal;
+  namespace p = tenet::prim;
+  using tenet::bfloat16;
+  using tenet::float16;
+  using i32 = std::int32_t;
+  using i64 = std::int64_t;
+  return {&m::scan_kernel<p::sum_kind, 1>(), &m::scan_kernel<p::sum_kind, 2>(), &m::scan_kernel<p::sum_kind, 3>(),
+          &m::scan_kernel<p::prod_kind, 2>(), &m::scan_kernel<p::logaddexp_kind, 2>(), &m::scan_kernel<p::amax_kind, 2>(),
+          &m::scan_kernel<p::amin_kind, 2>(),
+          &m::scan_kernel<p::sum_kind, 2, float16>(), &m::scan_kernel<p::prod_kind, 2, float16>(),
+          &m::scan_kernel<p::logaddexp_kind, 2, float16>(), &m::scan_kernel<p::sum_kind, 2, bfloat16>(),
+          &m::scan_kernel<p::prod_kind, 2, bfloat16>(), &m::scan_kernel<p::logaddexp_kind, 2, bfloat16>(),
+          &m::scan_kernel<p::sum_kind, 2, i32>(), &m::scan_kernel<p::prod_kind, 2, i32>(), &m::scan_kernel<p::amax_kind, 2, i32>(),
+          &m::gather_kernel<2, float, i64>(), &m::gather_kernel<2, float, i32>(), &m::gather_kernel<3, float, i64>(),
+          &m::gather_kernel<2, float16, i64>(), &m::gather_kernel<2, bfloat16, i64>(), &m::gather_kernel<2, i32, i64>(),
+          &m::scatter_kernel<p::scatter_op::replace, 2, float>(), &m::scatter_kernel<p::scatter_op::sum, 2, float>(),
+          &m::scatter_kernel<p::scatter_op::prod, 2, float>(), &m::scatter_kernel<p::scatter_op::mean, 2, float>(),
+          &m::scatter_kernel<p::scatter_op::amax, 2, float>(), &m::scatter_kernel<p::scatter_op::amin, 2, float>(),
+          &m::scatter_kernel<p::scatter_op::sum, 2, float16>(), &m::scatter_kernel<p::scatter_op::amax, 2, float16>(),
+          &m::scatter_kernel<p::scatter_op::sum, 2, bfloat16>(), &m::scatter_kernel<p::scatter_op::mean, 2, bfloat16>(),
+          &m::scatter_kernel<p::scatter_op::sum, 2, i32>(), &m::scatter_kernel<p::scatter_op::prod, 2, i32>(),
+          &m::scatter_kernel<p::scatter_op::mean, 2, i32>(),
+          &m::scatter_add_atomic_kernel<2, float>(), &m::scatter_add_atomic_kernel<2, i32>()};
+}
+
+/// The GEMM kernels generated and run by test_metal_gemm.cpp: every epilogue on float32; no
+/// epilogue and bias + tanh-GELU on float16; none and bias + relu on bfloat16.
+inline std::vector<const tenet::detail::metal::kernel_source*> gemm_kernels() {
+  namespace m = tenet::detail::metal;
+  using e = m::gemm_epilogue;
+  return {&m::gemm_kernel<float>(), &m::gemm_kernel<float, e::bias>(), &m::gemm_kernel<float, e::bias_relu>(),
+          &m::gemm_kernel<float, e::bias_gelu_tanh>(), &m::gemm_kernel<tenet::float16>(),
+          &m::gemm_kernel<tenet::float16, e::bias_gelu_tanh>(), &m::gemm_kernel<tenet::bfloat16>(),
+          &m::gemm_kernel<tenet::bfloat16, e::bias_relu>()};
 }
 
 /// The pointwise kernel of case C on operands A...

@@ -39,13 +39,17 @@ bool write_if_changed(const std::string& path, const std::string& text) {
 }
 
 /// The golden cases: a broadcast add, sigmoid (a shared subtree), a fused tree with a scalar, the
-/// sum over the last dim and softmax.
+/// sum over the last dim, softmax, cumsum, gather, scatter_add and the GEMM with its epilogue.
 std::map<std::string, const m::kernel_source*> golden() {
   return {{"pointwise_add_broadcast", &c::pointwise_kernel_of<c::add, c::operand, c::row_operand>()},
           {"pointwise_sigmoid", &c::pointwise_kernel_of<c::sigmoid, c::operand>()},
           {"pointwise_scaled_exp_plus", &c::pointwise_kernel_of<c::scaled_exp_plus, c::operand>()},
           {"sum_last_dim", &m::reduce_kernel<m::row_reduction::sum, 1, 1>()},
-          {"softmax_last_dim", &m::softmax_kernel<1>()}};
+          {"softmax_last_dim", &m::softmax_kernel<1>()},
+          {"cumsum_rank2", &m::scan_kernel<tenet::prim::sum_kind, 2>()},
+          {"gather_rank2", &m::gather_kernel<2, float>()},
+          {"scatter_add_rank2", &m::scatter_kernel<tenet::prim::scatter_op::sum, 2, float>()},
+          {"gemm_bias_gelu_tanh", &m::gemm_kernel<float, m::gemm_epilogue::bias_gelu_tanh>()}};
 }
 
 int check_golden(const std::string& dir, bool update) {
@@ -98,7 +102,7 @@ int main(int argc, char** argv) {
   // overwriting the max's before every thread read them. The tests expect the emulator to report
   // the race in this generated kernel.
   m::kernel_source control = m::softmax_kernel<1>();
-  const std::string barrier = "  threadgroup_barrier(mem_flags::mem_threadgroup);  // every thread has read part before it is reused\n";
+  const std::string barrier(m::reuse_barrier_line);
   const std::size_t at = control.source.find(barrier);
   if (at == std::string::npos) return std::fprintf(stderr, "msl_generate: the softmax kernel has no reuse barrier to remove\n"), 2;
   control.source.erase(at, barrier.size());
@@ -106,13 +110,39 @@ int main(int argc, char** argv) {
     control.source.replace(pos, control.name.size(), "control_softmax_without_reuse_barrier");
   control.name = "control_softmax_without_reuse_barrier";
   kernels[control.name] = &control;
-  std::string includes, registry;
-  for (const auto& [name, k] : kernels) {
-    if (!write_if_changed(dir + "/" + name + ".metal", k->source)) return std::fprintf(stderr, "cannot write %s\n", dir.c_str()), 2;
-    includes += "#include \"" + name + ".metal\"\n";
-    registry += "TENET_METAL_KERNEL(" + name + ")\n";
+  // The scan and indexing kernels, for test_metal_scan_index.cpp, and their negative control:
+  // scatter_add by a thread per index element with a plain += instead of the atomic add. The
+  // tests expect the emulator to report the device memory race where two threads add at one
+  // position.
+  std::map<std::string, const m::kernel_source*> scan_index;
+  for (const auto* k : c::scan_index_kernels()) scan_index[k->name] = k;
+  m::kernel_source plain = m::scatter_add_atomic_kernel<2, float>();
+  const std::pair<std::string, std::string> edits[] = {
+      {"tenet_buffer<atomic_float> out", "tenet_buffer<float> out"},
+      {"atomic_fetch_add_explicit(out + (", "out[("},
+      {"), src[so], memory_order_relaxed);", ")] += src[so];"}};
+  for (const auto& [from, to] : edits) {
+    const std::size_t at = plain.source.find(from);
+    if (at == std::string::npos) return std::fprintf(stderr, "msl_generate: the atomic scatter_add kernel has no '%s'\n", from.c_str()), 2;
+    plain.source.replace(at, from.size(), to);
   }
-  if (!write_if_changed(dir + "/kernels.inc", includes) || !write_if_changed(dir + "/registry.inc", registry)) return 2;
-  std::printf("msl_generate: %zu kernels in %s\n", kernels.size(), dir.c_str());
+  for (std::size_t pos; (pos = plain.source.find(plain.name)) != std::string::npos;)
+    plain.source.replace(pos, plain.name.size(), "control_scatter_add_without_atomics");
+  plain.name = "control_scatter_add_without_atomics";
+  scan_index[plain.name] = &plain;
+
+  const auto write_set = [&](const std::map<std::string, const m::kernel_source*>& set, const std::string& suffix) {
+    std::string includes, registry;
+    for (const auto& [name, k] : set) {
+      if (!write_if_changed(dir + "/" + name + ".metal", k->source)) return false;
+      includes += "#include \"" + name + ".metal\"\n";
+      registry += "TENET_METAL_KERNEL(" + name + ")\n";
+    }
+    return write_if_changed(dir + "/kernels" + suffix + ".inc", includes) && write_if_changed(dir + "/registry" + suffix + ".inc", registry);
+  };
+  std::map<std::string, const m::kernel_source*> gemm;
+  for (const auto* k : c::gemm_kernels()) gemm[k->name] = k;
+  if (!write_set(kernels, "") || !write_set(scan_index, "_scan_index") || !write_set(gemm, "_gemm")) return std::fprintf(stderr, "cannot write in %s\n", dir.c_str()), 2;
+  std::printf("msl_generate: %zu kernels in %s\n", kernels.size() + scan_index.size() + gemm.size(), dir.c_str());
   return 0;
 }

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <climits>
 #include <limits>
 #include <type_traits>
 
@@ -336,6 +337,135 @@ T simd_shuffle_xor(T v, ushort mask) {
         return detail::lane_value(in, lanes, lane, static_cast<std::int64_t>(lane ^ static_cast<std::uint32_t>(m)),
                                   "simd_shuffle_xor", ids);
       });
+}
+
+// ---------------------------------------------------------------------------------------------
+// simdgroup matrices (simdgroup_float8x8): an 8 x 8 matrix held by the 32 lanes of a simdgroup,
+// two elements a lane, as on Apple GPUs: lane l holds row ((l / 4) & 4) + (l / 2) % 4, columns
+// ((l / 4) & 2) * 2 + (l % 2) * 2 and the next (the layout MLX's steel kernels rely on).
+// A lane's object holds only its two elements (thread_elements()), so every operation is
+// cooperative: simdgroup_load and simdgroup_store have each lane read or write its own two
+// elements of threadgroup memory (race-checked per lane) after all 32 lanes arrived, and
+// simdgroup_multiply_accumulate gathers every lane's elements of A, B and C, computes
+// D = A B + C in float (k in order) and hands each lane its two elements of D. They need a
+// full simdgroup and uniform control flow, as on the GPU; a lane that does not arrive is a stall
+// the emulator reports.
+template <class T, int Rows, int Cols>
+struct simdgroup_matrix {
+  static_assert(Rows == 8 && Cols == 8 && std::is_same_v<T, float>, "the shim models simdgroup_float8x8 only");
+  T e[2]{};
+  T* thread_elements() { return e; }
+};
+using simdgroup_float8x8 = simdgroup_matrix<float, 8, 8>;
+
+namespace detail {
+inline uint matrix_row(uint lane) { return ((lane / 4) & 4u) + (lane / 2) % 4; }
+inline uint matrix_col(uint lane) { return ((lane / 4) & 2u) * 2 + (lane % 2) * 2; }
+/// Waits for the simdgroup's 32 lanes at a simdgroup_matrix operation of kind k.
+inline void matrix_rendezvous(emu::simd_kind k) {
+  struct none {
+    char c = 0;
+  };
+  emu::current_group(emu::simd_name(k)).simd_exchange(
+      k, none{}, 0, "simdgroup_float8x8", [](const none*, std::uint32_t lanes, std::uint32_t, std::int64_t, const emu::thread_ids&) {
+        if (lanes != emu::simd_width)
+          emu::fail("simdgroup_matrix operation in kernel '" + std::string(emu::current.kernel) + "' on a simdgroup of " +
+                    std::to_string(lanes) + " lanes: it needs all 32 (threads per threadgroup a multiple of 32)");
+        return none{};
+      });
+}
+}  // namespace detail
+
+template <class T, int Rows, int Cols>
+simdgroup_matrix<T, Rows, Cols> make_filled_simdgroup_matrix(T v) {
+  simdgroup_matrix<T, Rows, Cols> m;
+  m.e[0] = m.e[1] = v;
+  return m;
+}
+/// d = the 8 x 8 matrix at src, rows `elements_per_row` apart.
+inline void simdgroup_load(simdgroup_float8x8& d, emu::threadgroup_ptr<float> src, ulong elements_per_row = 8) {
+  detail::matrix_rendezvous(emu::simd_kind::matrix_load);
+  const uint lane = emu::current.ids.lane, r = detail::matrix_row(lane), c = detail::matrix_col(lane);
+  const auto at = static_cast<std::int64_t>(r * elements_per_row + c);
+  d.e[0] = src[at];
+  d.e[1] = src[at + 1];
+}
+/// The 8 x 8 matrix a to dst, rows `elements_per_row` apart.
+inline void simdgroup_store(const simdgroup_float8x8& a, emu::threadgroup_ptr<float> dst, ulong elements_per_row = 8) {
+  detail::matrix_rendezvous(emu::simd_kind::matrix_store);
+  const uint lane = emu::current.ids.lane, r = detail::matrix_row(lane), c = detail::matrix_col(lane);
+  const auto at = static_cast<std::int64_t>(r * elements_per_row + c);
+  dst[at] = a.e[0];
+  dst[at + 1] = a.e[1];
+}
+/// d = a b + c.
+inline void simdgroup_multiply_accumulate(simdgroup_float8x8& d, const simdgroup_float8x8& a, const simdgroup_float8x8& b,
+                                          const simdgroup_float8x8& c) {
+  struct lane_parts {
+    float a[2], b[2], c[2];
+  };
+  const lane_parts mine{{a.e[0], a.e[1]}, {b.e[0], b.e[1]}, {c.e[0], c.e[1]}};
+  const lane_parts r = emu::current_group("simdgroup_multiply_accumulate")
+                           .simd_exchange(emu::simd_kind::matrix_multiply_accumulate, mine, 0, "simdgroup_float8x8",
+                                          [](const lane_parts* in, std::uint32_t lanes, std::uint32_t lane, std::int64_t,
+                                             const emu::thread_ids&) {
+                                            if (lanes != emu::simd_width)
+                                              emu::fail("simdgroup_multiply_accumulate in kernel '" + std::string(emu::current.kernel) +
+                                                        "' on a simdgroup of " + std::to_string(lanes) + " lanes: it needs all 32");
+                                            float A[8][8], B[8][8], C[8][8];
+                                            for (uint l = 0; l < emu::simd_width; ++l)
+                                              for (uint j = 0; j < 2; ++j) {
+                                                const uint row = detail::matrix_row(l), col = detail::matrix_col(l) + j;
+                                                A[row][col] = in[l].a[j], B[row][col] = in[l].b[j], C[row][col] = in[l].c[j];
+                                              }
+                                            lane_parts out{};
+                                            const uint row = detail::matrix_row(lane);
+                                            for (uint j = 0; j < 2; ++j) {
+                                              const uint col = detail::matrix_col(lane) + j;
+                                              float s = C[row][col];
+                                              for (uint k = 0; k < 8; ++k) s += A[row][k] * B[k][col];
+                                              out.a[j] = s;
+                                            }
+                                            return out;
+                                          });
+  d.e[0] = r.a[0];
+  d.e[1] = r.a[1];
+}
+
+// ---------------------------------------------------------------------------------------------
+// atomics on device memory: atomic_uint, atomic_int and atomic_float (MSL 3) with relaxed order,
+// the only order MSL gives device atomics. The fibers of the emulator never run at the same time,
+// so each operation is indivisible; the buffer records it for the device race check (an element
+// updated atomically by one thread and accessed plainly by another is a race).
+enum memory_order { memory_order_relaxed };
+struct atomic_uint {
+  uint value;
+};
+struct atomic_int {
+  int value;
+};
+struct atomic_float {
+  float value;
+};
+template <class A>
+using atomic_value_t = decltype(A::value);
+
+template <class A>
+atomic_value_t<A> atomic_load_explicit(emu::buffer_ptr<A> obj, memory_order) {
+  return obj.atomic_element().value;
+}
+template <class A>
+void atomic_store_explicit(emu::buffer_ptr<A> obj, atomic_value_t<A> v, memory_order) {
+  obj.atomic_element().value = v;
+}
+/// The old value; integers wrap modulo 2^32.
+template <class A>
+atomic_value_t<A> atomic_fetch_add_explicit(emu::buffer_ptr<A> obj, atomic_value_t<A> v, memory_order) {
+  A& a = obj.atomic_element();
+  const atomic_value_t<A> old = a.value;
+  if constexpr (std::is_same_v<A, atomic_float>) a.value = old + v;
+  else a.value = static_cast<atomic_value_t<A>>(static_cast<uint>(old) + static_cast<uint>(v));
+  return old;
 }
 
 }  // namespace metal

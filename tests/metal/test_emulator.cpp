@@ -114,6 +114,57 @@ namespace {
   out[gid] = v;
 }
 
+// Every thread adds into out[0]: with a plain += (a device memory race between threads, within
+// and across threadgroups), and with an atomic add (no race).
+[[kernel]] void plain_count(tenet_buffer<float> out [[buffer(0)]], TENET_BUILTINS) {
+  (void)gid, (void)tgid, (void)lid, (void)tgsize, (void)lane, (void)sg;
+  out[0] += 1.0f;
+}
+[[kernel]] void atomic_count(tenet_buffer<atomic_float> out [[buffer(0)]], tenet_buffer<atomic_int> n [[buffer(1)]],
+                             TENET_BUILTINS) {
+  (void)tgid, (void)lid, (void)tgsize, (void)lane, (void)sg;
+  atomic_fetch_add_explicit(out, 1.0f, memory_order_relaxed);
+  atomic_fetch_add_explicit(n + (gid % 2), 1, memory_order_relaxed);
+}
+// Thread 0 of each group writes out[tgid]; after a barrier thread 1 of the group reads it (ordered);
+// thread 2 of group 1 reads group 0's element (another threadgroup: a race).
+[[kernel]] void cross_group_read(tenet_buffer<float> out [[buffer(0)]], tenet_buffer<float> seen [[buffer(1)]],
+                                 TENET_BUILTINS) {
+  (void)gid, (void)tgsize, (void)lane, (void)sg;
+  if (lid == 0) out[tgid] = float(tgid) + 1.0f;
+  threadgroup_barrier(mem_flags::mem_device);
+  if (lid == 1) seen[tgid] = out[tgid];
+  if (lid == 2 && tgid == 1) seen[3] = out[0];
+}
+
+// One 8 x 8 product on simdgroup matrices: out = a b + c, through threadgroup memory. `lanes`
+// below 32 (threads per threadgroup) or a load that only half the lanes call are errors.
+[[kernel]] void matrix_mad(tenet_buffer<float> out [[buffer(0)]], tenet_buffer<const float> in [[buffer(1)]],
+                           tenet_threadgroup<float> t [[threadgroup(0)]], TENET_BUILTINS) {
+  (void)gid, (void)tgid, (void)lane, (void)sg;
+  for (uint e = lid; e < 3 * 64; e += tgsize) t[e] = in[e];
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  simdgroup_float8x8 a, b, c;
+  simdgroup_load(a, t, 8);
+  simdgroup_load(b, t + 64, 8);
+  simdgroup_load(c, t + 128, 8);
+  simdgroup_multiply_accumulate(c, a, b, c);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  simdgroup_store(c, t, 8);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (uint e = lid; e < 64; e += tgsize) out[e] = t[e];
+}
+[[kernel]] void matrix_half_load(tenet_buffer<float> out [[buffer(0)]], tenet_threadgroup<float> t [[threadgroup(0)]],
+                                 TENET_BUILTINS) {
+  (void)gid, (void)tgid, (void)tgsize, (void)sg;
+  t[lid] = 1.0f;
+  t[lid + 32] = 1.0f;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  simdgroup_float8x8 a = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+  if (lane < 16) simdgroup_load(a, t, 8);
+  out[lid] = a.thread_elements()[0];
+}
+
 template <class T>
 emu::binding buf(std::vector<T>& v) {
   return emu::bind_buffer(v.data(), v.size() * sizeof(T));
@@ -222,4 +273,59 @@ TEST_CASE("emulator: diverged simdgroup operations and bad bindings are reported
   CHECK(b.find("takes 3 bound arguments, 2 were bound") != std::string::npos);
   const std::string t = message_of([&] { emu::launch("unguarded_copy", &unguarded_copy, 1, 2048, {buf(out), buf(in)}); });
   CHECK(t.find("2048 threads per threadgroup") != std::string::npos);
+}
+
+TEST_CASE("emulator: device memory races between threads are reported, atomics and ordered accesses are not", "[metal]") {
+  std::vector<float> out(1, 0.0f);
+  const std::string m = message_of([&] { emu::launch("plain_count", &plain_count, 2, 32, {buf(out)}); });
+  INFO(m);
+  CHECK(m.find("device memory race in kernel 'plain_count', threadgroup 0, thread 1") != std::string::npos);
+  CHECK(m.find("element 0 of device buffer(0), which was written by thread_position_in_grid 0") != std::string::npos);
+
+  std::vector<float> total(1, 0.0f);
+  std::vector<int> n(2, 0);
+  emu::launch("atomic_count", &atomic_count, 3, 64, {buf(total), buf(n)});
+  CHECK(total[0] == 192.0f);
+  CHECK(n == std::vector<int>{96, 96});
+
+  // within a threadgroup a barrier orders a write and a read; across threadgroups nothing does
+  std::vector<float> o(2, 0.0f), seen(4, 0.0f);
+  const std::string c = message_of([&] { emu::launch("cross_group_read", &cross_group_read, 2, 32, {buf(o), buf(seen)}); });
+  INFO(c);
+  CHECK(seen[0] == 1.0f);
+  CHECK(c.find("device memory race in kernel 'cross_group_read', threadgroup 1, thread 2") != std::string::npos);
+  CHECK(c.find("it reads element 0 of device buffer(0), which was written by thread_position_in_grid 0 (threadgroup 0)") !=
+        std::string::npos);
+}
+
+TEST_CASE("emulator: simdgroup matrices multiply as 8 x 8 matrices held across the lanes", "[metal]") {
+  std::vector<float> in(3 * 64);
+  for (int i = 0; i < 64; ++i) {
+    in[static_cast<std::size_t>(i)] = static_cast<float>(i % 7 - 3);          // a
+    in[static_cast<std::size_t>(64 + i)] = static_cast<float>((i * 5) % 9 - 4);  // b
+    in[static_cast<std::size_t>(128 + i)] = static_cast<float>(i);               // c
+  }
+  std::vector<float> want(64);
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 8; ++c) {
+      float s = in[static_cast<std::size_t>(128 + r * 8 + c)];
+      for (int k = 0; k < 8; ++k) s += in[static_cast<std::size_t>(r * 8 + k)] * in[static_cast<std::size_t>(64 + k * 8 + c)];
+      want[static_cast<std::size_t>(r * 8 + c)] = s;
+    }
+  std::vector<float> out(64, -1.0f);
+  emu::launch("matrix_mad", &matrix_mad, 1, 32, {buf(out), buf(in), emu::bind_threadgroup(3 * 64 * sizeof(float))});
+  CHECK(out == want);  // small integers: exact
+
+  const std::string p = message_of(
+      [&] { emu::launch("matrix_mad", &matrix_mad, 1, 16, {buf(out), buf(in), emu::bind_threadgroup(3 * 64 * sizeof(float))}); });
+  INFO(p);
+  CHECK(p.find("on a simdgroup of 16 lanes: it needs all 32") != std::string::npos);
+
+  std::vector<float> o(32);
+  const std::string d = message_of(
+      [&] { emu::launch("matrix_half_load", &matrix_half_load, 1, 32, {buf(o), emu::bind_threadgroup(64 * sizeof(float))}); });
+  INFO(d);
+  CHECK(d.find("kernel 'matrix_half_load', threadgroup 0 (32 threads) cannot go on: a simdgroup operation is not reached by every "
+               "lane") != std::string::npos);
+  CHECK(d.find("wait at simdgroup_load") != std::string::npos);
 }

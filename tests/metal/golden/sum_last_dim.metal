@@ -88,6 +88,7 @@ inline float tenet_simd_max_nan(float x) {
     uint sg [[simdgroup_index_in_threadgroup]]) {
   (void)gid;
   const long row = long(tgid);
+  const uint groups = (tgsize + 31) / 32;
   long base = 0;
   {
     long rem = row;
@@ -106,9 +107,7 @@ inline float tenet_simd_max_nan(float x) {
   acc = simd_sum(acc);
   if (lane == 0) part[sg] = acc;
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  if (sg == 0) {
-    float w = lane < (tgsize + 31) / 32 ? float(part[lane]) : 0.0f;
-    w = simd_sum(w);
-    if (lane == 0) out[row] = w;
-  }
+  float total = 0.0f;
+  for (uint k = 0; k < groups; ++k) total += part[k];
+  if (lid == 0) out[row] = total;
 }

@@ -56,6 +56,11 @@ struct row_element {
   }
 };
 
+/// The barrier after the last read of `part` in a threadgroup reduction, before `part` is written
+/// again (tests/metal/msl_generate.cpp removes it from softmax for its negative control).
+inline constexpr std::string_view reuse_barrier_line =
+    "  threadgroup_barrier(mem_flags::mem_threadgroup);  // every thread has read part before it is reused\n";
+
 namespace rows_detail {
 /// Statements computing `var`, the offset of index `idx` over `dims` dims whose sizes start at
 /// p[sizes_at] and strides at p[strides_at].
@@ -73,6 +78,28 @@ inline std::string offset_of(const std::string& var, const std::string& idx, std
   }
   return s + indent + "}\n";
 }
+/// The statements that combine `var`, a float every thread of the threadgroup holds, by `op` over
+/// the threadgroup, leaving the result in a new float `result` that every thread holds: within
+/// each simdgroup (simd_sum, or a NaN-propagating max by shuffles), then across the simdgroups
+/// through `part` (one float per simdgroup; the kernel declares `groups`, the number of
+/// simdgroups). With `reuse_barrier`, a closing barrier lets the caller write `part` again (every
+/// thread has read it first). Every reduction of the row kernels across a threadgroup is this.
+inline std::string threadgroup_reduce(row_reduction op, const std::string& var, const std::string& result, bool reuse_barrier) {
+  const bool sum = op == row_reduction::sum;
+  std::string s = "  " + var + (sum ? " = simd_sum(" : " = tenet_simd_max_nan(") + var + ");\n";
+  s += "  if (lane == 0) part[sg] = " + var + ";\n";
+  s += "  threadgroup_barrier(mem_flags::mem_threadgroup);\n";
+  if (sum) {
+    s += "  float " + result + " = 0.0f;\n";
+    s += "  for (uint k = 0; k < groups; ++k) " + result + " += part[k];\n";
+  } else {
+    s += "  float " + result + " = part[0];\n";
+    s += "  for (uint k = 1; k < groups; ++k) " + result + " = tenet_max_nan(" + result + ", part[k]);\n";
+  }
+  if (reuse_barrier) s += std::string(reuse_barrier_line);
+  return s;
+}
+
 template <class T>
 std::string signature(const std::string& name) {
   const std::string t = row_element<T>::type();
@@ -103,6 +130,7 @@ const kernel_source& reduce_kernel() {
     const std::string init = sum ? "0.0f" : "-INFINITY";
     std::string s = rows_detail::signature<T>(out.name);
     s += "  const long row = long(tgid);\n";
+    s += "  const uint groups = (tgsize + 31) / 32;\n";
     s += offset_of("base", "row", Outer, osz, ost, "  ");
     s += "  float acc = " + init + ";\n";
     s += "  for (long j = long(lid); j < p[1]; j += long(tgsize)) {\n";
@@ -110,14 +138,9 @@ const kernel_source& reduce_kernel() {
     s += sum ? "    acc += " + io::load("in[base + off]") + ";\n" : "    acc = tenet_max_nan(acc, " + io::load("in[base + off]") + ");\n";
     s += "  }\n";
     s += "  // within each simdgroup, then across the simdgroups through threadgroup memory\n";
-    s += sum ? "  acc = simd_sum(acc);\n" : "  acc = tenet_simd_max_nan(acc);\n";
-    s += "  if (lane == 0) part[sg] = acc;\n";
-    s += "  threadgroup_barrier(mem_flags::mem_threadgroup);\n";
-    s += "  if (sg == 0) {\n";
-    s += "    float w = lane < (tgsize + 31) / 32 ? float(part[lane]) : " + init + ";\n";
-    s += sum ? "    w = simd_sum(w);\n" : "    w = tenet_simd_max_nan(w);\n";
-    s += "    if (lane == 0) out[row] = " + io::store("w") + ";\n";
-    s += "  }\n}\n";
+    s += rows_detail::threadgroup_reduce(Op, "acc", "total", false);
+    s += "  if (lid == 0) out[row] = " + io::store("total") + ";\n";
+    s += "}\n";
     out.source = kernel_file(out.name, out.description, std::string(row_helpers) + s);
     return out;
   }();
@@ -145,20 +168,11 @@ const kernel_source& softmax_kernel() {
     s += "  // the row's max\n";
     s += "  float m = -INFINITY;\n";
     s += "  for (long j = long(lid); j < cols; j += long(tgsize)) m = tenet_max_nan(m, " + x + ");\n";
-    s += "  m = tenet_simd_max_nan(m);\n";
-    s += "  if (lane == 0) part[sg] = m;\n";
-    s += "  threadgroup_barrier(mem_flags::mem_threadgroup);\n";
-    s += "  float mx = part[0];\n";
-    s += "  for (uint k = 1; k < groups; ++k) mx = tenet_max_nan(mx, part[k]);\n";
-    s += "  threadgroup_barrier(mem_flags::mem_threadgroup);  // every thread has read part before it is reused\n";
+    s += rows_detail::threadgroup_reduce(row_reduction::amax, "m", "mx", true);
     s += "  // the sum of exp(x - max)\n";
     s += "  float sum = 0.0f;\n";
     s += "  for (long j = long(lid); j < cols; j += long(tgsize)) sum += metal::precise::exp(" + x + " - mx);\n";
-    s += "  sum = simd_sum(sum);\n";
-    s += "  if (lane == 0) part[sg] = sum;\n";
-    s += "  threadgroup_barrier(mem_flags::mem_threadgroup);\n";
-    s += "  float total = 0.0f;\n";
-    s += "  for (uint k = 0; k < groups; ++k) total += part[k];\n";
+    s += rows_detail::threadgroup_reduce(row_reduction::sum, "sum", "total", false);
     s += "  for (long j = long(lid); j < cols; j += long(tgsize))\n";
     s += Log ? "    out[row * cols + j] = " + io::store(x + " - mx - metal::precise::log(total)") + ";\n"
              : "    out[row * cols + j] = " + io::store("metal::precise::exp(" + x + " - mx) / total") + ";\n";
@@ -202,13 +216,8 @@ const kernel_source& layer_norm_kernel() {
       s += "  // the mean\n";
       s += "  float sum = 0.0f;\n";
       s += "  for (long j = long(lid); j < cols; j += long(tgsize)) sum += " + x + ";\n";
-      s += "  sum = simd_sum(sum);\n";
-      s += "  if (lane == 0) part[sg] = sum;\n";
-      s += "  threadgroup_barrier(mem_flags::mem_threadgroup);\n";
-      s += "  float total = 0.0f;\n";
-      s += "  for (uint k = 0; k < groups; ++k) total += part[k];\n";
+      s += rows_detail::threadgroup_reduce(row_reduction::sum, "sum", "total", true);
       s += "  const float mean = total / float(cols);\n";
-      s += "  threadgroup_barrier(mem_flags::mem_threadgroup);  // every thread has read part before it is reused\n";
       s += "  // the variance about it\n";
     } else {
       s += "  const float mean = 0.0f;  // rms_norm: the mean square\n";
@@ -218,11 +227,7 @@ const kernel_source& layer_norm_kernel() {
     s += "    const float d = " + x + " - mean;\n";
     s += "    sq += d * d;\n";
     s += "  }\n";
-    s += "  sq = simd_sum(sq);\n";
-    s += "  if (lane == 0) part[sg] = sq;\n";
-    s += "  threadgroup_barrier(mem_flags::mem_threadgroup);\n";
-    s += "  float var = 0.0f;\n";
-    s += "  for (uint k = 0; k < groups; ++k) var += part[k];\n";
+    s += rows_detail::threadgroup_reduce(row_reduction::sum, "sq", "var", false);
     s += "  const float rstd = 1.0f / metal::precise::sqrt(var / float(cols) + eps);\n";
     s += "  for (long j = long(lid); j < cols; j += long(tgsize))\n";
     s += Rms ? "    out[row * cols + j] = " + io::store(x + " * rstd * " + io::load("weight[j]")) + ";\n"
