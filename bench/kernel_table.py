@@ -2,11 +2,13 @@
 """A per-kernel time table from Nsight Compute's CSV (for issue 32's profiles).
 
   ncu --metrics gpu__time_duration.sum --csv --page raw [--launch-skip N --launch-count M] PROGRAM ARGS > k.csv
-  python3 bench/kernel_table.py k.csv [--top 25] [--iterations K]
+  python3 bench/kernel_table.py k.csv [--top 25] [--iterations K] [--baseline b.csv]
 
 Groups the launches by kernel name (the demangled name up to its first '<' or '(': one row per
 kernel template), and prints count, total ms (divided by --iterations when the profile spans K
-training iterations), mean us and the share of the total, largest first.
+training iterations), mean us and the share of the total, largest first. --baseline subtracts
+another profile's launches kernel by kernel: profile the same program for N + K and for N
+iterations, and the difference is K iterations without the start-up and the evaluation.
 """
 import argparse
 import csv
@@ -21,17 +23,11 @@ def short(name):
     return name[:cut]
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("csv")
-    ap.add_argument("--top", type=int, default=25)
-    ap.add_argument("--iterations", type=float, default=1.0)
-    a = ap.parse_args()
-    rows = []
-    with open(a.csv, newline="") as f:
+def read_rows(path):
+    with open(path, newline="") as f:
         lines = [l for l in f if l.startswith('"')]  # ncu's log lines ("==PROF==") are not CSV
-    reader = csv.DictReader(lines)
-    for r in reader:
+    rows = []
+    for r in csv.DictReader(lines):
         t = r.get("gpu__time_duration.sum", "")
         try:
             ns = float(t.replace(",", ""))
@@ -39,7 +35,32 @@ def main():
             continue  # the units row
         rows.append((short(r.get("Kernel Name", "?")), ns))
     if not rows:
-        sys.exit("kernel_table: no kernel rows with gpu__time_duration.sum in " + a.csv)
+        sys.exit("kernel_table: no kernel rows with gpu__time_duration.sum in " + path)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("csv")
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--iterations", type=float, default=1.0)
+    ap.add_argument("--baseline", default="")
+    a = ap.parse_args()
+    rows = read_rows(a.csv)
+    if a.baseline:
+        base = defaultdict(lambda: [0, 0.0])
+        for k, ns in read_rows(a.baseline):
+            base[k][0] += 1
+            base[k][1] += ns
+        mine = defaultdict(lambda: [0, 0.0])
+        for k, ns in rows:
+            mine[k][0] += 1
+            mine[k][1] += ns
+        rows = []
+        for k, (n, ns) in mine.items():
+            dn, dns = n - base[k][0], ns - base[k][1]
+            if dn > 0:
+                rows.extend([(k, dns / dn)] * dn)
     total = sum(ns for _, ns in rows)
     by = defaultdict(lambda: [0, 0.0])
     for k, ns in rows:

@@ -26,6 +26,44 @@ TEST_CASE("autograd ops: losses", "[autograd]") {
   gradcheck([&](const auto& a) { return binary_cross_entropy_with_logits(a, q); }, logits);
 }
 
+// cross_entropy of [N, C] logits and class indices runs as one composite with its own gradient
+// node (decomp/cross_entropy.hpp): ignored rows, every reduction, and logits that are a float cast
+// of bfloat16 ones (the gradient node then writes bfloat16, the cast's gradient rounded once).
+TEST_CASE("autograd ops: cross_entropy over rows", "[autograd]") {
+  const M logits = filled<2>({5, 7}, -3, 3, 0.3);
+  Tensor<std::int64_t, dyn_shape<1>> target({5});
+  const std::int64_t tv[] = {3, -100, 6, 0, 2};
+  for (int i = 0; i < 5; ++i) target.data()[i] = tv[i];
+  gradcheck([&](const auto& a) { return cross_entropy(a, target); }, logits);
+  gradcheck([&](const auto& a) { return cross_entropy<reduction::sum>(a, target); }, logits);
+  gradcheck([&](const auto& a) { return cross_entropy<reduction::none>(a, target); }, logits);
+  Tensor<std::int64_t, dyn_shape<1>> target2 = target.clone();
+  target2.data()[1] = 2;
+  gradcheck([&](const auto& a) { return cross_entropy(a, target2, 2); }, logits);  // ignore_index 2, twice
+  // the values of log_softmax then nll_loss
+  const Tensor<double, dyn_shape<1>> rows = cross_entropy<reduction::none>(logits, target);
+  const Tensor<double, dyn_shape<1>> want = nll_loss<reduction::none>(log_softmax<1>(logits), target);
+  for (int i = 0; i < 5; ++i) CHECK(rows.data()[i] == Approx(want.data()[i]).epsilon(1e-14));
+  CHECK(rows.data()[1] == 0.0);
+  // targets out of range: index_error naming the value, before any kernel
+  Tensor<std::int64_t, dyn_shape<1>> bad = target.clone();
+  bad.data()[4] = 7;
+  CHECK_THROWS_WITH(cross_entropy(logits, bad), Catch::Matchers::Contains("target 7 is out of bounds for 7 classes"));
+  // a float cast of bfloat16 logits: the gradient reaches the bfloat16 tensor
+  Tensor<bfloat16, dyn_shape<2>> xb = cast<bfloat16>(logits);
+  xb.requires_grad_();
+  Tensor<float, shape<>> l = cross_entropy(cast<float>(xb), target);
+  l.backward();
+  Tensor<bfloat16, dyn_shape<2>> xr = xb.detach().clone();
+  xr.requires_grad_();
+  Tensor<float, shape<>> lr = nll_loss(log_softmax<1>(cast<float>(xr)), target);
+  lr.backward();
+  CHECK(l.item() == Approx(lr.item()).epsilon(1e-6));
+  const Tensor<float, dyn_shape<2>> g = cast<float>(xb.grad()), gr = cast<float>(xr.grad());
+  for (std::int64_t i = 0; i < 35; ++i) CHECK(g.data()[i] == Approx(gr.data()[i]).epsilon(1e-2).margin(1e-4));
+  for (int c = 0; c < 7; ++c) CHECK(g.data()[7 + c] == 0.0f);  // the ignored row
+}
+
 TEST_CASE("autograd ops: linear, matmul, conv2d, pooling", "[autograd]") {
   const M x = filled<2>({3, 4}, -1, 1);
   const M w = filled<2>({5, 4}, -1, 1, 0.2);

@@ -62,5 +62,16 @@ TEST_CASE("autograd ops: reductions with dims and keepdim, norms", "[autograd]")
   const V g = filled<1>({4}, 0.5, 1.5);
   const V b = filled<1>({4}, -0.5, 0.5, 0.7);
   gradcheck([](const auto& a, const auto& w, const auto& c) { return layer_norm(a, w, c); }, ln, g, b);
+  // the input gradient's row kernel (aten::norm_last_grad): a row length that is no multiple of the
+  // SIMD width, two normalized dims, rms_norm, a transposed (non-contiguous) input
+  const M3 wide = filled<3>({3, 2, 37}, -2, 2, 0.1);
+  const V g37 = filled<1>({37}, 0.5, 1.5, 0.2);
+  const V b37 = filled<1>({37}, -0.5, 0.5, 0.4);
+  gradcheck([](const auto& a, const auto& w, const auto& c) { return layer_norm(a, w, c); }, wide, g37, b37);
+  gradcheck([](const auto& a, const auto& w) { return rms_norm(a, w, 1e-6); }, wide, g37);
+  const M g2 = filled<2>({2, 37}, 0.5, 1.5, 0.6);
+  const M b2 = filled<2>({2, 37}, -0.5, 0.5, 0.8);
+  gradcheck([](const auto& a, const auto& w, const auto& c) { return layer_norm(a, w, c); }, wide, g2, b2);
+  gradcheck([](const auto& a, const auto& w) { return rms_norm(a.template transpose<0, 1>(), w); }, wide, g37);
 }
 

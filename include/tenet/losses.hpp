@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include <tenet/nn_functional.hpp>
+#include <tenet/decomp/cross_entropy.hpp>
 #include <tenet/indexing.hpp>
 #include <tenet/ops.hpp>
 
@@ -62,6 +63,17 @@ auto class_weight_view(const X& input, const W& weight) {
   return w.template with_layout<dyn_shape<rank_of<X>>>(is, st, w.offset());
 }
 
+/// Throws index_error unless every class-index target (an evaluated tensor) is in [0, classes)
+/// or equals ignore_index.
+template <class Tt>
+void check_class_values(const char* op, const Tt& t, std::int64_t classes, std::int64_t ignore_index) {
+  check_index_values(t, 0, classes, ignore_index, [&](std::int64_t bad) {
+    return std::string("tenet: ") + op + ": target " + std::to_string(bad) + " is out of bounds for " +
+           std::to_string(classes) + " classes (targets must be in [0, " + std::to_string(classes) +
+           ") or equal ignore_index " + std::to_string(ignore_index) + ")";
+  });
+}
+
 /// The parts of nll_loss for an input with the class dim at 1 (rank >= 2), each of shape
 /// [N, 1, d1, ...]: the per-element loss -w[t] x[t] (0 where ignored) and the weight w[t] (0 where
 /// ignored).
@@ -69,12 +81,7 @@ template <class X, class Tg, class W>
 auto nll_parts(const char* op, const X& input, const Tg& target, const W& weight, std::int64_t ignore_index) {
   using T = value_type_of<X>;
   const auto t = eval(target).template unsqueeze<1>();
-  const std::int64_t classes = input.sizes()[1];
-  check_index_values(t, 0, classes, ignore_index, [&](std::int64_t bad) {
-    return std::string("tenet: ") + op + ": target " + std::to_string(bad) + " is out of bounds for " +
-           std::to_string(classes) + " classes (targets must be in [0, " + std::to_string(classes) +
-           ") or equal ignore_index " + std::to_string(ignore_index) + ")";
-  });
+  check_class_values(op, t, input.sizes()[1], ignore_index);
   auto valid = make_node(prim::ne_{}, t, scalar<std::int64_t>{ignore_index});
   // an ignored target reads class 0, and the result is masked
   auto safe = share(eval(make_node(prim::where_{}, valid, t, scalar<std::int64_t>{0})));
@@ -176,6 +183,20 @@ auto cross_entropy_impl(const X& input0, const Tg& target, const W& weight, std:
   if (label_smoothing < 0.0 || label_smoothing > 1.0)
     throw value_error("tenet: cross_entropy: label_smoothing must be in [0, 1], got " +
                       std::to_string(label_smoothing));
+  if constexpr (rank_of<X> == 2 && is_floating_v<value_type_of<X>> && std::is_integral_v<value_type_of<Tg>> &&
+                std::is_same_v<W, no_weight>) {
+    if (label_smoothing == 0.0) {
+      // [N, C] logits, class indices: the row composite (decomp/cross_entropy.hpp), one kernel
+      // each way where the backend has them; a float cast of 16-bit logits is read through
+      check_class_target(input0, target);
+      const auto t = eval(target).template unsqueeze<1>();
+      check_class_values("cross_entropy", t, input0.sizes()[1], ignore_index);
+      using A = compute_t<value_type_of<X>>;
+      auto loss = make_node(aten::cross_entropy_rows{ignore_index}, input0, t);
+      auto wt = cast_to<A>(make_node(prim::ne_{}, t, scalar<std::int64_t>{ignore_index}));
+      return Out(cast_to<T>(reduce_nll<R>(loss, wt)));
+    }
+  }
   if constexpr (rank_of<X> == 1) {
     // unbatched [C]: as a batch of one
     auto x1 = eval(input0).template unsqueeze<0>();

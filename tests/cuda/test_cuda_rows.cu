@@ -357,3 +357,90 @@ TEST_CASE("cuda rows: var / std over the last dim, one row kernel (warp, block, 
   check_close(F1(var<-1>(e0.to(tenet::cuda(0)))), F1(var<-1>(e0)), 0, 0);
   CHECK(F1(var<-1>(e1.to(tenet::cuda(0)))).numel() == 0);
 }
+
+namespace {
+using CeNode = decltype(make_node(aten::cross_entropy_rows{}, std::declval<B2>(), std::declval<Tensor<std::int64_t, dyn_shape<2>>>()));
+static_assert(std::is_same_v<typename detail::decompose_t<CeNode, cuda_gpu>::op_type, aten::cross_entropy_rows>);
+static_assert(!std::is_same_v<typename detail::decompose_t<CeNode, cpu_simd>::op_type, aten::cross_entropy_rows>);
+
+/// cross_entropy over rows (a block per row, cross_entropy.cuh) of logits of dtype T, forward and
+/// gradient node, against the CPU's decomposition of the same rounded values; every fifth target is
+/// ignore_index. The forward is read through a float cast where T is 16-bit (GPT-2's loss).
+template <class T>
+void check_cross_entropy(std::int64_t rows, std::int64_t cols, double rtol) {
+  INFO("rows " << rows << ", cols " << cols << ", " << tenet::name(dtype_of<T>));
+  using X = Tensor<T, dyn_shape<2>>;
+  using A = compute_t<T>;
+  const X x = (randn<float, dyn_shape<2>>(rows, cols) * 3.0f).to<T>();
+  Tensor<std::int64_t, dyn_shape<1>> t({rows});
+  for (std::int64_t i = 0; i < rows; ++i) t.data()[i] = i % 5 == 3 ? -100 : (i * 7919 + 13) % cols;
+  Tensor<A, dyn_shape<2>> g = randn<float, dyn_shape<2>>(rows, 1).to<A>();
+  const auto dev = tenet::cuda(0);
+  auto dx = x.to(dev);
+  auto dt = t.to(dev);
+  Tensor<A, dyn_shape<1>> got = cross_entropy<reduction::none>(cast<A>(dx), dt);
+  Tensor<A, dyn_shape<1>> want = cross_entropy<reduction::none>(cast<A>(x), t);
+  check_close(got, want, rtol, 1e-5);
+  Tensor<A, shape<>> mean_got = cross_entropy(cast<A>(dx), dt);
+  Tensor<A, shape<>> mean_want = cross_entropy(cast<A>(x), t);
+  CHECK(mean_got.item() == Approx(mean_want.item()).epsilon(rtol));
+  const std::int64_t k0 = kernels();
+  X dgot = make_node(aten::cross_entropy_rows_grad{-100}, dx, dt.template unsqueeze<1>(), g.to(dev));
+  CHECK(kernels() - k0 == 1);
+  X dwant = make_node(aten::cross_entropy_rows_grad{-100}, x, t.template unsqueeze<1>(), g);
+  check_close(dgot, dwant, sizeof(T) == 2 ? 1e-2 : rtol, 1e-6);
+  const Tensor<float, dyn_shape<2>> ignored = dgot.to(tenet::cpu).template narrow<0>(3, 1).template to<float>();
+  for (std::int64_t c = 0; rows > 3 && c < cols; ++c) CHECK(ignored.data()[c] == 0.0f);
+}
+}  // namespace
+
+TEST_CASE("cuda rows: cross_entropy over rows and its gradient, a block per row (vector and scalar loads)") {
+  manual_seed(19);
+  using P = std::pair<std::int64_t, std::int64_t>;
+  // short rows; a row of 4 bf16 vectors; odd lengths (scalar loads); GPT-2's padded vocabulary
+  for (const auto [rows, cols] : {P{37, 10}, P{9, 32}, P{6, 1001}, P{64, 50304}, P{1, 3}}) {
+    check_cross_entropy<bfloat16>(rows, cols, 1e-5);
+    check_cross_entropy<float>(rows, cols, 1e-5);
+  }
+  check_cross_entropy<float16>(33, 4000, 1e-5);
+  check_cross_entropy<double>(17, 777, 1e-12);
+  // an all-ignored batch: zero rows, a NaN mean (0 / 0), as torch
+  Tensor<std::int64_t, dyn_shape<1>> t = full<std::int64_t, dyn_shape<1>>(-100, 4);
+  Tensor<float, shape<>> m = cross_entropy(randn<float, dyn_shape<2>>(4, 8).to(tenet::cuda(0)), t.to(tenet::cuda(0)));
+  CHECK(std::isnan(m.item()));
+}
+
+namespace {
+/// layer_norm's / rms_norm's input gradient node (one row kernel, row_kernels.cuh) of dtype T
+/// against the CPU's (its kernel for float / double, the decomposition for 16-bit) on the same
+/// rounded values.
+template <class T, bool Rms>
+void check_norm_grad(std::int64_t rows, std::int64_t cols, double rtol, double atol) {
+  INFO("rows " << rows << ", cols " << cols << ", " << tenet::name(dtype_of<T>) << (Rms ? ", rms" : ""));
+  using X = Tensor<T, dyn_shape<2>>;
+  const X x = (randn<float, dyn_shape<2>>(rows, cols) * 2.0f + 0.5f).to<T>();
+  const X g = randn<float, dyn_shape<2>>(rows, cols).to<T>();
+  const Tensor<T, dyn_shape<1>> w = (randn<float, dyn_shape<1>>(cols) * 0.5f + 1.0f).to<T>();
+  const auto dev = tenet::cuda(0);
+  const aten::norm_last_grad<1, Rms> op{1e-5};
+  const std::int64_t k0 = kernels();
+  X got = make_node(op, x.to(dev), w.to(dev), g.to(dev));
+  if (cols <= 4096) CHECK(kernels() - k0 == 1);  // (longer rows may be decomposed)
+  X want = make_node(op, x, w, g);
+  check_close(got, want, rtol, atol);
+}
+}  // namespace
+
+TEST_CASE("cuda rows: layer_norm / rms_norm input gradient, one row kernel (warp, block, scalar, decomposed)") {
+  manual_seed(23);
+  using P = std::pair<std::int64_t, std::int64_t>;
+  // warp per row (GPT-2's 768); a block per row; odd length (scalar loads); longer than the
+  // registers hold (the decomposition); one element
+  for (const auto [rows, cols] : {P{37, 768}, P{5, 4096}, P{6, 1001}, P{3, 40000}, P{4, 1}}) {
+    check_norm_grad<float, false>(rows, cols, 1e-4, 1e-4);
+    check_norm_grad<float, true>(rows, cols, 1e-4, 1e-4);
+    check_norm_grad<bfloat16, false>(rows, cols, 2e-2, 5e-2);
+  }
+  check_norm_grad<float16, false>(9, 200, 5e-3, 1e-2);
+  check_norm_grad<double, true>(7, 96, 1e-10, 1e-10);
+}

@@ -43,6 +43,13 @@ inline constexpr bool runs_natively<ag::autograd_backend, aten::log_softmax<D>, 
 // formulas (their rule: prims/composite_rules.hpp)
 template <std::size_t K, bool Rms, class... C>
 inline constexpr bool runs_natively<ag::autograd_backend, aten::norm_last<K, Rms>, C...> = true;
+template <std::size_t K, bool Rms, class... C>
+inline constexpr bool runs_natively<ag::autograd_backend, aten::norm_last_grad<K, Rms>, C...> = true;
+// cross_entropy over rows and its gradient: the backend's row kernels, differentiated by their rules
+template <class... C>
+inline constexpr bool runs_natively<ag::autograd_backend, aten::cross_entropy_rows, C...> = true;
+template <class... C>
+inline constexpr bool runs_natively<ag::autograd_backend, aten::cross_entropy_rows_grad, C...> = true;
 }  // namespace tenet::detail
 namespace tenet::detail::ag {
 

@@ -73,6 +73,52 @@ struct norm_last {
   /// add) is fused into it.
   static constexpr bool fuses_prologue = true;
 };
+/// The input gradient of norm_last (torch's formulas, in the compute type, the row statistics
+/// recomputed from x; result rounded once to x's dtype):
+///   layer_norm: xhat = (x - mu) rstd, dx = rstd (g w - mean(g w) - xhat mean(g w xhat)),
+///   rms_norm:   xhat = x r,          dx = r (g w - xhat mean(g w xhat)).
+/// Children (x, w, g), g of x's sizes. The CPU (float, double) and CUDA run it as one row kernel;
+/// the weight and bias gradients stay expressions (prims/composite_rules.hpp).
+template <std::size_t K, bool Rms>
+struct norm_last_grad {
+  static constexpr bool is_prim = false;
+  static constexpr std::string_view name = Rms ? "rms_norm_backward" : "layer_norm_backward";
+  double eps = 1e-5;
+  template <class X, class W, class G>
+  using result_type = value_type_of<X>;
+  template <class X, class W, class G>
+  using result_shape = shape_of<X>;
+  template <class X, class W, class G>
+  static auto sizes(const X& x, const W& w, const G& g) {
+    const auto xs = x.sizes();
+    if (g.sizes() != xs)
+      throw shape_error(std::string("tenet: ") + std::string(name) + ": a gradient of sizes " +
+                        detail::sizes_text(g.sizes()) + " for an input of sizes " + detail::sizes_text(xs));
+    norm_last<K, Rms>::sizes(x, w);
+    return xs;
+  }
+  template <class X, class W, class G>
+  auto decompose(const X& x0, const W& w0, const G& g0) const {
+    using T = value_type_of<X>;
+    using C = compute_t<T>;
+    auto x = detail::share(detail::cast_to<C>(x0));
+    auto gw = detail::share(detail::cast_to<C>(g0) * detail::cast_to<C>(w0));
+    const C e = static_cast<C>(eps);
+    return detail::with_trailing_dims<rank_of<X>, K>([&]<std::int64_t... D>() {
+      if constexpr (Rms) {
+        auto r = detail::share(rsqrt(detail::mean_impl<true, D...>(x * x) + e));
+        auto xhat = detail::share(x * r);
+        return detail::cast_to<T>(r * (gw - xhat * detail::mean_impl<true, D...>(gw * xhat)));
+      } else {
+        auto xc = detail::share(x - detail::mean_impl<true, D...>(x));
+        auto rstd = detail::share(rsqrt(detail::mean_impl<true, D...>(xc * xc) + e));
+        auto xhat = detail::share(xc * rstd);
+        return detail::cast_to<T>(rstd * (gw - detail::mean_impl<true, D...>(gw) -
+                                          xhat * detail::mean_impl<true, D...>(gw * xhat)));
+      }
+    });
+  }
+};
 }  // namespace aten
 
 }  // namespace tenet

@@ -50,6 +50,8 @@ template <std::int64_t D>
 struct log_softmax;
 template <std::size_t K, bool Rms>
 struct norm_last;
+template <std::size_t K, bool Rms>
+struct norm_last_grad;
 struct conv2d;
 struct max_pool2d;
 }  // namespace tenet::aten
@@ -165,6 +167,10 @@ template <std::size_t K, bool Rms, class X, class... P>
 inline constexpr bool runs_natively<cpu_simd, aten::norm_last<K, Rms>, X, P...> =
     (std::is_same_v<value_type_of<X>, float> || std::is_same_v<value_type_of<X>, double>) &&
     (std::is_same_v<value_type_of<P>, value_type_of<X>> && ...);
+template <std::size_t K, bool Rms, class X, class W, class G>
+inline constexpr bool runs_natively<cpu_simd, aten::norm_last_grad<K, Rms>, X, W, G> =
+    (std::is_same_v<value_type_of<X>, float> || std::is_same_v<value_type_of<X>, double>) &&
+    std::is_same_v<value_type_of<W>, value_type_of<X>> && std::is_same_v<value_type_of<G>, value_type_of<X>>;
 // conv2d of float and double: im2col + GEMM (conv.hpp); max_pool2d: a direct loop, every dtype.
 template <class X, class W>
 inline constexpr bool runs_natively<cpu_simd, aten::conv2d, X, W> =
@@ -256,6 +262,24 @@ void run_kernel(cpu_simd, const aten::norm_last<K, Rms>&, const E& e, const Out&
     const T* bp = b.data();
     cpu::run_rows(out, x, L, [&](const T* a, T* y) { cpu::norm_row<false>(a, y, wp, bp, L, eps); });
   }
+}
+
+/// layer_norm's (rms_norm's) input gradient: one row kernel over contiguous x and g.
+template <std::size_t K, bool Rms, class E, class Out, class X, class W, class G>
+void run_kernel(cpu_simd, const aten::norm_last_grad<K, Rms>&, const E& e, const Out& out, const X& x0, const W& w0,
+                const G& g0) {
+  using T = value_type_of<E>;
+  const auto x = x0.contiguous();
+  const auto g = g0.contiguous();
+  const auto w = w0.contiguous();
+  const std::int64_t L = w.numel(), n = out.numel();
+  if (n == 0 || L == 0) return;
+  const T *xp = x.data(), *gp = g.data(), *wp = w.data();
+  T* o = out.data();
+  const double eps = e.op.eps;
+  const std::int64_t rows = n / L;
+#pragma omp parallel for schedule(static) if (rows > 1 && n >= 32768)
+  for (std::int64_t r = 0; r < rows; ++r) cpu::norm_grad_row<Rms>(xp + r * L, gp + r * L, wp, o + r * L, L, eps);
 }
 
 /// conv2d: im2col + GEMM (conv.hpp).

@@ -65,4 +65,54 @@ void norm_row(const T* a, T* y, const T* w, const T* b, std::int64_t L, double e
   }
 }
 
+/// One row of layer_norm's (rms_norm's) input gradient: dx[0, L) from x, g and w (decomp/norm.hpp,
+/// aten::norm_last_grad): the mean and inverse std again (two passes, as the forward), then the
+/// sums of g w and g w xhat, then dx = rstd (g w - mean(g w) - xhat mean(g w xhat)). The row's x
+/// and g stay in cache across the passes.
+template <bool Rms, class T>
+void norm_grad_row(const T* x, const T* g, const T* w, T* dx, std::int64_t L, double eps) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
+  const T inv_n = T(1) / static_cast<T>(L);
+  T mean = T(0);
+  std::int64_t i = 0;
+  if constexpr (!Rms) {
+    B s0(T(0));
+    for (; i + W <= L; i += W) s0 += B::load_unaligned(x + i);
+    T s = hsum(s0);
+    for (; i < L; ++i) s += x[i];
+    mean = s * inv_n;
+  }
+  const B bm(mean);
+  B q0(T(0));
+  for (i = 0; i + W <= L; i += W) {
+    const B d = B::load_unaligned(x + i) - bm;
+    q0 = xsimd::fma(d, d, q0);
+  }
+  T q = hsum(q0);
+  for (; i < L; ++i) q += (x[i] - mean) * (x[i] - mean);
+  const T rstd = T(1) / std::sqrt(q * inv_n + static_cast<T>(eps));
+  const B br(rstd);
+  B a0(T(0)), a1(T(0));  // sums of g w and of g w xhat
+  for (i = 0; i + W <= L; i += W) {
+    const B gw = B::load_unaligned(g + i) * B::load_unaligned(w + i);
+    a0 += gw;
+    a1 = xsimd::fma(gw, (B::load_unaligned(x + i) - bm) * br, a1);
+  }
+  T sg = hsum(a0), sgx = hsum(a1);
+  for (; i < L; ++i) {
+    const T gw = g[i] * w[i];
+    sg += gw;
+    sgx += gw * (x[i] - mean) * rstd;
+  }
+  const T mg = Rms ? T(0) : sg * inv_n, mgx = sgx * inv_n;
+  const B bmg(mg), bmgx(mgx);
+  for (i = 0; i + W <= L; i += W) {
+    const B xhat = (B::load_unaligned(x + i) - bm) * br;
+    const B gw = B::load_unaligned(g + i) * B::load_unaligned(w + i);
+    (br * (gw - bmg - xhat * bmgx)).store_unaligned(dx + i);
+  }
+  for (; i < L; ++i) dx[i] = rstd * (g[i] * w[i] - mg - (x[i] - mean) * rstd * mgx);
+}
+
 }  // namespace tenet::detail::cpu

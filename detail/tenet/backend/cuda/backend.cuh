@@ -24,6 +24,7 @@
 #include <tenet/backend/cuda/attention.cuh>
 #include <tenet/backend/cuda/autograd.cuh>  // the training kernels (backend/training.hpp)
 #include <tenet/backend/cuda/conv.cuh>
+#include <tenet/backend/cuda/cross_entropy.cuh>
 #include <tenet/backend/cuda/native.hpp>
 #include <tenet/backend/cuda/gemm.hpp>
 #include <tenet/backend/cuda/indexing.cuh>
@@ -109,6 +110,49 @@ void run_row_node(const E& e, const Out& out, const M& m, const P&... params) {
       with_row_source(m, go);
     }
   }
+}
+
+/// layer_norm's (rms_norm's) input gradient into out (fresh, contiguous): one row kernel; rows
+/// longer than it holds in registers run the decomposition.
+template <bool Rms, class E, class Out, class X, class W, class G>
+void run_norm_grad_node(const E& e, const Out& out, const X& x, const W& w, const G& g) {
+  using T = value_type_of<E>;
+  if (out.numel() == 0) return;
+  device_context ctx(out.device());
+  const auto xc = x.is_contiguous() ? x : x.contiguous();
+  const auto gc = g.is_contiguous() ? g : g.contiguous();
+  const auto wc = w.is_contiguous() ? w : w.contiguous();
+  const std::int64_t cols = wc.numel();
+  norm_grad_args<T> a{out.data(), xc.data(), gc.data(), wc.data(), out.numel() / cols, cols, e.op.eps};
+  if (!launch_norm_grad<Rms>(a)) assign(out, e.op.decompose(xc, wc, gc));
+}
+
+/// cross_entropy over rows (native.hpp) into out [N, 1] (fresh, contiguous): a block per row of
+/// the row source of m (a pointwise producer such as the float cast of bf16 logits is read while
+/// loading).
+template <class E, class Out, class M, class Tt>
+void run_cross_entropy_node(const E& e, const Out& out, const M& m, const Tt& t) {
+  using T = value_type_of<M>;
+  const std::int64_t rows = out.numel();
+  if (rows == 0) return;
+  device_context ctx(out.device());
+  const auto tc = t.device() == out.device() ? t : t.to(out.device());
+  ce_args<compute_t<T>> a{out.data(), tc.data(), tc.strides()[0], nullptr, 0, rows, m.sizes()[1], e.op.ignore_index};
+  with_row_source(m, [&](const auto& src, bool aligned) { launch_ce_forward<T>(a, src, aligned); });
+}
+/// Its gradient into out [N, C] (fresh, contiguous) from x [N, C], t and g [N, 1].
+template <class E, class Out, class X, class Tt, class G>
+void run_cross_entropy_grad_node(const E& e, const Out& out, const X& x, const Tt& t, const G& g) {
+  using T = value_type_of<X>;
+  const std::int64_t rows = out.sizes()[0];
+  if (out.numel() == 0) return;
+  device_context ctx(out.device());
+  const auto xc = x.is_contiguous() ? x : x.contiguous();
+  const auto tc = t.device() == out.device() ? t : t.to(out.device());
+  const auto gc = g.device() == out.device() ? g : g.to(out.device());
+  ce_args<compute_t<T>> a{nullptr, tc.data(), tc.strides()[0], gc.data(), gc.strides()[0], rows, out.sizes()[1],
+                          e.op.ignore_index};
+  launch_ce_backward<T>(a, xc.data(), out.data());
 }
 
 /// var over the last dim (runs_natively<cuda_gpu, aten::var_>, native.hpp) into out (fresh,
@@ -507,6 +551,20 @@ void run_kernel(cuda_gpu, const aten::log_softmax<D>&, const E& e, const Out& ou
 template <std::size_t K, bool Rms, class E, class Out, class X, class... P>
 void run_kernel(cuda_gpu, const aten::norm_last<K, Rms>&, const E& e, const Out& out, const X& x, const P&... p) {
   cuda::run_row_node<Rms ? cuda::row_kind::rms_norm : cuda::row_kind::layer_norm>(e, out, x, p...);
+}
+template <std::size_t K, bool Rms, class E, class Out, class X, class W, class G>
+void run_kernel(cuda_gpu, const aten::norm_last_grad<K, Rms>&, const E& e, const Out& out, const X& x, const W& w,
+                const G& g) {
+  cuda::run_norm_grad_node<Rms>(e, out, x, w, g);
+}
+template <class E, class Out, class X, class Tt>
+void run_kernel(cuda_gpu, const aten::cross_entropy_rows&, const E& e, const Out& out, const X& x, const Tt& t) {
+  cuda::run_cross_entropy_node(e, out, x, t);
+}
+template <class E, class Out, class X, class Tt, class G>
+void run_kernel(cuda_gpu, const aten::cross_entropy_rows_grad&, const E& e, const Out& out, const X& x, const Tt& t,
+                const G& g) {
+  cuda::run_cross_entropy_grad_node(e, out, x, t, g);
 }
 template <bool Keep, auto... D, class E, class Out, class X>
 void run_kernel(cuda_gpu, const aten::var_<Keep, D...>&, const E& e, const Out& out, const X& x) {

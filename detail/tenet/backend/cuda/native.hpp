@@ -6,7 +6,9 @@
 //
 //   softmax / log_softmax over the last dim      one row kernel (backend/cuda/row_kernels.cuh)
 //   layer_norm / rms_norm (aten::norm_last)      one row kernel, weight/bias of the input's dtype
+//   their input gradient (aten::norm_last_grad)  one row kernel (rows up to 4096 vectors)
 //   var over the last dim (aten::var_; std too)  one row kernel, one output per row
+//   cross_entropy over rows, and its gradient    a block per row (backend/cuda/cross_entropy.cuh)
 //   pointwise composites (gelu, sigmoid, ...)    inside the fused pointwise kernel (their apply)
 //   conv2d, conv2d_weight (float types)          im2col + cuBLASLt (backend/cuda/conv.cuh)
 //   max_pool2d                                   a thread per output (backend/cuda/conv.cuh)
@@ -24,6 +26,7 @@
 #include <tenet/decomp/decompose.hpp>
 #include <tenet/decomp/activations.hpp>
 #include <tenet/decomp/attention.hpp>
+#include <tenet/decomp/cross_entropy.hpp>
 #include <tenet/decomp/moments.hpp>
 #include <tenet/decomp/norm.hpp>
 #include <tenet/decomp/softmax.hpp>
@@ -33,6 +36,8 @@
 namespace tenet::aten {
 template <std::size_t K, bool Rms>
 struct norm_last;  // decomp/norm.hpp
+template <std::size_t K, bool Rms>
+struct norm_last_grad;
 struct conv2d;      // include/tenet/conv.hpp
 struct conv2d_weight;
 struct max_pool2d;  // include/tenet/conv.hpp
@@ -137,6 +142,16 @@ inline constexpr bool runs_natively<cuda_gpu, aten::var_<Keep, D...>, C> =
 template <std::size_t K, bool Rms, class X, class... P>
 inline constexpr bool runs_natively<cuda_gpu, aten::norm_last<K, Rms>, X, P...> =
     cuda_row_dtype<value_type_of<X>> && (std::is_same_v<value_type_of<P>, value_type_of<X>> && ...);
+
+template <std::size_t K, bool Rms, class X, class W, class G>
+inline constexpr bool runs_natively<cuda_gpu, aten::norm_last_grad<K, Rms>, X, W, G> =
+    cuda_row_dtype<value_type_of<X>> && std::is_same_v<value_type_of<W>, value_type_of<X>> &&
+    std::is_same_v<value_type_of<G>, value_type_of<X>>;
+template <class X, class Tt>
+inline constexpr bool runs_natively<cuda_gpu, aten::cross_entropy_rows, X, Tt> = cuda_row_dtype<value_type_of<X>>;
+template <class X, class Tt, class G>
+inline constexpr bool runs_natively<cuda_gpu, aten::cross_entropy_rows_grad, X, Tt, G> =
+    cuda_row_dtype<value_type_of<X>>;
 
 template <class X, class W>
 inline constexpr bool runs_natively<cuda_gpu, aten::conv2d, X, W> =

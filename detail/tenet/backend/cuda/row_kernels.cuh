@@ -447,4 +447,122 @@ void launch_rows(const row_args<T>& a, const Src& src, bool src_aligned) {
   check_launch("the row kernel launch");
 }
 
+/// layer_norm's (rms_norm's) input gradient (aten::norm_last_grad, decomp/norm.hpp): dx of
+/// contiguous x and g [rows, cols] and the weight w [cols].
+template <class T>
+struct norm_grad_args {
+  T* dx;
+  const T* x;
+  const T* g;
+  const T* w;
+  std::int64_t rows;
+  std::int64_t cols;
+  double eps;
+};
+
+/// The row in registers, as row_vec_kernel: a group (warp or block) per row, each thread holding V
+/// vectors of W elements of x and of g (W == 1: scalar loads, for rows whose length or pointers do
+/// not allow 16-byte vectors). Five group reductions: mean, variance, sum(g w), sum(g w xhat); then
+/// dx = rstd (g w - mean(g w) - xhat mean(g w xhat)) (rms_norm: no mean, no mean(g w)).
+template <bool Rms, bool Warp, int V, int W, class T>
+__global__ void norm_grad_kernel(norm_grad_args<T> a) {
+  using A = compute_t<T>;
+  using L = lanes<T, W>;
+  __shared__ A smem[32];
+  const int G = Warp ? 32 : static_cast<int>(blockDim.x);
+  const int t = Warp ? (threadIdx.x & 31) : threadIdx.x;
+  const std::int64_t r = Warp ? static_cast<std::int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5)
+                              : static_cast<std::int64_t>(blockIdx.x);
+  if (r >= a.rows) return;  // a whole warp leaves together (rows are warp-uniform)
+  const std::int64_t nv = a.cols / W, base = r * a.cols;
+  auto ok = [&](int j) { return t + static_cast<std::int64_t>(j) * G < nv; };
+  L xv[V], gv[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j)
+    if (ok(j)) {
+      const std::int64_t q = (t + static_cast<std::int64_t>(j) * G) * W;
+      xv[j] = *reinterpret_cast<const L*>(a.x + base + q);
+      gv[j] = *reinterpret_cast<const L*>(a.g + base + q);
+    }
+  const A n = static_cast<A>(a.cols);
+  A mean = 0;
+  if constexpr (!Rms) {
+    A s = 0;
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      if (ok(j))
+#pragma unroll
+        for (int k = 0; k < W; ++k) s += static_cast<A>(xv[j].v[k]);
+    mean = group_allreduce<false, Warp>(s, smem) / n;
+  }
+  A q = 0;
+#pragma unroll
+  for (int j = 0; j < V; ++j)
+    if (ok(j))
+#pragma unroll
+      for (int k = 0; k < W; ++k) {
+        const A d = static_cast<A>(xv[j].v[k]) - mean;
+        q += d * d;
+      }
+  const A rstd = A(1) / ::sqrt(group_allreduce<false, Warp>(q, smem) / n + static_cast<A>(a.eps));
+  A sg = 0, sgx = 0;
+#pragma unroll
+  for (int j = 0; j < V; ++j)
+    if (ok(j)) {
+      const L wl = *reinterpret_cast<const L*>(a.w + (t + static_cast<std::int64_t>(j) * G) * W);
+#pragma unroll
+      for (int k = 0; k < W; ++k) {
+        const A gw = static_cast<A>(gv[j].v[k]) * static_cast<A>(wl.v[k]);
+        sg += gw;
+        sgx += gw * (static_cast<A>(xv[j].v[k]) - mean) * rstd;
+      }
+    }
+  const A mg = Rms ? A(0) : group_allreduce<false, Warp>(sg, smem) / n;
+  const A mgx = group_allreduce<false, Warp>(sgx, smem) / n;
+#pragma unroll
+  for (int j = 0; j < V; ++j)
+    if (ok(j)) {
+      const std::int64_t q0 = (t + static_cast<std::int64_t>(j) * G) * W;
+      const L wl = *reinterpret_cast<const L*>(a.w + q0);
+      L o;
+#pragma unroll
+      for (int k = 0; k < W; ++k) {
+        const A xhat = (static_cast<A>(xv[j].v[k]) - mean) * rstd;
+        const A gw = static_cast<A>(gv[j].v[k]) * static_cast<A>(wl.v[k]);
+        o.v[k] = static_cast<T>(rstd * (gw - mg - xhat * mgx));
+      }
+      *reinterpret_cast<L*>(a.dx + base + q0) = o;
+    }
+}
+
+/// Runs norm_grad_kernel: a warp per row up to 32 x 4 vectors (4 rows a block), else a block per
+/// row up to 1024 x 4. False, and nothing launched, for longer rows (the caller decomposes).
+template <bool Rms, class T>
+bool launch_norm_grad(const norm_grad_args<T>& a) {
+  if (a.rows == 0 || a.cols == 0) return true;
+  if (a.rows > 0x7fffffffLL)
+    throw device_error("tenet: a norm backward over " + std::to_string(a.rows) + " rows is not supported on CUDA "
+                       "(at most 2^31 - 1 rows)");
+  constexpr int V = 4, VW = 16 / sizeof(T);
+  const cudaStream_t s = current_stream();
+  auto go = [&]<int W>() {
+    const std::int64_t nv = a.cols / W;
+    if (nv <= 32 * V) {
+      constexpr int per_block = 4;
+      const auto blocks = static_cast<unsigned>((a.rows + per_block - 1) / per_block);
+      norm_grad_kernel<Rms, true, V, W, T><<<blocks, 32 * per_block, 0, s>>>(a);
+    } else if (nv <= 1024 * V) {
+      int threads = 64;
+      while (threads * V < nv) threads *= 2;
+      norm_grad_kernel<Rms, false, V, W, T><<<static_cast<unsigned>(a.rows), threads, 0, s>>>(a);
+    } else {
+      return false;
+    }
+    check_launch("the norm backward kernel launch");
+    return true;
+  };
+  const bool vec = a.cols % VW == 0 && aligned16(a.dx) && aligned16(a.x) && aligned16(a.g) && aligned16(a.w);
+  return vec ? go.template operator()<VW>() : go.template operator()<1>();
+}
+
 }  // namespace tenet::detail::cuda
