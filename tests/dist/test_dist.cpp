@@ -301,6 +301,38 @@ TEST_CASE("wrong sizes within a rank are shape_errors with both shapes; across r
   td::set_check_consistency(false);
 }
 
+TEST_CASE("collectives refuse a tensor tracked by autograd while grad mode is on", "[dist][autograd]") {
+  // collectives write in place and are not recorded: as torch's in-place ops on a leaf that requires grad
+  Tensor<float, shape<dyn>> leaf = filled<float>(R(), 4);
+  leaf.requires_grad_();
+  CHECK_THROWS_WITH(td::all_reduce(leaf), Catch::Contains("tenet::dist::all_reduce") &&
+                                              Catch::Contains("autograd leaf that requires grad") &&
+                                              Catch::Contains("no_grad"));
+  CHECK_THROWS_WITH(td::broadcast(leaf, 0), Catch::Contains("tenet::dist::broadcast"));  // the root too: no hang
+  Tensor<float, shape<dyn>> computed = leaf * 2.0f;
+  CHECK_THROWS_WITH(td::reduce(computed, 0), Catch::Contains("tenet::dist::reduce") &&
+                                                 Catch::Contains("computed from tensors that require grad"));
+  Tensor<float, shape<dyn>> gathered({4 * W()});
+  gathered.requires_grad_();
+  CHECK_THROWS_WITH(td::all_gather_into_tensor(gathered, filled<float>(R(), 4)),
+                    Catch::Contains("tenet::dist::all_gather_into_tensor"));
+  Tensor<float, shape<dyn>> shard({4});
+  shard.requires_grad_();
+  CHECK_THROWS_WITH(td::reduce_scatter_tensor(shard, filled<float>(R(), 4 * W())),
+                    Catch::Contains("tenet::dist::reduce_scatter_tensor"));
+  // a tracked tensor as an input only (nothing written into it) is fine
+  Tensor<float, shape<dyn>> out({4 * W()});
+  td::all_gather_into_tensor(out, leaf);
+  for (int q = 0; q < W(); ++q) REQUIRE(out(4 * q + 1) == value<float>(q, 1));
+  {
+    no_grad off;  // as an optimizer step: allowed, the version is bumped
+    td::all_reduce(leaf);
+  }
+  REQUIRE(leaf(1) == expected<float>(td::reduce_op::sum, all_ranks(), 1));
+  td::all_reduce(leaf.detach());  // a detached handle shares the storage
+  REQUIRE(leaf(1) == W() * expected<float>(td::reduce_op::sum, all_ranks(), 1));
+}
+
 // --- autograd hooks ---------------------------------------------------------------------------
 
 TEST_CASE("post-accumulate-grad hooks run once per backward, after the last gradient", "[dist][autograd]") {
