@@ -10,6 +10,7 @@
 //   auto w = tenet::dist::all_reduce(t, tenet::dist::reduce_op::sum, {.async_op = true});
 //   w.wait();
 //   tenet::dist::DistributedDataParallel ddp(model);         // broadcast, bucketed gradient averaging
+//   tenet::dist::FullyShardedDataParallel fsdp(model);       // parameters sharded, gathered per forward
 //   tenet::dist::destroy_process_group();
 //
 // The contract is torch.distributed's: the same collectives (all_reduce, broadcast, reduce,
@@ -20,3 +21,4 @@
 #include <tenet/dist/process_group.hpp>
 #include <tenet/dist/collectives.hpp>
 #include <tenet/nn/parallel.hpp>  // DistributedDataParallel
+#include <tenet/nn/fully_sharded.hpp>  // FullyShardedDataParallel
