@@ -618,6 +618,41 @@ TEST_CASE("FullyShardedDataParallel equals single-process training on the global
   SECTION("float32, SGD") { check_fsdp_matches_single_process<float>(1e-6, false, 1); }
 }
 
+TEST_CASE("FullyShardedDataParallel: two forwards, one backward; a forward without backward before a step",
+          "[dist][fsdp]") {
+  const int w = W(), r = R();
+  const std::int64_t per_rank = 4, rows = per_rank * w;
+  manual_seed(0);
+  Net<double> reference;
+  manual_seed(0);
+  Net<double> model;
+  td::FullyShardedDataParallel fsdp(model);
+  REQUIRE(max_dict_diff(fsdp.full_state_dict(), reference) == 0);
+  optim::SGD opt(fsdp.parameters(), {.lr = 0.1});
+  optim::SGD ref_opt(reference.parameters(), {.lr = 0.1});
+  for (int step = 0; step < 2; ++step) {
+    auto [x1, y1] = batch<double>(rows, 61u + static_cast<unsigned>(step));
+    auto [x2, y2] = batch<double>(rows, 71u + static_cast<unsigned>(step));
+    // a forward in grad mode whose graph is dropped: its gathered parameters are reused below
+    // while the shard is unchanged, and gathered afresh after the optimizer step changed it
+    { Tensor<double, shape<>> unused = mse_loss(fsdp(x1.narrow<0>(r * per_rank, per_rank)), y1.narrow<0>(r * per_rank, per_rank)); }
+    Tensor<double, shape<>> ref_loss = mse_loss(reference(x1), y1) + mse_loss(reference(x2), y2);
+    ref_loss.backward();
+    Tensor<double, shape<>> loss = mse_loss(fsdp(x1.narrow<0>(r * per_rank, per_rank)), y1.narrow<0>(r * per_rank, per_rank)) +
+                                   mse_loss(fsdp(x2.narrow<0>(r * per_rank, per_rank)), y2.narrow<0>(r * per_rank, per_rank));
+    loss.backward();
+    // gathered again by this forward, then stale after the step: the next forward must gather afresh
+    { Tensor<double, shape<>> unused = mse_loss(fsdp(x2.narrow<0>(r * per_rank, per_rank)), y2.narrow<0>(r * per_rank, per_rank)); }
+    REQUIRE(fsdp.is_unsharded());
+    opt.step();
+    opt.zero_grad();
+    ref_opt.step();
+    ref_opt.zero_grad();
+    CAPTURE(step);
+    REQUIRE(max_dict_diff(fsdp.full_state_dict(), reference) <= 1e-12);
+  }
+}
+
 TEST_CASE("FullyShardedDataParallel mixed precision: bfloat16 compute, float32 shards and reduction", "[dist][fsdp]") {
   const int w = W(), r = R();
   const std::int64_t per_rank = 4, rows = per_rank * w;

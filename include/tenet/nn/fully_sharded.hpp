@@ -32,8 +32,8 @@
 //
 // Limits: one unit per object (wrap submodules separately and call each wrapper in the forward for
 // per-block sharding); every parameter that requires grad must have one dtype and be on the CPU;
-// one backward per forward (a second backward of a retained graph reduces nothing); the module is
-// held by reference and must outlive this object.
+// one backward per gathered set of parameters (several forwards may feed it; a second backward of
+// a retained graph reduces nothing); the module is held by reference and must outlive this object.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -170,7 +170,11 @@ class FullyShardedDataParallel : public nn::Module {
   M& module() const { return module_; }
 
   /// Gathers the full parameters into the module (fresh leaves that require grad); the forward calls it.
+  /// When they are already there and the shard was not written since (its storage version: an
+  /// optimizer step or a load moves it), they are kept: several forwards before one backward then
+  /// feed the same leaves, and the backward reduces their summed gradient once.
   void unshard() {
+    if (materialized_ && shard_version() == gathered_version_) return;
     reshard();
     any_tensor full = any_tensor::zeros(compute_, {padded_});
     dist::detail::with_dtype(compute_, [&]<class C>() {
@@ -196,6 +200,7 @@ class FullyShardedDataParallel : public nn::Module {
       hooks_.push_back(register_hook(i));
     }
     materialized_ = true;
+    gathered_version_ = shard_version();
   }
   /// Frees the module's full parameters (their members become undefined tensors).
   void reshard() {
@@ -366,6 +371,14 @@ class FullyShardedDataParallel : public nn::Module {
         shard_);
     return full;
   }
+  std::uint64_t shard_version() const {
+    return std::visit(
+        [](const auto& s) -> std::uint64_t {
+          if constexpr (std::is_same_v<std::decay_t<decltype(s)>, std::monostate>) return 0;
+          else return s.storage()->version.load(std::memory_order_relaxed);
+        },
+        shard_);
+  }
   void write_shard(const any_tensor& v) {
     const no_grad off;  // an optimizer-style write into the leaf
     flat_param().slot().load(v, "flat_param");
@@ -428,6 +441,7 @@ class FullyShardedDataParallel : public nn::Module {
       shard_;
   std::vector<autograd::hook_handle> hooks_;
   bool materialized_ = false;
+  std::uint64_t gathered_version_ = 0;  // the shard's storage version when the parameters were gathered
   std::uint64_t backward_serial_ = 0;
 };
 
