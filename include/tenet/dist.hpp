@@ -20,5 +20,6 @@
 // a rank that leaves makes the others' waits throw a dist_error naming it.
 #include <tenet/dist/process_group.hpp>
 #include <tenet/dist/collectives.hpp>
+#include <tenet/dist/dtensor.hpp>  // DeviceMesh, DTensor, distribute_tensor
 #include <tenet/nn/parallel.hpp>  // DistributedDataParallel
 #include <tenet/nn/fully_sharded.hpp>  // FullyShardedDataParallel

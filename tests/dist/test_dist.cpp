@@ -750,6 +750,102 @@ TEST_CASE("FullyShardedDataParallel refuses what it cannot shard, with the value
                     Catch::Contains("shard_dtype must be a floating dtype, got int64"));
 }
 
+// --- DTensor ------------------------------------------------------------------------------------
+
+namespace {
+/// A [4, 8, 3] tensor of distinct values (the same on every rank): element (i, j, k) = 100 i + 10 j + k.
+Tensor<double, dyn_shape<3>> dtensor_input() {
+  Tensor<double, dyn_shape<3>> t({4, 8, 3});
+  for (std::int64_t i = 0; i < 4; ++i)
+    for (std::int64_t j = 0; j < 8; ++j)
+      for (std::int64_t k = 0; k < 3; ++k) t(i, j, k) = 100.0 * i + 10.0 * j + k;
+  return t;
+}
+/// Every element of a equals b's (same sizes).
+bool same_values(const Tensor<double, dyn_shape<3>>& a, const Tensor<double, dyn_shape<3>>& b) {
+  if (a.sizes() != b.sizes()) return false;
+  for (std::int64_t i = 0; i < a.size(0); ++i)
+    for (std::int64_t j = 0; j < a.size(1); ++j)
+      for (std::int64_t k = 0; k < a.size(2); ++k)
+        if (a(i, j, k) != b(i, j, k)) return false;
+  return true;
+}
+/// Chunk q of W along dim d of `full`, computed by indexing.
+Tensor<double, dyn_shape<3>> chunk_by_index(const Tensor<double, dyn_shape<3>>& full, int d, int q, int w) {
+  auto s = full.sizes();
+  const std::int64_t c = s[static_cast<std::size_t>(d)] / w;
+  s[static_cast<std::size_t>(d)] = c;
+  Tensor<double, dyn_shape<3>> out(s);
+  for (std::int64_t i = 0; i < s[0]; ++i)
+    for (std::int64_t j = 0; j < s[1]; ++j)
+      for (std::int64_t k = 0; k < s[2]; ++k)
+        out(i, j, k) = full(i + (d == 0 ? q * c : 0), j + (d == 1 ? q * c : 0), k + (d == 2 ? q * c : 0));
+  return out;
+}
+}  // namespace
+
+TEST_CASE("DTensor on a 1-D mesh: distribute_tensor, redistribute, full_tensor", "[dist][dtensor]") {
+  const int w = W(), r = R();
+  const td::DeviceMesh mesh;
+  REQUIRE(mesh.size() == w);
+  REQUIRE(mesh.coordinate() == r);
+  const auto full = dtensor_input();  // dims 0 and 1 divide by 2 and 4; dim 2 (3) by neither
+  SECTION("Shard and Replicate, every redistribution between them") {
+    for (int d : {0, 1}) {
+      CAPTURE(d);
+      auto s = td::distribute_tensor(full, mesh, td::Shard{d});
+      REQUIRE(td::to_string(s.placements()) == "Shard(" + std::to_string(d) + ")");
+      REQUIRE(same_values(s.to_local(), chunk_by_index(full, d, r, w)));
+      REQUIRE(same_values(s.full_tensor(), full));
+      auto rep = s.redistribute(td::Replicate{});  // all_gather
+      REQUIRE(same_values(rep.to_local(), full));
+      auto back = rep.redistribute(td::Shard{d});  // local chunk
+      REQUIRE(same_values(back.to_local(), chunk_by_index(full, d, r, w)));
+      auto other = s.redistribute(td::Shard{1 - d});  // Shard(a) -> Shard(b)
+      REQUIRE(same_values(other.to_local(), chunk_by_index(full, 1 - d, r, w)));
+      REQUIRE(same_values(other.full_tensor(), full));
+    }
+    auto last = td::distribute_tensor(full.permute<0, 2, 1>().contiguous(), mesh, td::Shard{-1});  // dim 2 of [4, 3, 8]
+    REQUIRE(std::get<td::Shard>(last.placements()).dim == 2);
+    REQUIRE(last.to_local().size(2) == 8 / w);
+  }
+  SECTION("distribute_tensor takes the first rank's values") {
+    auto mine = dtensor_input();
+    mine(0, 0, 0) = 1000.0 + r;
+    auto rep = td::distribute_tensor(mine, mesh, td::Replicate{});
+    REQUIRE(rep.to_local()(0, 0, 0) == 1000.0);
+  }
+  SECTION("Partial: all_reduce to Replicate, reduce_scatter to Shard") {
+    // rank q holds (q + 1) * full: the value is (1 + ... + w) * full, or its average
+    Tensor<double, dyn_shape<3>> part = full * static_cast<double>(r + 1);
+    const double total = w * (w + 1) / 2.0;
+    Tensor<double, dyn_shape<3>> want = full * total, want_avg = full * (total / w);
+    auto p = td::DTensor<double, 3>::from_local(part, mesh, td::Partial{});
+    part(0, 0, 0) = -1;  // from_local copied it
+    REQUIRE(td::to_string(p.placements()) == "Partial(sum)");
+    REQUIRE(same_values(p.full_tensor(), want));
+    REQUIRE(same_values(p.redistribute(td::Replicate{}).to_local(), want));
+    for (int d : {0, 1}) REQUIRE(same_values(p.redistribute(td::Shard{d}).to_local(), chunk_by_index(want, d, r, w)));
+    auto a = td::DTensor<double, 3>::from_local(Tensor<double, dyn_shape<3>>(full * static_cast<double>(r + 1)), mesh,
+                                                td::Partial{td::reduce_op::avg});
+    REQUIRE(same_values(a.redistribute(td::Shard{1}).to_local(), chunk_by_index(want_avg, 1, r, w)));
+    // from_local with Shard: the global size is the local one times the mesh size
+    auto s = td::DTensor<double, 3>::from_local(chunk_by_index(full, 1, r, w), mesh, td::Shard{1});
+    REQUIRE(s.sizes() == std::array<std::int64_t, 3>{4, 8, 3});
+    REQUIRE(same_values(s.full_tensor(), full));
+  }
+  SECTION("errors name the values") {
+    if (w > 1)
+      CHECK_THROWS_WITH(td::distribute_tensor(full, mesh, td::Shard{2}),
+                        Catch::Contains("Shard(2) of sizes [4, 8, 3] on a mesh of " + std::to_string(w) +
+                                        " ranks: dim 2 (3) is not a multiple of " + std::to_string(w)));
+    CHECK_THROWS_WITH(td::distribute_tensor(full, mesh, td::Shard{3}), Catch::Contains("the dim must be in [-3, 2]"));
+    CHECK_THROWS_WITH(td::distribute_tensor(full, mesh, td::Partial{}), Catch::Contains("cannot be distributed"));
+    auto rep = td::distribute_tensor(full, mesh, td::Replicate{});
+    CHECK_THROWS_WITH(rep.redistribute(td::Partial{}), Catch::Contains("from Replicate() to Partial(sum) is not supported"));
+  }
+}
+
 // --- the failure scenarios (modes of this program) ----------------------------------------------
 
 static int run_timeout_mode() {
