@@ -23,3 +23,4 @@
 #include <tenet/dist/dtensor.hpp>  // DeviceMesh, DTensor, distribute_tensor
 #include <tenet/nn/parallel.hpp>  // DistributedDataParallel
 #include <tenet/nn/fully_sharded.hpp>  // FullyShardedDataParallel
+#include <tenet/nn/tensor_parallel.hpp>  // ColwiseParallelLinear, RowwiseParallelLinear
