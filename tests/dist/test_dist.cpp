@@ -653,6 +653,46 @@ TEST_CASE("FullyShardedDataParallel: two forwards, one backward; a forward witho
   }
 }
 
+TEST_CASE("FullyShardedDataParallel: one unit per layer, called from the forward", "[dist][fsdp]") {
+  // per-block sharding: each Linear its own unit (its own flat parameter and reduce-scatter)
+  const int w = W(), r = R();
+  const std::int64_t per_rank = 4, rows = per_rank * w;
+  manual_seed(0);
+  Net<double> reference;
+  manual_seed(0);
+  Net<double> model;
+  td::FullyShardedDataParallel u1(model.fc1);
+  td::FullyShardedDataParallel u2(model.fc2);
+  td::FullyShardedDataParallel u3(model.fc3);
+  REQUIRE(u1.flat_numel() == 6 * 16 + 16);
+  REQUIRE(u3.shard_numel() == (8 * 3 + 3 + w - 1) / w);
+  std::vector<nn::tensor_ref> shards{u1.flat_param(), u2.flat_param(), u3.flat_param()};
+  optim::SGD opt(shards, {.lr = 0.1});
+  optim::SGD ref_opt(reference.parameters(), {.lr = 0.1});
+  for (int step = 0; step < 3; ++step) {
+    auto [x, y] = batch<double>(rows, 91u + static_cast<unsigned>(step));
+    Tensor<double, shape<>> ref_loss = mse_loss(reference(x), y);
+    ref_loss.backward();
+    auto xs = x.narrow<0>(r * per_rank, per_rank);
+    Tensor<double, shape<>> loss = mse_loss(u3(tanh(u2(relu(u1(xs))))), y.narrow<0>(r * per_rank, per_rank));
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+    ref_opt.step();
+    ref_opt.zero_grad();
+    double worst = 0;
+    for (const auto& [name, full] : std::vector<std::pair<std::string, tensor_dict>>{
+             {"fc1.", u1.full_state_dict()}, {"fc2.", u2.full_state_dict()}, {"fc3.", u3.full_state_dict()}})
+      for (const auto& k : full.keys()) {
+        const auto a = values_of(full.at(k));
+        const auto b = values_of(reference.state_dict().at(name + k));
+        for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+      }
+    CAPTURE(step);
+    REQUIRE(worst <= 1e-12);
+  }
+}
+
 TEST_CASE("FullyShardedDataParallel mixed precision: bfloat16 compute, float32 shards and reduction", "[dist][fsdp]") {
   const int w = W(), r = R();
   const std::int64_t per_rank = 4, rows = per_rank * w;

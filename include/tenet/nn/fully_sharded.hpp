@@ -20,7 +20,8 @@
 // - At the end of the backward (autograd::queue_callback from the parameters' post-accumulate-grad
 //   hooks) the gradients are flattened in the reduce dtype, reduce-scattered with avg, converted to
 //   the shard dtype and added to flat_param's .grad (gradient accumulation over several backwards
-//   works as for any parameter); the module's parameters are freed.
+//   works as for any parameter); the module's parameters are freed. Several units (one per block)
+//   reduce in their construction order, the same on every rank (detail::fsdp_units).
 // - Mixed precision: the compute dtype is the wrapped module's parameter dtype (its type says it:
 //   a module of bfloat16 Linears computes in bfloat16); fsdp_options::shard_dtype (the master
 //   weights the optimizer updates, e.g. float32) and reduce_dtype (the gradient reduce-scatter)
@@ -39,6 +40,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -57,10 +59,10 @@ namespace tenet::dist {
 struct fsdp_options {
   process_group group{};
   /// dtype of the shards the optimizer updates (the master weights); unset: the module's parameter dtype.
-  std::optional<dtype> shard_dtype;
+  std::optional<dtype> shard_dtype = std::nullopt;
   /// dtype the gradients are reduce-scattered in; unset: the module's parameter dtype (as torch's
   /// MixedPrecision reduces in param_dtype by default).
-  std::optional<dtype> reduce_dtype;
+  std::optional<dtype> reduce_dtype = std::nullopt;
   /// Broadcast the module's parameters and buffers from the group's first rank at construction.
   bool sync_module_states = true;
 };
@@ -92,6 +94,26 @@ inline void convert(const void* src, dtype from, void* dst, dtype to, std::int64
     });
   });
 }
+/// The FSDP units of this process in construction order, and the ones whose parameters received
+/// gradients in the running backward. The engine may reach the leaves of one recorded node in an
+/// order that differs from rank to rank (a fused expression over several units), so the units'
+/// reduce-scatters are not started from the hooks: one end-of-backward callback runs them in
+/// construction order, the same on every rank that built the same units in the same order.
+struct fsdp_units {
+  std::uint64_t next_id = 0;
+  std::uint64_t serial = 0;                               // the backward the callback is queued for
+  std::map<std::uint64_t, std::function<void()>> pending;  // unit id -> its post-backward
+  static fsdp_units& get() {
+    static fsdp_units u;
+    return u;
+  }
+  void run_pending() {
+    auto todo = std::move(pending);
+    pending.clear();
+    serial = 0;
+    for (auto& [id, f] : todo) f();
+  }
+};
 inline void require_floating(dtype d, const char* what) {
   if (!is_floating(d))
     throw dtype_error(std::string("tenet::dist::FullyShardedDataParallel: ") + what + " must be a floating dtype, got " +
@@ -103,7 +125,8 @@ template <class M>
 class FullyShardedDataParallel : public nn::Module {
  public:
   /// Shards `module` (kept by reference: it must outlive this object) over the ranks of opt.group.
-  explicit FullyShardedDataParallel(M& module, fsdp_options opt = {}) : module_(module), opt_(std::move(opt)) {
+  explicit FullyShardedDataParallel(M& module, fsdp_options opt = {})
+      : module_(module), opt_(std::move(opt)), id_(detail::fsdp_units::get().next_id++) {
     (void)detail::member_group(opt_.group, "FullyShardedDataParallel");
     world_ = opt_.group.size();
     rank_ = opt_.group.rank();
@@ -150,7 +173,10 @@ class FullyShardedDataParallel : public nn::Module {
     });
     reshard();
   }
-  ~FullyShardedDataParallel() { remove_hooks(); }
+  ~FullyShardedDataParallel() {
+    remove_hooks();
+    detail::fsdp_units::get().pending.erase(id_);
+  }
   FullyShardedDataParallel(const FullyShardedDataParallel&) = delete;
   FullyShardedDataParallel& operator=(const FullyShardedDataParallel&) = delete;
 
@@ -400,7 +426,13 @@ class FullyShardedDataParallel : public nn::Module {
     const std::uint64_t serial = autograd::current_backward_serial();
     if (serial == backward_serial_) return;
     backward_serial_ = serial;
-    autograd::queue_callback([this] { post_backward(); });
+    auto& units = detail::fsdp_units::get();
+    if (units.serial != serial) {  // the first unit of this backward: one callback for all
+      units.pending.clear();
+      units.serial = serial;
+      autograd::queue_callback([] { detail::fsdp_units::get().run_pending(); });
+    }
+    units.pending[id_] = [this] { post_backward(); };
   }
 
   /// The module's gradients, averaged over the group, scattered into flat_param's .grad (added to
@@ -429,6 +461,7 @@ class FullyShardedDataParallel : public nn::Module {
 
   M& module_;
   fsdp_options opt_;
+  std::uint64_t id_;  // construction order among this process's units (fsdp_units)
   int world_ = 1;
   int rank_ = 0;
   dtype compute_ = dtype::float32;
