@@ -640,6 +640,11 @@ TEST_CASE("FullyShardedDataParallel: two forwards, one backward; a forward witho
     ref_loss.backward();
     Tensor<double, shape<>> loss = mse_loss(fsdp(x1.narrow<0>(r * per_rank, per_rank)), y1.narrow<0>(r * per_rank, per_rank)) +
                                    mse_loss(fsdp(x2.narrow<0>(r * per_rank, per_rank)), y2.narrow<0>(r * per_rank, per_rank));
+    {
+      const no_grad off;  // an evaluation between the forward and its backward frees nothing
+      Tensor<double, shape<dyn, 3>> peek = fsdp(x1);
+      REQUIRE(fsdp.is_unsharded());
+    }
     loss.backward();
     // gathered again by this forward, then stale after the step: the next forward must gather afresh
     { Tensor<double, shape<>> unused = mse_loss(fsdp(x2.narrow<0>(r * per_rank, per_rank)), y2.narrow<0>(r * per_rank, per_rank)); }

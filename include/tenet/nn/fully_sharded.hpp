@@ -184,8 +184,10 @@ class FullyShardedDataParallel : public nn::Module {
   /// for when they are freed).
   template <class... A>
   decltype(auto) operator()(A&&... a) {
+    // parameters a grad-mode forward gathered stay for its backward, even through a no_grad forward
+    const bool kept = materialized_ && shard_version() == gathered_version_;
     unshard();
-    if (tenet::detail::ag::grad_mode()) return module_(std::forward<A>(a)...);
+    if (tenet::detail::ag::grad_mode() || kept) return module_(std::forward<A>(a)...);
     struct reshard_on_exit {
       FullyShardedDataParallel& f;
       ~reshard_on_exit() { f.reshard(); }
