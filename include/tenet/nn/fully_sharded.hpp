@@ -29,7 +29,8 @@
 // - State dicts: full_state_dict() (every rank gets the whole module's state, parameters in the
 //   shard dtype, by the module's names; save_full_state_dict writes it from the first rank as
 //   safetensors), load_full_state_dict; sharded_state_dict() (this rank's flat shard with the world
-//   size, rank and element count it belongs to) and load_sharded_state_dict (same world size only).
+//   size, rank and element count it belongs to), load_sharded_state_dict(dict) (the same world
+//   size) and load_sharded_state_dict(read) (any saved world size: resharded from the files).
 //
 // Limits: one unit per object (wrap submodules separately and call each wrapper in the forward for
 // per-block sharding); every parameter that requires grad must have one dtype and be on the CPU;
@@ -363,6 +364,41 @@ class FullyShardedDataParallel : public nn::Module {
                           "rank and flat_numel)");
     any_tensor shard = any_tensor::zeros(shard_dtype_, {shard_numel_});
     detail::convert(v.raw_data(), v.scalar_type(), shard.raw_data_mut(), shard_dtype_, shard_numel_);
+    write_shard(shard);
+  }
+
+  /// Loads a sharded checkpoint written by a group of any size (resharding): `read(q)` returns the
+  /// sharded_state_dict that rank q of the saving group wrote (e.g. safetensors::load_file of its
+  /// file). Rank 0's dict is read for the saved world size, then only the saved shards that overlap
+  /// this rank's. No communication: every rank reads what it needs.
+  void load_sharded_state_dict(const std::function<tensor_dict(int)>& read) {
+    const std::string who = "tenet::dist::FullyShardedDataParallel::load_sharded_state_dict";
+    const tensor_dict first = read(0);
+    const std::int64_t saved_world = tenet::detail::state_reader(first, who).integer("world_size");
+    if (saved_world < 1) throw value_error(who + ": rank 0's dict says world_size " + std::to_string(saved_world));
+    const std::int64_t old = (total_ + saved_world - 1) / saved_world;  // the saved shards' length
+    const std::int64_t lo = rank_ * shard_numel_, hi = std::min(lo + shard_numel_, total_);
+    any_tensor shard = any_tensor::zeros(shard_dtype_, {shard_numel_});
+    const auto item = static_cast<std::int64_t>(itemsize(shard_dtype_));
+    for (std::int64_t q = old ? lo / old : 0; old && q < saved_world && q * old < hi; ++q) {
+      const tensor_dict other = q == 0 ? tensor_dict() : read(static_cast<int>(q));
+      const tensor_dict& d = q == 0 ? first : other;
+      tenet::detail::state_reader in(d, who);
+      const std::int64_t w = in.integer("world_size"), r = in.integer("rank"), n = in.integer("flat_numel");
+      if (w != saved_world || r != q || n != total_)
+        throw value_error(who + ": read(" + std::to_string(q) + ") returned the shard of rank " + std::to_string(r) +
+                          " of " + std::to_string(w) + " for " + std::to_string(n) + " elements; expected rank " +
+                          std::to_string(q) + " of " + std::to_string(saved_world) + " for " + std::to_string(total_));
+      if (!d.contains("flat_param") || d.at("flat_param").sizes() != std::vector<std::int64_t>{old})
+        throw shape_error(who + ": the shard of rank " + std::to_string(q) + " has no \"flat_param\" of sizes [" +
+                          std::to_string(old) + "]");
+      const any_tensor& v = d.at("flat_param");
+      detail::require_floating(v.scalar_type(), "the state dict's \"flat_param\"");
+      const std::int64_t a = std::max(lo, q * old), b = std::min(hi, (q + 1) * old);
+      if (a < b)
+        detail::convert(static_cast<const char*>(v.raw_data()) + (a - q * old) * static_cast<std::int64_t>(itemsize(v.scalar_type())),
+                        v.scalar_type(), static_cast<char*>(shard.raw_data_mut()) + (a - lo) * item, shard_dtype_, b - a);
+    }
     write_shard(shard);
   }
 
