@@ -10,6 +10,7 @@
 //   auto w = tenet::dist::all_reduce(t, tenet::dist::reduce_op::sum, {.async_op = true});
 //   w.wait();
 //   tenet::dist::DistributedDataParallel ddp(model);         // broadcast, bucketed gradient averaging
+//   tenet::dist::FullyShardedDataParallel fsdp(model);       // parameters sharded, gathered per forward
 //   tenet::dist::destroy_process_group();
 //
 // The contract is torch.distributed's: the same collectives (all_reduce, broadcast, reduce,
@@ -19,4 +20,7 @@
 // a rank that leaves makes the others' waits throw a dist_error naming it.
 #include <tenet/dist/process_group.hpp>
 #include <tenet/dist/collectives.hpp>
+#include <tenet/dist/dtensor.hpp>  // DeviceMesh, DTensor, distribute_tensor
 #include <tenet/nn/parallel.hpp>  // DistributedDataParallel
+#include <tenet/nn/fully_sharded.hpp>  // FullyShardedDataParallel
+#include <tenet/nn/tensor_parallel.hpp>  // ColwiseParallelLinear, RowwiseParallelLinear

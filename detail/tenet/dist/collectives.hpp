@@ -46,6 +46,7 @@ namespace tenet::dist {
 /// Reduces `t` over the group, in place on every rank (torch.distributed.all_reduce).
 template <class T, class S>
 work all_reduce(const Tensor<T, S>& t, reduce_op op = reduce_op::sum, const collective_options& o = {}) {
+  detail::refuse_tracked(t, "all_reduce");
   TENET_DIST_ON_CUDA(t, all_reduce(t, op, o));
   auto g = detail::member_group(o.group, "all_reduce");
   const MPI_Op mop = detail::mpi_op(op, dtype_of<T>);
@@ -78,6 +79,7 @@ work all_reduce(const Tensor<T, S>& t, reduce_op op = reduce_op::sum, const coll
 /// Copies `t` of rank `src` (a world rank) into `t` on every rank of the group.
 template <class T, class S>
 work broadcast(const Tensor<T, S>& t, int src, const collective_options& o = {}) {
+  detail::refuse_tracked(t, "broadcast");  // written on every rank but src: refused on all alike
   TENET_DIST_ON_CUDA(t, broadcast(t, src, o));
   auto g = detail::member_group(o.group, "broadcast");
   const int root = o.group.group_rank(src, "broadcast");
@@ -100,6 +102,7 @@ work broadcast(const Tensor<T, S>& t, int src, const collective_options& o = {})
 /// Reduces `t` over the group into `t` of rank `dst` (a world rank); the others' `t` is unchanged.
 template <class T, class S>
 work reduce(const Tensor<T, S>& t, int dst, reduce_op op = reduce_op::sum, const collective_options& o = {}) {
+  detail::refuse_tracked(t, "reduce");  // written on dst: refused on every rank alike
   TENET_DIST_ON_CUDA(t, reduce(t, dst, op, o));
   auto g = detail::member_group(o.group, "reduce");
   const int root = o.group.group_rank(dst, "reduce");
@@ -129,6 +132,7 @@ work reduce(const Tensor<T, S>& t, int dst, reduce_op op = reduce_op::sum, const
 /// Gathers `in` of every rank into `out` (one tensor of in's sizes per group rank, in rank order).
 template <class T, class S, class S2>
 work all_gather(const std::vector<Tensor<T, S>>& out, const Tensor<T, S2>& in, const collective_options& o = {}) {
+  for (const auto& t : out) detail::refuse_tracked(t, "all_gather");
   TENET_DIST_NO_CUDA_LIST(out, "all_gather");
   auto g = detail::member_group(o.group, "all_gather");
   const int size = static_cast<int>(g->world_ranks.size());
@@ -191,6 +195,7 @@ void check_blocks(const Tensor<T, S>& big, const Tensor<T2, S2>& small, int size
 /// Gathers `in` of every rank into one tensor `out` (rank blocks along dim 0, or stacked).
 template <class T, class S, class S2>
 work all_gather_into_tensor(const Tensor<T, S>& out, const Tensor<T, S2>& in, const collective_options& o = {}) {
+  detail::refuse_tracked(out, "all_gather_into_tensor");
   auto g = detail::member_group(o.group, "all_gather_into_tensor");
   const int size = static_cast<int>(g->world_ranks.size());
   detail::check_blocks(out, in, size, "all_gather_into_tensor", "the output", "the input");
@@ -221,6 +226,7 @@ work all_gather_into_tensor(const Tensor<T, S>& out, const Tensor<T, S2>& in, co
 template <class T, class S, class S2>
 work reduce_scatter_tensor(const Tensor<T, S>& out, const Tensor<T, S2>& in, reduce_op op = reduce_op::sum,
                            const collective_options& o = {}) {
+  detail::refuse_tracked(out, "reduce_scatter_tensor");
   auto g = detail::member_group(o.group, "reduce_scatter_tensor");
   const int size = static_cast<int>(g->world_ranks.size());
   detail::check_blocks(in, out, size, "reduce_scatter_tensor", "the input", "the output");
@@ -253,6 +259,7 @@ work reduce_scatter_tensor(const Tensor<T, S>& out, const Tensor<T, S2>& in, red
 template <class T, class S, class S2>
 work reduce_scatter(const Tensor<T, S>& out, const std::vector<Tensor<T, S2>>& in, reduce_op op = reduce_op::sum,
                     const collective_options& o = {}) {
+  detail::refuse_tracked(out, "reduce_scatter");
   TENET_DIST_NO_CUDA_LIST(in, "reduce_scatter");
   auto g = detail::member_group(o.group, "reduce_scatter");
   const int size = static_cast<int>(g->world_ranks.size());
@@ -297,6 +304,7 @@ work reduce_scatter(const Tensor<T, S>& out, const std::vector<Tensor<T, S2>>& i
 template <class T, class S, class S2>
 work all_to_all(const std::vector<Tensor<T, S>>& out, const std::vector<Tensor<T, S2>>& in,
                 const collective_options& o = {}) {
+  for (const auto& t : out) detail::refuse_tracked(t, "all_to_all");
   TENET_DIST_NO_CUDA_LIST(in, "all_to_all");
   auto g = detail::member_group(o.group, "all_to_all");
   const int size = static_cast<int>(g->world_ranks.size());
@@ -349,6 +357,7 @@ work all_to_all(const std::vector<Tensor<T, S>>& out, const std::vector<Tensor<T
 /// block j of `out` comes from rank j (torch.distributed.all_to_all_single without split sizes).
 template <class T, class S, class S2>
 work all_to_all_single(const Tensor<T, S>& out, const Tensor<T, S2>& in, const collective_options& o = {}) {
+  detail::refuse_tracked(out, "all_to_all_single");
   auto g = detail::member_group(o.group, "all_to_all_single");
   const int size = static_cast<int>(g->world_ranks.size());
   static_assert(S::rank == S2::rank && S::rank > 0, "tenet::dist::all_to_all_single: in and out must have one rank >= 1");
@@ -415,6 +424,7 @@ void send(const Tensor<T, S>& t, int dst, int tag = 0, const process_group& grou
 /// message is an MPI truncation error, thrown as dist_error).
 template <class T, class S>
 work irecv(const Tensor<T, S>& t, int src, int tag = 0, const process_group& group = {}) {
+  detail::refuse_tracked(t, "recv");
   TENET_DIST_ON_CUDA(t, irecv(t, src, group));
   auto g = detail::member_group(group, "recv");
   const int peer = group.group_rank(src, "recv");

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <tenet/autograd/graph.hpp>  // ag::grad_mode, ag::is_tracked
 #include <tenet/dist/process_group.hpp>
 #include <tenet/error.hpp>
 #include <tenet/runtime/storage.hpp>  // bump_version
@@ -130,6 +131,23 @@ inline std::string sizes_str(const std::int64_t* s, std::size_t r) {
 template <class T, class S>
 std::string sizes_str(const Tensor<T, S>& t) {
   return sizes_str(t.sizes().data(), S::rank);
+}
+
+/// Collectives write their outputs in place and autograd does not record them, so (as torch refuses
+/// an in-place op on a leaf that requires grad, and as tenet's own in-place writes do:
+/// ag::check_in_place) a tensor that a collective writes on any rank must not be tracked by
+/// autograd while grad mode is on. Called for every tensor the operation writes on some rank (a
+/// broadcast's tensor on the root too), so that every rank that passed such a tensor refuses it
+/// before any communication.
+template <class T, class S>
+void refuse_tracked(const Tensor<T, S>& t, const char* what) {
+  if (t.defined() && tenet::detail::ag::grad_mode() && tenet::detail::ag::is_tracked(t)) {
+    const bool leaf = !t.autograd_meta()->grad_fn;
+    throw value_error(std::string("tenet::dist::") + what + ": the tensor of sizes " + sizes_str(t) + " " +
+                      (leaf ? "is an autograd leaf that requires grad" : "was computed from tensors that require grad") +
+                      ", and collectives write in place without being recorded by autograd; run the collective "
+                      "under tenet::no_grad (as an optimizer step does), or on t.detach() or a clone");
+  }
 }
 
 /// A tensor's elements as one contiguous buffer: the tensor's own memory when it is contiguous,

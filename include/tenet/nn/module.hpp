@@ -259,6 +259,11 @@ class tensor_slot {
   /// The same member of `owner` (a module moved from this slot's one); null for a tensor
   /// registered by reference, which does not move with its module.
   virtual std::shared_ptr<tensor_slot> relocated(const Module& owner) const = 0;
+  /// Rebinds the member to a fresh handle on v's storage (no copy, no autograd history), or to an
+  /// undefined tensor when v is undefined (the member then holds no memory): FullyShardedDataParallel
+  /// materializes and frees a wrapped module's parameters with it. dtype_error / shape_error
+  /// (any_tensor::as) when v's dtype or sizes are not the member's.
+  virtual void reset_to(const any_tensor& v) = 0;
 };
 
 template <class T, class S>
@@ -334,6 +339,7 @@ class typed_slot final : public tensor_slot {
     t() = p->tensor;
   }
   Tensor<T, S>& tensor() const { return t(); }
+  void reset_to(const any_tensor& v) override { t() = v.defined() ? v.template as<T, S>() : Tensor<T, S>(); }
 
  std::shared_ptr<tensor_slot> relocated(const Module& owner) const override {
     if (!at_) return nullptr;
