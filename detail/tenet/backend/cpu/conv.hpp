@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <tenet/backend/cpu/gemm.hpp>
+#include <tenet/backend/cpu/winograd.hpp>  // run_conv2d_winograd, winograd_eligible
 #include <tenet/decomp/conv.hpp>  // conv2d_geometry
 
 #include <omp.h>
@@ -130,9 +131,10 @@ void run_conv2d_batched(const T* x, const T* w, T* y, const conv2d_geometry& g, 
   }
 }
 
-/// y = conv2d(x, w) for contiguous x (N, C, H, W), w (O, C/groups, kh, kw), y (N, O, oh, ow).
+/// y = conv2d(x, w) by im2col + GEMM for contiguous x (N, C, H, W), w (O, C/groups, kh, kw),
+/// y (N, O, oh, ow): every geometry.
 template <class T>
-void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
+void run_conv2d_im2col(const T* x, const T* w, T* y, const conv2d_geometry& g) {
   const std::int64_t Cg = g.C / g.groups, Og = g.O / g.groups;
   const std::int64_t K = Cg * g.kh * g.kw, L = g.oh * g.ow;
   if (g.N == 0 || g.O == 0 || L == 0) return;
@@ -176,6 +178,16 @@ void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
     std::vector<T> col(buffer);
     for (std::int64_t n = 0; n < g.N; ++n) image(n, col);
   }
+}
+
+/// y = conv2d(x, w) for contiguous x (N, C, H, W), w (O, C/groups, kh, kw), y (N, O, oh, ow):
+/// Winograd F(4x4, 3x3) where winograd_eligible(g) (winograd.hpp), im2col + GEMM otherwise.
+template <class T>
+void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
+  if (winograd_eligible(g))
+    run_conv2d_winograd(x, w, y, g);
+  else
+    run_conv2d_im2col(x, w, y, g);
 }
 
 /// max_pool2d of x (N, C, H, W; any strides) into out (N, C, oh, ow; contiguous): one pass over
