@@ -457,3 +457,36 @@ TEST_CASE("conv: conv2d takes the Winograd kernel for 3x3 stride 1 with enough c
     CHECK(eval(amax(abs(y - reference))).item() < 1e-4f);
   }
 }
+
+TEST_CASE("conv: max_pool2d's vector rows agree with its scalar loop (NaN, -inf, padding, dilation, ceil_mode)") {
+  // contiguous float/double planes take the separable vector form (rows a vector at a time), a
+  // transposed view the scalar loop; rows of 37 hold whole vectors and a tail on every arch
+  auto check = [](auto zero) {
+    using T = decltype(zero);
+    Tensor<T, S4> x = resnet::make_param<S4>(7, 1.0, 0.0, 2, 3, 11, 37).to<T>();
+    T* p = x.data();
+    p[5 * 37 + 20] = std::numeric_limits<T>::quiet_NaN();  // one NaN
+    for (std::int64_t i = 0; i < 11 * 37; ++i) p[2 * 11 * 37 + i] = -std::numeric_limits<T>::infinity();  // an all -inf plane
+    p[4 * 11 * 37 + 3 * 37 + 36] = std::numeric_limits<T>::quiet_NaN();  // a NaN in the last column
+    const auto xt = non_contiguous(x);
+    auto same = [](const Tensor<T, S4>& a, const Tensor<T, S4>& b) {
+      REQUIRE(a.sizes() == b.sizes());
+      std::int64_t bad = 0;
+      for (std::int64_t i = 0; i < a.numel(); ++i) {
+        const T u = a.data()[i], v = b.data()[i];
+        if (!(u == v || (u != u && v != v))) ++bad;
+      }
+      return bad;
+    };
+    CHECK(same(max_pool2d(x, 3, {.stride = 2, .padding = 1}), max_pool2d(xt, 3, {.stride = 2, .padding = 1})) == 0);
+    CHECK(same(max_pool2d(x, {2, 3}, {.stride = {1, 2}, .padding = {1, 1}, .dilation = {2, 2}}),
+               max_pool2d(xt, {2, 3}, {.stride = {1, 2}, .padding = {1, 1}, .dilation = {2, 2}})) == 0);
+    CHECK(same(max_pool2d(x, 3, {.stride = 2, .ceil_mode = true}), max_pool2d(xt, 3, {.stride = 2, .ceil_mode = true})) == 0);
+    const Tensor<T, S4> y = max_pool2d(x, 3, {.stride = 2, .padding = 1});
+    CHECK(std::isnan(static_cast<double>(y(0, 0, 2, 10))));  // windows over the NaN (row 5, column 20)
+    CHECK(std::isnan(static_cast<double>(y(0, 0, 3, 10))));
+    CHECK(y(0, 2, 0, 0) == -std::numeric_limits<T>::infinity());  // the all -inf plane
+  };
+  check(0.0f);
+  check(0.0);
+}

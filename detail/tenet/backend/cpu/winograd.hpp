@@ -30,6 +30,7 @@
 
 #include <tenet/backend/cpu/gemm.hpp>  // gemm_impl::config (register tile), gemm_impl::scratch
 #include <tenet/decomp/conv.hpp>       // conv2d_geometry
+#include <tenet/runtime/storage.hpp>   // cpu_block_cache
 
 #include <omp.h>
 
@@ -42,6 +43,24 @@ inline bool winograd_eligible(const conv2d_geometry& g) {
   return g.kh == 3 && g.kw == 3 && g.stride_h == 1 && g.stride_w == 1 && g.dil_h == 1 && g.dil_w == 1 &&
          g.groups == 1 && g.C >= 16 && g.O >= 16 && g.N > 0 && g.oh > 0 && g.ow > 0;
 }
+
+/// A buffer of n values from the CPU's block cache (runtime/storage.hpp), given back when it goes
+/// out of scope: a kernel's large working copies (im2col columns, Winograd's padded input) cost no
+/// page faults when the same shapes run again, and hold no memory between calls.
+template <class T>
+class pooled_buffer {
+ public:
+  explicit pooled_buffer(std::size_t n)
+      : bytes_(std::max<std::size_t>(n, 1) * sizeof(T)), p_(static_cast<T*>(cpu_block_cache::instance().get(bytes_))) {}
+  ~pooled_buffer() { cpu_block_cache::instance().put(p_, bytes_); }
+  pooled_buffer(const pooled_buffer&) = delete;
+  pooled_buffer& operator=(const pooled_buffer&) = delete;
+  T* data() const { return p_; }
+
+ private:
+  std::size_t bytes_;
+  T* p_;
+};
 
 namespace winograd {
 
@@ -131,7 +150,8 @@ void run_conv2d_winograd(const T* x, const T* w, T* y, const conv2d_geometry& g)
   const bool threads = !omp_in_parallel() && omp_get_max_threads() > 1;
 
   // U[k][c][o] = (G w[o][c] G^T)[k], zero for the padding channels
-  T* U = gemm_impl::scratch<T, 10>(static_cast<std::size_t>(36 * Cp * Op));
+  const pooled_buffer<T> u_buf(static_cast<std::size_t>(36 * Cp * Op));
+  T* const U = u_buf.data();
   std::fill(U, U + 36 * Cp * Op, T(0));
   for (std::int64_t o = 0; o < g.O; ++o) {
     for (std::int64_t c = 0; c < g.C; ++c) {
@@ -144,7 +164,8 @@ void run_conv2d_winograd(const T* x, const T* w, T* y, const conv2d_geometry& g)
   }
 
   // xp[n][yy][xx][c] = x[n][c][yy - pad_top][xx - pad_left], zero outside x and for c >= C
-  T* xp = gemm_impl::scratch<T, 11>(static_cast<std::size_t>(g.N * Hp * Wp * Cp));
+  const pooled_buffer<T> xp_buf(static_cast<std::size_t>(g.N * Hp * Wp * Cp));
+  T* const xp = xp_buf.data();
   const std::int64_t prow = Wp * Cp;
 #pragma omp parallel for schedule(static) if (threads)
   for (std::int64_t r = 0; r < g.N * Hp; ++r) {
@@ -160,11 +181,12 @@ void run_conv2d_winograd(const T* x, const T* w, T* y, const conv2d_geometry& g)
   }
 
   // per block of tiles: transform, 36 products, inverse transform into yo (N, oh, ow, Op)
-  T* yo = gemm_impl::scratch<T, 12>(static_cast<std::size_t>(g.N * g.oh * g.ow * Op));
+  const pooled_buffer<T> yo_buf(static_cast<std::size_t>(g.N * g.oh * g.ow * Op));
+  T* const yo = yo_buf.data();
 #pragma omp parallel if (threads)
   {
-    T* V = gemm_impl::scratch<T, 13>(static_cast<std::size_t>(36 * TB * Cp));
-    T* M = gemm_impl::scratch<T, 14>(static_cast<std::size_t>(36 * TB * Op));
+    T* V = gemm_impl::scratch<T, 10>(static_cast<std::size_t>(36 * TB * Cp));
+    T* M = gemm_impl::scratch<T, 11>(static_cast<std::size_t>(36 * TB * Op));
 #pragma omp for schedule(static)
     for (std::int64_t b = 0; b < blocks; ++b) {
       const std::int64_t t0 = b * TB, count = std::min(TB, tiles - t0);
