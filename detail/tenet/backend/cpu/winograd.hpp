@@ -163,20 +163,37 @@ void run_conv2d_winograd(const T* x, const T* w, T* y, const conv2d_geometry& g)
     }
   }
 
-  // xp[n][yy][xx][c] = x[n][c][yy - pad_top][xx - pad_left], zero outside x and for c >= C
+  // xp[n][yy][xx][c] = x[n][c][yy - pad_top][xx - pad_left], zero outside x and for c >= C; per
+  // image and block of L channels, each xp element written once: L planes read row by row (L
+  // sequential streams) into whole vectors of channels (reading one row of every channel per xp
+  // row instead missed the cache on every row: 11% of the ResNet stage)
   const pooled_buffer<T> xp_buf(static_cast<std::size_t>(g.N * Hp * Wp * Cp));
   T* const xp = xp_buf.data();
-  const std::int64_t prow = Wp * Cp;
+  const std::int64_t cblocks = Cp / L;
 #pragma omp parallel for schedule(static) if (threads)
-  for (std::int64_t r = 0; r < g.N * Hp; ++r) {
-    const std::int64_t n = r / Hp, iy = r % Hp - g.pad_top;
-    T* dst = xp + r * prow;
-    std::fill(dst, dst + prow, T(0));
-    if (iy < 0 || iy >= g.H) continue;
-    const std::int64_t x0 = std::max<std::int64_t>(0, -g.pad_left), x1 = std::min(g.W, Wp - g.pad_left);
-    for (std::int64_t c = 0; c < g.C; ++c) {
-      const T* src = x + ((n * g.C + c) * g.H + iy) * g.W;
-      for (std::int64_t ix = x0; ix < x1; ++ix) dst[(ix + g.pad_left) * Cp + c] = src[ix];
+  for (std::int64_t r = 0; r < g.N * cblocks; ++r) {
+    const std::int64_t n = r / cblocks, c0 = r % cblocks * L, cn = std::min(L, g.C - c0);
+    const T* planes = x + (n * g.C + c0) * g.H * g.W;
+    for (std::int64_t yy = 0; yy < Hp; ++yy) {
+      T* dst = xp + ((n * Hp + yy) * Wp) * Cp + c0;
+      const std::int64_t iy = yy - g.pad_top;
+      if (iy < 0 || iy >= g.H) {
+        for (std::int64_t xx = 0; xx < Wp; ++xx) B(T(0)).store_aligned(dst + xx * Cp);
+        continue;
+      }
+      // (scalar stores straight into xp: a vector built in memory and loaded back stalls on
+      // store forwarding)
+      const T* row = planes + iy * g.W;
+      for (std::int64_t xx = 0; xx < Wp; ++xx) {
+        const std::int64_t ix = xx - g.pad_left;
+        T* d = dst + xx * Cp;
+        if (ix < 0 || ix >= g.W) {
+          B(T(0)).store_aligned(d);
+          continue;
+        }
+        for (std::int64_t k = 0; k < cn; ++k) d[k] = row[k * g.H * g.W + ix];
+        for (std::int64_t k = cn; k < L; ++k) d[k] = T(0);
+      }
     }
   }
 
