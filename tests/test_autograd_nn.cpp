@@ -56,7 +56,7 @@ TEST_CASE("autograd ops: conv2d's own VJP and JVP (groups, dilation, strides tha
   gradcheck([](const auto& a, const auto& kk) { return conv2d(a, kk, {.stride = {3, 1}, .padding = {2, 1}}); }, img,
             filled<4>({2, 4, 1, 2}, -1, 1, 0.3));
   // 3x3 stride 1 with 16 channels: the forward and the input gradient (a 3x3 stride-1
-  // convolution of the output gradient) run as Winograd F(4x4, 3x3) on the CPU (the weight's
+  // convolution of the output gradient) run as Winograd (F(4x4, 3x3) in double) on the CPU (the weight's
   // gradient does not: its differences would cost 2304 evaluations)
   const M4 k16 = filled<4>({16, 16, 3, 3}, -1, 1, 0.6);
   gradcheck([&](const auto& a) { return conv2d(a, k16, {.padding = 1}); }, filled<4>({1, 16, 5, 6}, -1, 1, 0.3));
