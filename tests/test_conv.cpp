@@ -404,7 +404,7 @@ void check_winograd(std::int64_t N, std::int64_t C, std::int64_t O, std::int64_t
   op.pad_low = {pad[0], pad[1]};
   op.pad_high = {pad[2], pad[3]};
   const auto g = op.geometry({N, C, H, W}, {O, C, 3, 3});
-  REQUIRE(detail::cpu::winograd_eligible(g));
+  REQUIRE(detail::cpu::winograd_applies(g));
   std::vector<T> x(static_cast<std::size_t>(N * C * H * W)), w(static_cast<std::size_t>(O * C * 9));
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<T>(std::sin(0.37 * static_cast<double>(i) + 0.1));
   for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<T>(0.3 * std::cos(1.3 * static_cast<double>(i)));
@@ -444,8 +444,8 @@ TEST_CASE("conv: Winograd against im2col and a double direct convolution") {
 
 TEST_CASE("conv: conv2d takes the Winograd kernel for 3x3 stride 1 with enough channels, on any layout") {
   // through the public API: a transposed (non-contiguous) input and a bias, against the
-  // decomposition on the reference backend
-  const auto x = resnet::make_param<S4>(3, 1.0, 0.0, 2, 18, 7, 9);
+  // decomposition on the reference backend; 2 x 15 x 20 outputs of 18 -> 21 channels are eligible
+  const auto x = resnet::make_param<S4>(3, 1.0, 0.0, 2, 18, 15, 20);
   const auto w = resnet::make_param<S4>(4, 0.2, 0.0, 21, 18, 3, 3);
   const auto b = resnet::make_param<shape<dyn>>(5, 1.0, 0.0, 21);
   aten::conv2d op;
@@ -458,6 +458,17 @@ TEST_CASE("conv: conv2d takes the Winograd kernel for 3x3 stride 1 with enough c
     // sum |w| |x| is about 20 per output here: 1e-4 is about 40 float epsilons of it
     CHECK(eval(amax(abs(y - reference))).item() < 1e-4f);
   }
+  // below the crossovers (4 channels; 9 x 9 positions) the automatic choice is im2col, and the
+  // forced kernel computes the same values
+  aten::conv2d same_op;
+  same_op.pad_low = same_op.pad_high = {1, 1};
+  CHECK(!detail::cpu::winograd_eligible(same_op.geometry({1, 4, 30, 30}, {8, 4, 3, 3})));
+  CHECK(!detail::cpu::winograd_eligible(same_op.geometry({1, 32, 9, 9}, {32, 32, 3, 3})));
+  const auto small = resnet::make_param<S4>(6, 1.0, 0.0, 1, 4, 9, 9);
+  const auto ws = resnet::make_param<S4>(8, 0.3, 0.0, 8, 4, 3, 3);
+  const Tensor<float, S4> automatic = conv2d(small, ws, {.padding = 1});
+  const detail::cpu::conv2d_kernel_scope forced(detail::cpu::conv2d_kernel::winograd);
+  CHECK(eval(amax(abs(Tensor<float, S4>(conv2d(small, ws, {.padding = 1})) - automatic))).item() < 1e-5f);
 }
 
 TEST_CASE("conv: max_pool2d's vector rows agree with its scalar loop (NaN, -inf, padding, dilation, ceil_mode)") {

@@ -2,6 +2,9 @@
 
     python3 tests/fuzz/run.py --seeds 100-109 --count 40 [--grad] [--attention | --conv] [--work /tmp/tenet-fuzz]
 
+(TENET_CONV2D_KERNEL=winograd in the environment runs every 3x3 stride-1 conv2d of the programs on
+the CPU's Winograd kernel: the programs are smaller than its crossover.)
+
 For each seed: generate a batch, compile it against this checkout (the unit tests' flags), drop the
 cases that do not compile (each is reported: a program PyTorch runs that tenet rejects at compile
 time is a finding too), run the rest, and print every failing case with its seed, so that

@@ -9,14 +9,16 @@
 // columns in one GEMM, their im2col a gather from zero-padded planes (run_conv2d_batched).
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
 #include <xsimd/xsimd.hpp>  // the max_pool2d rows
 
 #include <tenet/backend/cpu/gemm.hpp>
-#include <tenet/backend/cpu/winograd.hpp>  // run_conv2d_winograd, winograd_eligible
+#include <tenet/backend/cpu/winograd.hpp>  // run_conv2d_winograd, winograd_applies, winograd_eligible
 #include <tenet/decomp/conv.hpp>  // conv2d_geometry
 
 #include <omp.h>
@@ -183,11 +185,43 @@ void run_conv2d_im2col(const T* x, const T* w, T* y, const conv2d_geometry& g) {
   }
 }
 
+/// Which kernel conv2d takes on the CPU: automatic (Winograd where winograd_eligible, im2col +
+/// GEMM otherwise), or one forced (Winograd where winograd_applies) for the calling thread, as
+/// tests and benchmarks do: conv2d_kernel_scope. Each thread starts with TENET_CONV2D_KERNEL
+/// (`winograd` or `im2col`; unset: automatic), so that a program's convolutions can all be
+/// run on one kernel from outside (the conv fuzzer's programs are below Winograd's crossover).
+enum class conv2d_kernel { automatic, im2col, winograd };
+inline conv2d_kernel conv2d_kernel_from_environment() {
+  static const conv2d_kernel k = [] {
+    const char* e = std::getenv("TENET_CONV2D_KERNEL");
+    if (e && std::string_view(e) == "winograd") return conv2d_kernel::winograd;
+    if (e && std::string_view(e) == "im2col") return conv2d_kernel::im2col;
+    return conv2d_kernel::automatic;
+  }();
+  return k;
+}
+inline conv2d_kernel& current_conv2d_kernel() {
+  thread_local conv2d_kernel k = conv2d_kernel_from_environment();
+  return k;
+}
+/// Forces conv2d's CPU kernel on this thread while in scope.
+class conv2d_kernel_scope {
+ public:
+  explicit conv2d_kernel_scope(conv2d_kernel k) : saved_(current_conv2d_kernel()) { current_conv2d_kernel() = k; }
+  ~conv2d_kernel_scope() { current_conv2d_kernel() = saved_; }
+  conv2d_kernel_scope(const conv2d_kernel_scope&) = delete;
+  conv2d_kernel_scope& operator=(const conv2d_kernel_scope&) = delete;
+
+ private:
+  conv2d_kernel saved_;
+};
+
 /// y = conv2d(x, w) for contiguous x (N, C, H, W), w (O, C/groups, kh, kw), y (N, O, oh, ow):
-/// Winograd F(4x4, 3x3) where winograd_eligible(g) (winograd.hpp), im2col + GEMM otherwise.
+/// Winograd (winograd.hpp) or im2col + GEMM, as current_conv2d_kernel() says.
 template <class T>
 void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
-  if (winograd_eligible(g))
+  const conv2d_kernel k = current_conv2d_kernel();
+  if (k == conv2d_kernel::automatic ? winograd_eligible(g) : k == conv2d_kernel::winograd && winograd_applies(g))
     run_conv2d_winograd(x, w, y, g);
   else
     run_conv2d_im2col(x, w, y, g);

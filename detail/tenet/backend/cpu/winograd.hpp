@@ -18,8 +18,8 @@
 //   yo               A^T M A per tile, a vector of output channels at a time, channels-last, cut
 //                    at the image's edge; then transposed into y (N, O, oh, ow).
 // Cp and Op are C and O rounded up to the vector width (Op: to the register tile's columns), the
-// extra channels zero. Where it wins over im2col + GEMM (channels, images): winograd_eligible and
-// docs/ops.md, "CPU convolution kernels".
+// extra channels zero. Where it wins over im2col + GEMM (channels, positions): winograd_eligible
+// and docs/ops.md, "CPU convolution kernels".
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -35,12 +35,18 @@
 
 namespace tenet::detail::cpu {
 
-/// Whether conv2d with geometry g runs as Winograd F(4x4, 3x3) (run_conv2d_winograd): a 3x3
-/// kernel, stride 1, dilation 1, one group, and enough channels for the transforms to pay:
-/// C >= 16 and O >= 16 (the crossovers measured in docs/ops.md).
-inline bool winograd_eligible(const conv2d_geometry& g) {
+/// Whether the Winograd kernel computes conv2d with geometry g: a 3x3 kernel, stride 1,
+/// dilation 1, one group.
+inline bool winograd_applies(const conv2d_geometry& g) {
   return g.kh == 3 && g.kw == 3 && g.stride_h == 1 && g.stride_w == 1 && g.dil_h == 1 && g.dil_w == 1 &&
-         g.groups == 1 && g.C >= 16 && g.O >= 16 && g.N > 0 && g.oh > 0 && g.ow > 0;
+         g.groups == 1 && g.N > 0 && g.oh > 0 && g.ow > 0;
+}
+/// Whether it is also faster than im2col + GEMM there (docs/ops.md, "CPU convolution kernels":
+/// measured crossovers): 16 or more input and output channels (fewer fill a fraction of each
+/// vector) and 512 or more output positions over the batch (the weights' transform, per call,
+/// costs about what a few hundred positions do).
+inline bool winograd_eligible(const conv2d_geometry& g) {
+  return winograd_applies(g) && g.C >= 16 && g.O >= 16 && g.N * g.oh * g.ow >= 512;
 }
 
 /// A buffer of n values from the CPU's block cache (runtime/storage.hpp), given back when it goes
@@ -166,7 +172,7 @@ TENET_INLINE void tile_product(std::int64_t cp, const T* __restrict v, const T* 
 }  // namespace winograd
 
 /// y = conv2d(x, w) by Winograd F(m x m, 3x3) for contiguous x (N, C, H, W), w (O, C, 3, 3),
-/// y (N, O, oh, ow), where winograd_eligible(g).
+/// y (N, O, oh, ow), where winograd_applies(g).
 template <class T, int Mt>
 void run_conv2d_winograd_tiles(const T* x, const T* w, T* y, const conv2d_geometry& g) {
   using tf = winograd::transforms<Mt>;
@@ -295,7 +301,7 @@ void run_conv2d_winograd_tiles(const T* x, const T* w, T* y, const conv2d_geomet
 }
 
 /// y = conv2d(x, w) by Winograd for contiguous x (N, C, H, W), w (O, C, 3, 3), y (N, O, oh, ow),
-/// where winograd_eligible(g): F(2x2, 3x3) in float, F(4x4, 3x3) in double. F(4x4)'s error, a
+/// where winograd_applies(g): F(2x2, 3x3) in float, F(4x4, 3x3) in double. F(4x4)'s error, a
 /// few units of the lane type's precision at the scale of sum |w| |x| (its transforms scale by up
 /// to 8 and 5, with sixths and 24ths in the weights'), is several times im2col's: in float that
 /// is relative errors of 1e-5 on outputs that cancel, more than tenet promises for float (the
