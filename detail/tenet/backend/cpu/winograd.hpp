@@ -183,7 +183,6 @@ void run_conv2d_winograd_tiles(const T* x, const T* w, T* y, const conv2d_geomet
   constexpr std::int64_t TB = MR * (sizeof(T) == 4 ? 4 : 2);  // tiles per block: V and M about 200-450 KiB
   const std::int64_t Cp = (g.C + L - 1) / L * L, Op = (g.O + NR - 1) / NR * NR;
   const std::int64_t th = (g.oh + Mt - 1) / Mt, tw = (g.ow + Mt - 1) / Mt, Hp = Mt * th + 2, Wp = Mt * tw + 2;
-  const std::int64_t tiles = g.N * th * tw, blocks = (tiles + TB - 1) / TB;
   const bool threads = !omp_in_parallel() && omp_get_max_threads() > 1;
 
   // U[k][c][o] = (G w[o][c] G^T)[k], zero for the padding channels
@@ -200,103 +199,119 @@ void run_conv2d_winograd_tiles(const T* x, const T* w, T* y, const conv2d_geomet
     }
   }
 
-  // xp[n][yy][xx][c] = x[n][c][yy - pad_top][xx - pad_left], zero outside x and for c >= C; per
-  // image and block of L channels, each xp element written once: L planes read row by row (L
-  // sequential streams) into whole vectors of channels (reading one row of every channel per xp
-  // row instead missed the cache on every row: 11% of the ResNet stage)
   const pooled_buffer<T> xp_buf(static_cast<std::size_t>(g.N * Hp * Wp * Cp));
   T* const xp = xp_buf.data();
-  const std::int64_t cblocks = Cp / L;
-#pragma omp parallel for schedule(static) if (threads)
-  for (std::int64_t r = 0; r < g.N * cblocks; ++r) {
-    const std::int64_t n = r / cblocks, c0 = r % cblocks * L, cn = std::min(L, g.C - c0);
-    const T* planes = x + (n * g.C + c0) * g.H * g.W;
-    for (std::int64_t yy = 0; yy < Hp; ++yy) {
-      T* dst = xp + ((n * Hp + yy) * Wp) * Cp + c0;
-      const std::int64_t iy = yy - g.pad_top;
-      if (iy < 0 || iy >= g.H) {
-        for (std::int64_t xx = 0; xx < Wp; ++xx) B(T(0)).store_aligned(dst + xx * Cp);
-        continue;
-      }
-      // (scalar stores straight into xp: a vector built in memory and loaded back stalls on
-      // store forwarding)
-      const T* row = planes + iy * g.W;
-      for (std::int64_t xx = 0; xx < Wp; ++xx) {
-        const std::int64_t ix = xx - g.pad_left;
-        T* d = dst + xx * Cp;
-        if (ix < 0 || ix >= g.W) {
-          B(T(0)).store_aligned(d);
-          continue;
-        }
-        for (std::int64_t k = 0; k < cn; ++k) d[k] = row[k * g.H * g.W + ix];
-        for (std::int64_t k = cn; k < L; ++k) d[k] = T(0);
-      }
-    }
-  }
-
-  // per block of tiles: transform, 36 products, inverse transform into yo (N, oh, ow, Op)
   const pooled_buffer<T> yo_buf(static_cast<std::size_t>(g.N * g.oh * g.ow * Op));
   T* const yo = yo_buf.data();
-#pragma omp parallel if (threads)
-  {
-    T* V = gemm_impl::scratch<T, 10>(static_cast<std::size_t>(A2 * TB * Cp));
-    T* M = gemm_impl::scratch<T, 11>(static_cast<std::size_t>(A2 * TB * Op));
-#pragma omp for schedule(static)
-    for (std::int64_t b = 0; b < blocks; ++b) {
-      const std::int64_t t0 = b * TB, count = std::min(TB, tiles - t0);
-      if (count < TB)  // the rows past the last tile: zeros (their products are not read)
-        for (std::int64_t k = 0; k < A2; ++k) std::fill(V + (k * TB + count) * Cp, V + (k + 1) * TB * Cp, T(0));
-      for (std::int64_t t = 0; t < count; ++t) {
-        const std::int64_t tile = t0 + t, n = tile / (th * tw), ty = tile / tw % th, tx = tile % tw;
-        const T* patch = xp + ((n * Hp + Mt * ty) * Wp + Mt * tx) * Cp;
-        for (std::int64_t c = 0; c < Cp; c += L) {
-          B d[A2], r[A2];
-#pragma GCC unroll 6
-          for (int i = 0; i < A; ++i)
-#pragma GCC unroll 6
-            for (int j = 0; j < A; ++j) d[A * i + j] = B::load_aligned(patch + (i * Wp + j) * Cp + c);
-#pragma GCC unroll 6
-          for (int j = 0; j < A; ++j) tf::input(d + j, r + j, A);  // columns
-#pragma GCC unroll 6
-          for (int i = 0; i < A; ++i) tf::input(r + A * i, d + A * i, 1);  // rows
-#pragma GCC unroll 36
-          for (int k = 0; k < A2; ++k) d[k].store_aligned(V + (k * TB + t) * Cp + c);
+  // The three passes over images [n0, n1), split over the threads when `par`.
+  auto images = [&](std::int64_t n0, std::int64_t n1, bool par) {
+    // xp[n][yy][xx][c] = x[n][c][yy - pad_top][xx - pad_left], zero outside x and for c >= C; per
+    // image and block of L channels, each xp element written once: L planes read row by row (L
+    // sequential streams) into whole vectors of channels (reading one row of every channel per xp
+    // row instead missed the cache on every row: 11% of the ResNet stage)
+    const std::int64_t cblocks = Cp / L;
+#pragma omp parallel for schedule(static) if (par)
+    for (std::int64_t r = 0; r < (n1 - n0) * cblocks; ++r) {
+      const std::int64_t n = n0 + r / cblocks, c0 = r % cblocks * L, cn = std::min(L, g.C - c0);
+      const T* planes = x + (n * g.C + c0) * g.H * g.W;
+      for (std::int64_t yy = 0; yy < Hp; ++yy) {
+        T* dst = xp + ((n * Hp + yy) * Wp) * Cp + c0;
+        const std::int64_t iy = yy - g.pad_top;
+        if (iy < 0 || iy >= g.H) {
+          for (std::int64_t xx = 0; xx < Wp; ++xx) B(T(0)).store_aligned(dst + xx * Cp);
+          continue;
         }
-      }
-      for (std::int64_t k = 0; k < A2; ++k)
-        for (std::int64_t i = 0; i < TB; i += MR)
-          for (std::int64_t o = 0; o < Op; o += NR)
-            winograd::tile_product<T, MR, NB>(Cp, V + (k * TB + i) * Cp, U + k * Cp * Op + o, Op,
-                                              M + (k * TB + i) * Op + o, Op);
-      for (std::int64_t t = 0; t < count; ++t) {
-        const std::int64_t tile = t0 + t, n = tile / (th * tw), ty = tile / tw % th, tx = tile % tw;
-        const std::int64_t rows = std::min<std::int64_t>(Mt, g.oh - Mt * ty), cols = std::min<std::int64_t>(Mt, g.ow - Mt * tx);
-        T* out = yo + ((n * g.oh + Mt * ty) * g.ow + Mt * tx) * Op;
-        for (std::int64_t o = 0; o < Op; o += L) {
-          B m[A2], s[Mt * A];
-#pragma GCC unroll 36
-          for (int k = 0; k < A2; ++k) m[k] = B::load_aligned(M + (k * TB + t) * Op + o);
-#pragma GCC unroll 6
-          for (int j = 0; j < A; ++j) tf::output(m + j, s + j, A);  // columns: s (m x A)
-          B r[Mt * Mt];
-#pragma GCC unroll 4
-          for (int i = 0; i < Mt; ++i) tf::output(s + A * i, r + Mt * i, 1);  // rows: r (m x m)
-          for (std::int64_t i = 0; i < rows; ++i)
-            for (std::int64_t j = 0; j < cols; ++j) r[Mt * i + j].store_aligned(out + (i * g.ow + j) * Op + o);
+        // (scalar stores straight into xp: a vector built in memory and loaded back stalls on
+        // store forwarding)
+        const T* row = planes + iy * g.W;
+        for (std::int64_t xx = 0; xx < Wp; ++xx) {
+          const std::int64_t ix = xx - g.pad_left;
+          T* d = dst + xx * Cp;
+          if (ix < 0 || ix >= g.W) {
+            B(T(0)).store_aligned(d);
+            continue;
+          }
+          for (std::int64_t k = 0; k < cn; ++k) d[k] = row[k * g.H * g.W + ix];
+          for (std::int64_t k = cn; k < L; ++k) d[k] = T(0);
         }
       }
     }
-  }
 
-  // y[n][o][p] = yo[n][p][o], in blocks of 16 positions
-  const std::int64_t P = g.oh * g.ow, pblocks = (P + 15) / 16;
-#pragma omp parallel for schedule(static) if (threads)
-  for (std::int64_t r = 0; r < g.N * pblocks; ++r) {
-    const std::int64_t n = r / pblocks, p0 = r % pblocks * 16, pn = std::min<std::int64_t>(16, P - p0);
-    const T* src = yo + (n * P + p0) * Op;
-    T* dst = y + n * g.O * P + p0;
-    for (std::int64_t o = 0; o < g.O; ++o)
-      for (std::int64_t p = 0; p < pn; ++p) dst[o * P + p] = src[p * Op + o];
+    // per block of tiles: transform, 36 products, inverse transform into yo (N, oh, ow, Op)
+    const std::int64_t first = n0 * th * tw, tiles = (n1 - n0) * th * tw, blocks = (tiles + TB - 1) / TB;
+#pragma omp parallel if (par)
+    {
+      T* V = gemm_impl::scratch<T, 10>(static_cast<std::size_t>(A2 * TB * Cp));
+      T* M = gemm_impl::scratch<T, 11>(static_cast<std::size_t>(A2 * TB * Op));
+#pragma omp for schedule(static)
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        const std::int64_t t0 = b * TB, count = std::min(TB, tiles - t0);
+        if (count < TB)  // the rows past the last tile: zeros (their products are not read)
+          for (std::int64_t k = 0; k < A2; ++k) std::fill(V + (k * TB + count) * Cp, V + (k + 1) * TB * Cp, T(0));
+        for (std::int64_t t = 0; t < count; ++t) {
+          const std::int64_t tile = first + t0 + t, n = tile / (th * tw), ty = tile / tw % th, tx = tile % tw;
+          const T* patch = xp + ((n * Hp + Mt * ty) * Wp + Mt * tx) * Cp;
+          for (std::int64_t c = 0; c < Cp; c += L) {
+            B d[A2], r[A2];
+#pragma GCC unroll 6
+            for (int i = 0; i < A; ++i)
+#pragma GCC unroll 6
+              for (int j = 0; j < A; ++j) d[A * i + j] = B::load_aligned(patch + (i * Wp + j) * Cp + c);
+#pragma GCC unroll 6
+            for (int j = 0; j < A; ++j) tf::input(d + j, r + j, A);  // columns
+#pragma GCC unroll 6
+            for (int i = 0; i < A; ++i) tf::input(r + A * i, d + A * i, 1);  // rows
+#pragma GCC unroll 36
+            for (int k = 0; k < A2; ++k) d[k].store_aligned(V + (k * TB + t) * Cp + c);
+          }
+        }
+        for (std::int64_t k = 0; k < A2; ++k)
+          for (std::int64_t i = 0; i < TB; i += MR)
+            for (std::int64_t o = 0; o < Op; o += NR)
+              winograd::tile_product<T, MR, NB>(Cp, V + (k * TB + i) * Cp, U + k * Cp * Op + o, Op,
+                                                M + (k * TB + i) * Op + o, Op);
+        for (std::int64_t t = 0; t < count; ++t) {
+          const std::int64_t tile = first + t0 + t, n = tile / (th * tw), ty = tile / tw % th, tx = tile % tw;
+          const std::int64_t rows = std::min<std::int64_t>(Mt, g.oh - Mt * ty), cols = std::min<std::int64_t>(Mt, g.ow - Mt * tx);
+          T* out = yo + ((n * g.oh + Mt * ty) * g.ow + Mt * tx) * Op;
+          for (std::int64_t o = 0; o < Op; o += L) {
+            B m[A2], s[Mt * A];
+#pragma GCC unroll 36
+            for (int k = 0; k < A2; ++k) m[k] = B::load_aligned(M + (k * TB + t) * Op + o);
+#pragma GCC unroll 6
+            for (int j = 0; j < A; ++j) tf::output(m + j, s + j, A);  // columns: s (m x A)
+            B r[Mt * Mt];
+#pragma GCC unroll 4
+            for (int i = 0; i < Mt; ++i) tf::output(s + A * i, r + Mt * i, 1);  // rows: r (m x m)
+            for (std::int64_t i = 0; i < rows; ++i)
+              for (std::int64_t j = 0; j < cols; ++j) r[Mt * i + j].store_aligned(out + (i * g.ow + j) * Op + o);
+          }
+        }
+      }
+    }
+
+    // y[n][o][p] = yo[n][p][o], in blocks of 16 positions
+    const std::int64_t P = g.oh * g.ow, pblocks = (P + 15) / 16;
+#pragma omp parallel for schedule(static) if (par)
+    for (std::int64_t r = 0; r < (n1 - n0) * pblocks; ++r) {
+      const std::int64_t n = n0 + r / pblocks, p0 = r % pblocks * 16, pn = std::min<std::int64_t>(16, P - p0);
+      const T* src = yo + (n * P + p0) * Op;
+      T* dst = y + n * g.O * P + p0;
+      for (std::int64_t o = 0; o < g.O; ++o)
+        for (std::int64_t p = 0; p < pn; ++p) dst[o * P + p] = src[p * Op + o];
+    }
+  };  // images
+
+  // With at least as many images as threads (a multiple of them, or 4 per thread), each thread
+  // runs whole images: no barrier between the three passes (on a loaded machine a thread that
+  // waits for its time slice stalls every barrier; the stage ran 0.7-1.1x torch.compile on two
+  // threads with the passes split, where one thread was 1.1x). Otherwise the passes split tiles.
+  const std::int64_t nt = omp_get_max_threads();
+  if (threads && g.N >= nt && (g.N % nt == 0 || g.N >= 4 * nt)) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t n = 0; n < g.N; ++n) images(n, n + 1, false);
+  } else {
+    images(0, g.N, threads);
   }
 }
 
