@@ -44,7 +44,7 @@ void run(const char* name, std::int64_t n, std::int64_t c, std::int64_t hw, std:
 void sweep() {
   using namespace tenet;
   for (const std::int64_t n : {1, 8}) {
-    for (const std::int64_t c : {4, 8, 16, 32, 64, 128}) {
+    for (const std::int64_t c : {4, 8, 16, 32, 64, 128, 256}) {
       for (const std::int64_t hw : {7, 14, 28, 56}) {
         const auto x = resnet::make_param<resnet::S4>(0, 1.0, 0.0, n, c, hw, hw);
         const auto w = resnet::make_param<resnet::S4>(1, 0.1, 0.0, c, c, 3, 3);
