@@ -280,6 +280,11 @@ def workloads():
     yield ("func_hessian_64", "hessians/s", func_hessian_inputs, lambda f, x: torch.func.hessian(f)(x), 1.0)
     yield ("func_per_sample_grad_mlp784_b64", "batches/s", func_per_sample_inputs,
            lambda fn, p, xs, ys: fn(p, xs, ys), 1.0)
+    # bench/conv.cpp: GFLOP/s counted as direct convolution
+    yield ("conv3x3_64_56_b8", "GFLOP/s", lambda: (torch.randn(8, 64, 56, 56), torch.randn(64, 64, 3, 3) * 0.1),
+           lambda x, w: F.conv2d(x, w, padding=1), 2.0 * 8 * 64 * 56 * 56 * 64 * 9 / 1e9)
+    yield ("conv7x7s2_stem_b8", "GFLOP/s", lambda: (torch.randn(8, 3, 224, 224), torch.randn(64, 3, 7, 7) * 0.1),
+           lambda x, w: F.conv2d(x, w, stride=2, padding=3), 2.0 * 8 * 64 * 112 * 112 * 3 * 49 / 1e9)
     params = resnet_stage1_params()
     yield ("resnet18_stage1_b8", "img/s", lambda: (resnet_param(0, 1.0, 0.0, 8, 3, 224, 224),),
            lambda x: resnet_stage1(x, params), 8.0)

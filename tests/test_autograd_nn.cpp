@@ -93,6 +93,15 @@ TEST_CASE("autograd ops: conv2d's own VJP and JVP (groups, dilation, strides tha
   // padding larger than the kernel's reach: the spread gradient is cropped
   gradcheck([](const auto& a, const auto& kk) { return conv2d(a, kk, {.stride = {3, 1}, .padding = {2, 1}}); }, img,
             filled<4>({2, 4, 1, 2}, -1, 1, 0.3));
+  // 3x3 stride 1 through the Winograd kernel (forced: these sizes are below its crossover): the
+  // forward and the input gradient (a 3x3 stride-1 convolution of the output gradient) run as
+  // Winograd F(4x4, 3x3) in double; 9 channels: vectors of 4 or 8 doubles hold a channel past
+  // them (the padding channels must stay zero)
+  {
+    const detail::cpu::conv2d_kernel_scope forced(detail::cpu::conv2d_kernel::winograd);
+    const M4 k9 = filled<4>({5, 9, 3, 3}, -1, 1, 0.6);
+    gradcheck([&](const auto& a) { return conv2d(a, k9, {.padding = 1}); }, filled<4>({1, 9, 5, 6}, -1, 1, 0.3));
+  }
   // conv1d and conv_transpose2d hold a conv2d node
   const M3 seq = filled<3>({2, 3, 9}, -1, 1, 0.4);
   gradcheck([](const auto& a, const auto& kk) { return conv1d(a, kk, {.stride = 2, .dilation = 2}); }, seq,

@@ -345,3 +345,161 @@ TEST_CASE("conv: ResNet-18's first stage (the benchmark's workload) against PyTo
   const auto x = resnet::make_param<resnet::S4>(0, 1.0, 0.0, 1, 3, 32, 32);
   check_close(model(x), get_case(kFile, "resnet_stage1").at("out"), 1e-4, 1e-4);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The CPU's conv2d kernels against each other and a direct convolution in double: Winograd
+// (F(2x2, 3x3) in float, F(4x4, 3x3) in double: backend/cpu/winograd.hpp) and im2col + GEMM
+// (backend/cpu/conv.hpp), over channel counts that are not multiples of the vector width, odd
+// and tiny images (a tile cut by the edge, one tile), batch 1, padding 0, 1, 2 and unequal
+// low/high padding.
+namespace {
+struct direct_result {
+  std::vector<double> y, scale;  // the exact sums, and sum |w| |x| per output (the rounding's scale)
+};
+template <class T>
+direct_result direct_conv(const std::vector<T>& x, const std::vector<T>& w, const detail::conv2d_geometry& g) {
+  direct_result r;
+  const auto n_out = static_cast<std::size_t>(g.N * g.O * g.oh * g.ow);
+  r.y.assign(n_out, 0.0);
+  r.scale.assign(n_out, 0.0);
+  for (std::int64_t n = 0; n < g.N; ++n)
+    for (std::int64_t o = 0; o < g.O; ++o)
+      for (std::int64_t oy = 0; oy < g.oh; ++oy)
+        for (std::int64_t ox = 0; ox < g.ow; ++ox) {
+          double s = 0, a = 0;
+          for (std::int64_t c = 0; c < g.C; ++c)
+            for (std::int64_t i = 0; i < g.kh; ++i)
+              for (std::int64_t j = 0; j < g.kw; ++j) {
+                const std::int64_t iy = oy * g.stride_h - g.pad_top + i, ix = ox * g.stride_w - g.pad_left + j;
+                if (iy < 0 || iy >= g.H || ix < 0 || ix >= g.W) continue;
+                const double p = static_cast<double>(w[static_cast<std::size_t>(((o * g.C + c) * g.kh + i) * g.kw + j)]) *
+                                 static_cast<double>(x[static_cast<std::size_t>(((n * g.C + c) * g.H + iy) * g.W + ix)]);
+                s += p;
+                a += std::abs(p);
+              }
+          const auto at = static_cast<std::size_t>(((n * g.O + o) * g.oh + oy) * g.ow + ox);
+          r.y[at] = s;
+          r.scale[at] = a;
+        }
+  return r;
+}
+
+/// The largest error of y against the exact sums, in units of the lane type's epsilon times each
+/// output's sum |w| |x|.
+template <class T>
+double error_units(const std::vector<T>& y, const direct_result& exact) {
+  double worst = 0;
+  for (std::size_t i = 0; i < y.size(); ++i)
+    worst = std::max(worst, std::abs(static_cast<double>(y[i]) - exact.y[i]) /
+                                (std::numeric_limits<T>::epsilon() * std::max(exact.scale[i], 1e-30)));
+  return worst;
+}
+
+template <class T>
+void check_winograd(std::int64_t N, std::int64_t C, std::int64_t O, std::int64_t H, std::int64_t W,
+                    std::array<std::int64_t, 4> pad) {
+  INFO("N C O H W " << N << " " << C << " " << O << " " << H << " " << W << " pad (t l b r) " << pad[0] << " "
+                    << pad[1] << " " << pad[2] << " " << pad[3] << " " << (sizeof(T) == 4 ? "float" : "double"));
+  aten::conv2d op;
+  op.pad_low = {pad[0], pad[1]};
+  op.pad_high = {pad[2], pad[3]};
+  const auto g = op.geometry({N, C, H, W}, {O, C, 3, 3});
+  REQUIRE(detail::cpu::winograd_applies(g));
+  std::vector<T> x(static_cast<std::size_t>(N * C * H * W)), w(static_cast<std::size_t>(O * C * 9));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<T>(std::sin(0.37 * static_cast<double>(i) + 0.1));
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<T>(0.3 * std::cos(1.3 * static_cast<double>(i)));
+  const auto exact = direct_conv(x, w, g);
+  // NaN-filled outputs: every element must be written
+  std::vector<T> yw(exact.y.size(), std::numeric_limits<T>::quiet_NaN()), yi = yw;
+  detail::cpu::run_conv2d_winograd(x.data(), w.data(), yw.data(), g);
+  detail::cpu::run_conv2d_im2col(x.data(), w.data(), yi.data(), g);
+  const double ew = error_units(yw, exact), ei = error_units(yi, exact);
+  INFO("error in eps * sum|w||x|: winograd " << ew << ", im2col " << ei);
+  CHECK(ei < 4);
+  // float runs F(2x2, 3x3), whose transforms add and halve only: about im2col's error (under 1
+  // unit measured here); double runs F(4x4, 3x3), whose transforms scale by up to 8 and 5 with
+  // sixths and 24ths in the weights': at most 4.1 units measured
+  CHECK(ew < (std::is_same_v<T, float> ? 2 : 16));
+}
+}  // namespace
+
+TEST_CASE("conv: Winograd against im2col and a double direct convolution") {
+  for (const bool dbl : {false, true}) {
+    auto run = [&](std::int64_t N, std::int64_t C, std::int64_t O, std::int64_t H, std::int64_t W,
+                   std::array<std::int64_t, 4> pad) {
+      if (dbl)
+        check_winograd<double>(N, C, O, H, W, pad);
+      else
+        check_winograd<float>(N, C, O, H, W, pad);
+    };
+    run(2, 16, 16, 8, 8, {1, 1, 1, 1});    // whole tiles
+    run(1, 17, 19, 9, 7, {1, 1, 1, 1});    // channels past the vector width, tiles cut by the edge
+    run(3, 37, 40, 13, 11, {0, 0, 0, 0});  // no padding: output 11 x 9
+    run(1, 16, 33, 3, 3, {2, 2, 2, 2});    // padding 2: output 5 x 5 from a 3 x 3 image
+    run(2, 20, 16, 6, 10, {0, 1, 2, 1});   // unequal low and high padding
+    run(1, 64, 64, 4, 17, {1, 1, 1, 1});   // one row of tiles, a long row
+    run(1, 16, 16, 1, 1, {1, 1, 1, 1});    // a 1 x 1 image: one tile, one output
+  }
+}
+
+TEST_CASE("conv: conv2d takes the Winograd kernel for 3x3 stride 1 with enough channels, on any layout") {
+  // through the public API: a transposed (non-contiguous) input and a bias, against the
+  // decomposition on the reference backend; 2 x 15 x 20 outputs of 18 -> 21 channels are eligible
+  const auto x = resnet::make_param<S4>(3, 1.0, 0.0, 2, 18, 15, 20);
+  const auto w = resnet::make_param<S4>(4, 0.2, 0.0, 21, 18, 3, 3);
+  const auto b = resnet::make_param<shape<dyn>>(5, 1.0, 0.0, 21);
+  aten::conv2d op;
+  op.pad_low = op.pad_high = {1, 1};
+  REQUIRE(detail::cpu::winograd_eligible(op.geometry(x.sizes(), w.sizes())));
+  for (const auto& in : layouts(x)) {
+    const Tensor<float, S4> y = conv2d(in, w, b, {.padding = 1});
+    const Tensor<float, S4> reference =
+        detail::decompose<detail::reference_backend>(conv2d(in, w, {.padding = 1}) + b.reshape<dyn, 1, 1>(21));
+    // sum |w| |x| is about 20 per output here: 1e-4 is about 40 float epsilons of it
+    CHECK(eval(amax(abs(y - reference))).item() < 1e-4f);
+  }
+  // below the crossovers (4 channels; 9 x 9 positions) the automatic choice is im2col, and the
+  // forced kernel computes the same values
+  aten::conv2d same_op;
+  same_op.pad_low = same_op.pad_high = {1, 1};
+  CHECK(!detail::cpu::winograd_eligible(same_op.geometry({1, 4, 30, 30}, {8, 4, 3, 3})));
+  CHECK(!detail::cpu::winograd_eligible(same_op.geometry({1, 32, 9, 9}, {32, 32, 3, 3})));
+  const auto small = resnet::make_param<S4>(6, 1.0, 0.0, 1, 4, 9, 9);
+  const auto ws = resnet::make_param<S4>(8, 0.3, 0.0, 8, 4, 3, 3);
+  const Tensor<float, S4> automatic = conv2d(small, ws, {.padding = 1});
+  const detail::cpu::conv2d_kernel_scope forced(detail::cpu::conv2d_kernel::winograd);
+  CHECK(eval(amax(abs(Tensor<float, S4>(conv2d(small, ws, {.padding = 1})) - automatic))).item() < 1e-5f);
+}
+
+TEST_CASE("conv: max_pool2d's vector rows agree with its scalar loop (NaN, -inf, padding, dilation, ceil_mode)") {
+  // contiguous float/double planes take the separable vector form (rows a vector at a time), a
+  // transposed view the scalar loop; rows of 37 hold whole vectors and a tail on every arch
+  auto check = [](auto zero) {
+    using T = decltype(zero);
+    Tensor<T, S4> x = resnet::make_param<S4>(7, 1.0, 0.0, 2, 3, 11, 37).to<T>();
+    T* p = x.data();
+    p[5 * 37 + 20] = std::numeric_limits<T>::quiet_NaN();  // one NaN
+    for (std::int64_t i = 0; i < 11 * 37; ++i) p[2 * 11 * 37 + i] = -std::numeric_limits<T>::infinity();  // an all -inf plane
+    p[4 * 11 * 37 + 3 * 37 + 36] = std::numeric_limits<T>::quiet_NaN();  // a NaN in the last column
+    const auto xt = non_contiguous(x);
+    auto same = [](const Tensor<T, S4>& a, const Tensor<T, S4>& b) {
+      REQUIRE(a.sizes() == b.sizes());
+      std::int64_t bad = 0;
+      for (std::int64_t i = 0; i < a.numel(); ++i) {
+        const T u = a.data()[i], v = b.data()[i];
+        if (!(u == v || (u != u && v != v))) ++bad;
+      }
+      return bad;
+    };
+    CHECK(same(max_pool2d(x, 3, {.stride = 2, .padding = 1}), max_pool2d(xt, 3, {.stride = 2, .padding = 1})) == 0);
+    CHECK(same(max_pool2d(x, {2, 3}, {.stride = {1, 2}, .padding = {1, 1}, .dilation = {2, 2}}),
+               max_pool2d(xt, {2, 3}, {.stride = {1, 2}, .padding = {1, 1}, .dilation = {2, 2}})) == 0);
+    CHECK(same(max_pool2d(x, 3, {.stride = 2, .ceil_mode = true}), max_pool2d(xt, 3, {.stride = 2, .ceil_mode = true})) == 0);
+    const Tensor<T, S4> y = max_pool2d(x, 3, {.stride = 2, .padding = 1});
+    CHECK(std::isnan(static_cast<double>(y(0, 0, 2, 10))));  // windows over the NaN (row 5, column 20)
+    CHECK(std::isnan(static_cast<double>(y(0, 0, 3, 10))));
+    CHECK(y(0, 2, 0, 0) == -std::numeric_limits<T>::infinity());  // the all -inf plane
+  };
+  check(0.0f);
+  check(0.0);
+}

@@ -383,6 +383,10 @@ class Program:
             kh, kw = r.randint(1, 3), r.randint(1, 3)
             sh, sw = r.choice([1, 1, 2, 3]), r.choice([1, 1, 2])
             dh, dw = r.choice([1, 1, 2]), r.choice([1, 2])
+            if kind == "conv" and r.random() < 0.35:
+                # 3x3 stride 1 with 16+ channels: the CPU's Winograd kernel (backend/cpu/winograd.hpp)
+                G, C, O, kh, kw, sh, sw, dh, dw = 1, r.randint(16, 19), r.randint(16, 19), 3, 3, 1, 1, 1, 1
+                N, H, W = 1, r.randint(1, 5), r.randint(1, 5)
             x = self.leaf([N, C, H, W], dt)
             bias = self.leaf([O], dt) if r.random() < 0.6 else None
             if kind == "conv":

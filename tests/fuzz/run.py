@@ -1,6 +1,9 @@
 """A longer differential fuzzing run: fresh programs from gen_fuzz.py, built and compared with PyTorch.
 
-    python3 tests/fuzz/run.py --seeds 100-109 --count 40 [--grad] [--attention] [--work /tmp/tenet-fuzz]
+    python3 tests/fuzz/run.py --seeds 100-109 --count 40 [--grad] [--attention | --conv] [--work /tmp/tenet-fuzz]
+
+(TENET_CONV2D_KERNEL=winograd in the environment runs every 3x3 stride-1 conv2d of the programs on
+the CPU's Winograd kernel: the programs are smaller than its crossover.)
 
 For each seed: generate a batch, compile it against this checkout (the unit tests' flags), drop the
 cases that do not compile (each is reported: a program PyTorch runs that tenet rejects at compile
@@ -52,7 +55,7 @@ def run_seed(seed, args, main_o):
     ref = os.path.join(work, f"{name}.txt")
     gen = [sys.executable, os.path.join(HERE, "gen_fuzz.py"), "--seed", str(seed), "--count", str(args.count),
            "--name", name, "--cpp", cpp, "--ref", ref] + (["--grad"] if args.grad else []) + (
-               ["--attention"] if args.attention else [])
+               ["--attention"] if args.attention else []) + (["--conv"] if args.conv else [])
     skip = set()
     report = []
     obj = os.path.join(work, f"{name}.o")
@@ -91,6 +94,7 @@ def main():
     ap.add_argument("--count", type=int, default=40)
     ap.add_argument("--grad", action="store_true")
     ap.add_argument("--attention", action="store_true", help="attention programs (gen_fuzz.py --attention)")
+    ap.add_argument("--conv", action="store_true", help="convolution and pooling programs (gen_fuzz.py --conv)")
     ap.add_argument("--work", default="/tmp/tenet-fuzz")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)

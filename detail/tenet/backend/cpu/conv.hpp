@@ -9,10 +9,16 @@
 // columns in one GEMM, their im2col a gather from zero-padded planes (run_conv2d_batched).
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
+#include <xsimd/xsimd.hpp>  // the max_pool2d rows
+
 #include <tenet/backend/cpu/gemm.hpp>
+#include <tenet/backend/cpu/winograd.hpp>  // run_conv2d_winograd, winograd_applies, winograd_eligible
 #include <tenet/decomp/conv.hpp>  // conv2d_geometry
 
 #include <omp.h>
@@ -120,7 +126,7 @@ void run_conv2d_batched(const T* x, const T* w, T* y, const conv2d_geometry& g, 
 #pragma omp parallel
     {
       const gemm_blocking_scope scope(blk);
-      std::vector<T> col(col_size), out(out_size), padded(padded_size);
+      std::vector<T> col(col_size), out(out_size), padded(padded_size);  // small images: small buffers
 #pragma omp for schedule(static)
       for (std::int64_t c = 0; c < chunks; ++c) chunk(c, col, out, padded);
     }
@@ -130,9 +136,10 @@ void run_conv2d_batched(const T* x, const T* w, T* y, const conv2d_geometry& g, 
   }
 }
 
-/// y = conv2d(x, w) for contiguous x (N, C, H, W), w (O, C/groups, kh, kw), y (N, O, oh, ow).
+/// y = conv2d(x, w) by im2col + GEMM for contiguous x (N, C, H, W), w (O, C/groups, kh, kw),
+/// y (N, O, oh, ow): every geometry.
 template <class T>
-void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
+void run_conv2d_im2col(const T* x, const T* w, T* y, const conv2d_geometry& g) {
   const std::int64_t Cg = g.C / g.groups, Og = g.O / g.groups;
   const std::int64_t K = Cg * g.kh * g.kw, L = g.oh * g.ow;
   if (g.N == 0 || g.O == 0 || L == 0) return;
@@ -147,13 +154,13 @@ void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
   }
   const bool direct = g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
                       g.pad_left == 0 && g.pad_bottom == 0 && g.pad_right == 0;  // col is x itself
-  auto image = [&](std::int64_t n, std::vector<T>& col) {
+  auto image = [&](std::int64_t n, T* col) {
     for (std::int64_t gi = 0; gi < g.groups; ++gi) {
       const T* xg = x + (n * g.C + gi * Cg) * g.H * g.W;
       const T* cols = xg;
       if (!direct) {
-        im2col(xg, Cg, g, col.data());
-        cols = col.data();
+        im2col(xg, Cg, g, col);
+        cols = col;
       }
       // y[g] (Og x L, row-major) = w[g] (Og x K) . col (K x L); K == 0 writes zeros
       gemm_ex<T>(w + gi * Og * K, K, 1, cols, L, 1, y + (n * g.O + gi * Og) * L, L, Og, L, K);
@@ -168,22 +175,121 @@ void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
 #pragma omp parallel
     {
       const gemm_blocking_scope scope(blk);
-      std::vector<T> col(buffer);
+      const pooled_buffer<T> col(buffer);  // (K x L per image: megabytes, faulted in per call from the heap)
 #pragma omp for schedule(static)
-      for (std::int64_t n = 0; n < g.N; ++n) image(n, col);
+      for (std::int64_t n = 0; n < g.N; ++n) image(n, col.data());
     }
   } else {
-    std::vector<T> col(buffer);
-    for (std::int64_t n = 0; n < g.N; ++n) image(n, col);
+    const pooled_buffer<T> col(buffer);
+    for (std::int64_t n = 0; n < g.N; ++n) image(n, col.data());
   }
 }
 
+/// Which kernel conv2d takes on the CPU: automatic (Winograd where winograd_eligible, im2col +
+/// GEMM otherwise), or one forced (Winograd where winograd_applies) for the calling thread, as
+/// tests and benchmarks do: conv2d_kernel_scope. Each thread starts with TENET_CONV2D_KERNEL
+/// (`winograd` or `im2col`; unset: automatic), so that a program's convolutions can all be
+/// run on one kernel from outside (the conv fuzzer's programs are below Winograd's crossover).
+enum class conv2d_kernel { automatic, im2col, winograd };
+inline conv2d_kernel conv2d_kernel_from_environment() {
+  static const conv2d_kernel k = [] {
+    const char* e = std::getenv("TENET_CONV2D_KERNEL");
+    if (e && std::string_view(e) == "winograd") return conv2d_kernel::winograd;
+    if (e && std::string_view(e) == "im2col") return conv2d_kernel::im2col;
+    return conv2d_kernel::automatic;
+  }();
+  return k;
+}
+inline conv2d_kernel& current_conv2d_kernel() {
+  thread_local conv2d_kernel k = conv2d_kernel_from_environment();
+  return k;
+}
+/// Forces conv2d's CPU kernel on this thread while in scope.
+class conv2d_kernel_scope {
+ public:
+  explicit conv2d_kernel_scope(conv2d_kernel k) : saved_(current_conv2d_kernel()) { current_conv2d_kernel() = k; }
+  ~conv2d_kernel_scope() { current_conv2d_kernel() = saved_; }
+  conv2d_kernel_scope(const conv2d_kernel_scope&) = delete;
+  conv2d_kernel_scope& operator=(const conv2d_kernel_scope&) = delete;
+
+ private:
+  conv2d_kernel saved_;
+};
+
+/// y = conv2d(x, w) for contiguous x (N, C, H, W), w (O, C/groups, kh, kw), y (N, O, oh, ow):
+/// Winograd (winograd.hpp) or im2col + GEMM, as current_conv2d_kernel() says.
+template <class T>
+void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
+  const conv2d_kernel k = current_conv2d_kernel();
+  if (k == conv2d_kernel::automatic ? winograd_eligible(g) : k == conv2d_kernel::winograd && winograd_applies(g))
+    run_conv2d_winograd(x, w, y, g);
+  else
+    run_conv2d_im2col(x, w, y, g);
+}
+
 /// max_pool2d of x (N, C, H, W; any strides) into out (N, C, oh, ow; contiguous): one pass over
-/// each window, NaN propagating as amax does; `low` fills windows that read padding only.
+/// each window, NaN propagating as amax does; `low` fills windows that read padding only. Float
+/// and double planes with unit column stride take the separable form: the window's rows combined
+/// a vector of columns at a time into one row, then its columns per output. (The maximum of
+/// each window is the same; of a +0.0 and a -0.0 in one window either may come out, where the
+/// scalar loop keeps the first in row-major order: equal values either way.)
 template <class T, class Sizes, class Plan>
 void run_max_pool2d(T* od, const T* xd, const Sizes& xs, const Sizes& st, const Plan& pl, T low) {
   const std::int64_t planes = xs[0] * xs[1], oh = pl.out[0], ow = pl.out[1];
   if (planes == 0 || oh * ow == 0) return;
+  // v replaces m when it is larger or NaN (a NaN, once in, stays)
+  auto take = [](T m, T v) { return (v != v || v > m) ? v : m; };
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (st[3] == 1) {
+      using B = xsimd::batch<T>;
+      constexpr std::int64_t L = B::size;
+      const std::int64_t W = xs[3];
+#pragma omp parallel if (planes * oh * ow > 32768)
+      {
+        std::vector<T> rowmax(static_cast<std::size_t>(W));
+        T* const t = rowmax.data();
+#pragma omp for schedule(static)
+        for (std::int64_t plane = 0; plane < planes; ++plane) {
+          const T* base = xd + (plane / xs[1]) * st[0] + (plane % xs[1]) * st[1];
+          T* o = od + plane * oh * ow;
+          for (std::int64_t oy = 0; oy < oh; ++oy) {
+            bool any = false;  // whether a row of the window lies inside the input
+            for (std::int64_t i = 0; i < pl.k[0]; ++i) {
+              const std::int64_t iy = oy * pl.s[0] - pl.p[0] + i * pl.d[0];
+              if (iy < 0 || iy >= xs[2]) continue;
+              const T* row = base + iy * st[2];
+              if (!any) {
+                std::copy(row, row + W, t);
+                any = true;
+                continue;
+              }
+              std::int64_t x = 0;
+              for (; x + L <= W; x += L) {
+                const B m = B::load_unaligned(t + x), v = B::load_unaligned(row + x);
+                xsimd::select(xsimd::isnan(v) | (v > m), v, m).store_unaligned(t + x);  // (xsimd's != is ordered: false for NaN)
+              }
+              for (; x < W; ++x) t[x] = take(t[x], row[x]);
+            }
+            T* orow = o + oy * ow;
+            if (!any) {
+              std::fill(orow, orow + ow, low);
+              continue;
+            }
+            for (std::int64_t ox = 0; ox < ow; ++ox) {
+              const std::int64_t x0 = ox * pl.s[1] - pl.p[1];
+              T m = low;
+              for (std::int64_t j = 0; j < pl.k[1]; ++j) {
+                const std::int64_t ix = x0 + j * pl.d[1];
+                if (ix >= 0 && ix < W) m = take(m, t[ix]);
+              }
+              orow[ox] = m;
+            }
+          }
+        }
+      }
+      return;
+    }
+  }
 #pragma omp parallel for schedule(static) if (planes * oh * ow > 32768)
   for (std::int64_t plane = 0; plane < planes; ++plane) {
     const T* base = xd + (plane / xs[1]) * st[0] + (plane % xs[1]) * st[1];
