@@ -112,8 +112,7 @@ void run_row_node(const E& e, const Out& out, const M& m, const P&... params) {
   }
 }
 
-/// layer_norm's (rms_norm's) input gradient into out (fresh, contiguous): one row kernel; rows
-/// longer than it holds in registers run the decomposition.
+/// layer_norm's (rms_norm's) input gradient into out (fresh, contiguous): one row kernel.
 template <bool Rms, class E, class Out, class X, class W, class G>
 void run_norm_grad_node(const E& e, const Out& out, const X& x, const W& w, const G& g) {
   using T = value_type_of<E>;
@@ -124,7 +123,7 @@ void run_norm_grad_node(const E& e, const Out& out, const X& x, const W& w, cons
   const auto wc = w.is_contiguous() ? w : w.contiguous();
   const std::int64_t cols = wc.numel();
   norm_grad_args<T> a{out.data(), xc.data(), gc.data(), wc.data(), out.numel() / cols, cols, e.op.eps};
-  if (!launch_norm_grad<Rms>(a)) assign(out, e.op.decompose(xc, wc, gc));
+  launch_norm_grad<Rms>(a);
 }
 
 /// cross_entropy over rows (native.hpp) into out [N, 1] (fresh, contiguous): a block per row of

@@ -535,11 +535,47 @@ __global__ void norm_grad_kernel(norm_grad_args<T> a) {
     }
 }
 
-/// Runs norm_grad_kernel: a warp per row up to 32 x 4 vectors (4 rows a block), else a block per
-/// row up to 1024 x 4. False, and nothing launched, for longer rows (the caller decomposes).
+/// Rows longer than norm_grad_kernel holds: a block per row of 512 threads, each pass reading x
+/// and g again (from L2 for all but the first).
 template <bool Rms, class T>
-bool launch_norm_grad(const norm_grad_args<T>& a) {
-  if (a.rows == 0 || a.cols == 0) return true;
+__global__ void norm_grad_long_kernel(norm_grad_args<T> a) {
+  using A = compute_t<T>;
+  __shared__ A smem[32];
+  const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * a.cols, L = a.cols;
+  const T* x = a.x + base;
+  const T* g = a.g + base;
+  const A n = static_cast<A>(L);
+  A mean = 0;
+  if constexpr (!Rms) {
+    A s = 0;
+    for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) s += static_cast<A>(x[c]);
+    mean = group_allreduce<false, false>(s, smem) / n;
+  }
+  A q = 0;
+  for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) {
+    const A d = static_cast<A>(x[c]) - mean;
+    q += d * d;
+  }
+  const A rstd = A(1) / ::sqrt(group_allreduce<false, false>(q, smem) / n + static_cast<A>(a.eps));
+  A sg = 0, sgx = 0;
+  for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) {
+    const A gw = static_cast<A>(g[c]) * static_cast<A>(a.w[c]);
+    sg += gw;
+    sgx += gw * (static_cast<A>(x[c]) - mean) * rstd;
+  }
+  const A mg = Rms ? A(0) : group_allreduce<false, false>(sg, smem) / n;
+  const A mgx = group_allreduce<false, false>(sgx, smem) / n;
+  for (std::int64_t c = threadIdx.x; c < L; c += blockDim.x) {
+    const A xhat = (static_cast<A>(x[c]) - mean) * rstd;
+    a.dx[base + c] = static_cast<T>(rstd * (static_cast<A>(g[c]) * static_cast<A>(a.w[c]) - mg - xhat * mgx));
+  }
+}
+
+/// Runs norm_grad_kernel: a warp per row up to 32 x 4 vectors (4 rows a block), else a block per
+/// row up to 1024 x 4; longer rows norm_grad_long_kernel.
+template <bool Rms, class T>
+void launch_norm_grad(const norm_grad_args<T>& a) {
+  if (a.rows == 0 || a.cols == 0) return;
   if (a.rows > 0x7fffffffLL)
     throw device_error("tenet: a norm backward over " + std::to_string(a.rows) + " rows is not supported on CUDA "
                        "(at most 2^31 - 1 rows)");
@@ -556,13 +592,15 @@ bool launch_norm_grad(const norm_grad_args<T>& a) {
       while (threads * V < nv) threads *= 2;
       norm_grad_kernel<Rms, false, V, W, T><<<static_cast<unsigned>(a.rows), threads, 0, s>>>(a);
     } else {
-      return false;
+      norm_grad_long_kernel<Rms, T><<<static_cast<unsigned>(a.rows), 512, 0, s>>>(a);
     }
     check_launch("the norm backward kernel launch");
-    return true;
   };
   const bool vec = a.cols % VW == 0 && aligned16(a.dx) && aligned16(a.x) && aligned16(a.g) && aligned16(a.w);
-  return vec ? go.template operator()<VW>() : go.template operator()<1>();
+  if (vec)
+    go.template operator()<VW>();
+  else
+    go.template operator()<1>();
 }
 
 }  // namespace tenet::detail::cuda
