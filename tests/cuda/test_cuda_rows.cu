@@ -383,14 +383,16 @@ void check_cross_entropy(std::int64_t rows, std::int64_t cols, double rtol) {
   check_close(got, want, rtol, 1e-5);
   Tensor<A, shape<>> mean_got = cross_entropy(cast<A>(dx), dt);
   Tensor<A, shape<>> mean_want = cross_entropy(cast<A>(x), t);
-  CHECK(mean_got.item() == Approx(mean_want.item()).epsilon(rtol));
+  CHECK(mean_got.to(tenet::cpu).item() == Approx(mean_want.item()).epsilon(rtol).margin(1e-6));  // (a loss near 0 cancels)
   const std::int64_t k0 = kernels();
   X dgot = make_node(aten::cross_entropy_rows_grad{-100}, dx, dt.template unsqueeze<1>(), g.to(dev));
   CHECK(kernels() - k0 == 1);
   X dwant = make_node(aten::cross_entropy_rows_grad{-100}, x, t.template unsqueeze<1>(), g);
   check_close(dgot, dwant, sizeof(T) == 2 ? 1e-2 : rtol, 1e-6);
-  const Tensor<float, dyn_shape<2>> ignored = dgot.to(tenet::cpu).template narrow<0>(3, 1).template to<float>();
-  for (std::int64_t c = 0; rows > 3 && c < cols; ++c) CHECK(ignored.data()[c] == 0.0f);
+  if (rows > 3) {  // row 3 is ignored: a zero gradient
+    const Tensor<float, dyn_shape<2>> ignored = dgot.to(tenet::cpu).template narrow<0>(3, 1).template to<float>();
+    for (std::int64_t c = 0; c < cols; ++c) CHECK(ignored.data()[c] == 0.0f);
+  }
 }
 }  // namespace
 
@@ -407,7 +409,7 @@ TEST_CASE("cuda rows: cross_entropy over rows and its gradient, a block per row 
   // an all-ignored batch: zero rows, a NaN mean (0 / 0), as torch
   Tensor<std::int64_t, dyn_shape<1>> t = full<std::int64_t, dyn_shape<1>>(-100, 4);
   Tensor<float, shape<>> m = cross_entropy(randn<float, dyn_shape<2>>(4, 8).to(tenet::cuda(0)), t.to(tenet::cuda(0)));
-  CHECK(std::isnan(m.item()));
+  CHECK(std::isnan(m.to(tenet::cpu).item()));
 }
 
 namespace {

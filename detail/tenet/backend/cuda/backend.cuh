@@ -126,6 +126,15 @@ void run_norm_grad_node(const E& e, const Out& out, const X& x, const W& w, cons
   launch_norm_grad<Rms>(a);
 }
 
+/// M is the cast of a 16-bit tensor to its compute type (float): low is that 16-bit type.
+template <class M>
+struct ce_widened {};
+template <class To, class L, class S>
+  requires(half_precision<L> && std::is_same_v<To, compute_t<L>>)
+struct ce_widened<node<prim::convert_element_type_<To>, Tensor<L, S>>> {
+  using low = L;
+};
+
 /// cross_entropy over rows (native.hpp) into out [N, 1] (fresh, contiguous): a block per row of
 /// the row source of m (a pointwise producer such as the float cast of bf16 logits is read while
 /// loading).
@@ -137,6 +146,16 @@ void run_cross_entropy_node(const E& e, const Out& out, const M& m, const Tt& t)
   device_context ctx(out.device());
   const auto tc = t.device() == out.device() ? t : t.to(out.device());
   ce_args<compute_t<T>> a{out.data(), tc.data(), tc.strides()[0], nullptr, 0, rows, m.sizes()[1], e.op.ignore_index};
+  if constexpr (requires { typename ce_widened<M>::low; }) {
+    // the float cast of contiguous 16-bit logits: the kernel reads them as they are (16-byte
+    // vectors of 8, ex2.approx) and widens each value, as the cast would have
+    using L = typename ce_widened<M>::low;
+    const auto& x = std::get<0>(m.children);
+    if (x.is_contiguous()) {
+      launch_ce_forward<L>(a, ptr_src<L>{x.data()}, aligned16(x.data()));
+      return;
+    }
+  }
   with_row_source(m, [&](const auto& src, bool aligned) { launch_ce_forward<T>(a, src, aligned); });
 }
 /// Its gradient into out [N, C] (fresh, contiguous) from x [N, C], t and g [N, 1].
