@@ -10,6 +10,7 @@
 // from backend/cpu/row_kernel.hpp (a pointwise producer such as a residual add is fused).
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include <xsimd/xsimd.hpp>
 
@@ -17,10 +18,10 @@
 
 namespace tenet::detail::cpu {
 
-/// One row: y[0, L) = norm(a[0, L)) * w (+ b). Rms: no mean, no b (b may be null for layer_norm
-/// without a bias). y may be a (in place): the last pass reads and writes the same index.
+/// The row's mean (0 for rms_norm) and inverse std (inverse rms): pass 1 sums the row, pass 2 the
+/// squared deviations from the mean (two passes: no cancellation of E[x^2] - E[x]^2).
 template <bool Rms, class T>
-void norm_row(const T* a, T* y, const T* w, const T* b, std::int64_t L, double eps) {
+std::pair<T, T> norm_moments(const T* a, std::int64_t L, double eps) {
   using B = xsimd::batch<T>;
   constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
   const T inv_n = T(1) / static_cast<T>(L);
@@ -52,8 +53,19 @@ void norm_row(const T* a, T* y, const T* w, const T* b, std::int64_t L, double e
   T q = hsum(q0 + q1);
   for (; i < L; ++i) q += (a[i] - mean) * (a[i] - mean);
   const T rstd = T(1) / std::sqrt(q * inv_n + static_cast<T>(eps));
+  return {mean, rstd};
+}
+
+/// One row: y[0, L) = norm(a[0, L)) * w (+ b). Rms: no mean, no b (b may be null for layer_norm
+/// without a bias). y may be a (in place): the last pass reads and writes the same index.
+template <bool Rms, class T>
+void norm_row(const T* a, T* y, const T* w, const T* b, std::int64_t L, double eps) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
+  const auto [mean, rstd] = norm_moments<Rms>(a, L, eps);
+  const B bm(mean);
   const B br(rstd);
-  i = 0;
+  std::int64_t i = 0;
   if (b) {
     for (; i + W <= L; i += W)
       xsimd::fma((B::load_unaligned(a + i) - bm) * br, B::load_unaligned(w + i), B::load_unaligned(b + i))
@@ -74,27 +86,11 @@ void norm_grad_row(const T* x, const T* g, const T* w, T* dx, std::int64_t L, do
   using B = xsimd::batch<T>;
   constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
   const T inv_n = T(1) / static_cast<T>(L);
-  T mean = T(0);
-  std::int64_t i = 0;
-  if constexpr (!Rms) {
-    B s0(T(0));
-    for (; i + W <= L; i += W) s0 += B::load_unaligned(x + i);
-    T s = hsum(s0);
-    for (; i < L; ++i) s += x[i];
-    mean = s * inv_n;
-  }
-  const B bm(mean);
-  B q0(T(0));
-  for (i = 0; i + W <= L; i += W) {
-    const B d = B::load_unaligned(x + i) - bm;
-    q0 = xsimd::fma(d, d, q0);
-  }
-  T q = hsum(q0);
-  for (; i < L; ++i) q += (x[i] - mean) * (x[i] - mean);
-  const T rstd = T(1) / std::sqrt(q * inv_n + static_cast<T>(eps));
-  const B br(rstd);
+  const auto [mean, rstd] = norm_moments<Rms>(x, L, eps);
+  const B bm(mean), br(rstd);
   B a0(T(0)), a1(T(0));  // sums of g w and of g w xhat
-  for (i = 0; i + W <= L; i += W) {
+  std::int64_t i = 0;
+  for (; i + W <= L; i += W) {
     const B gw = B::load_unaligned(g + i) * B::load_unaligned(w + i);
     a0 += gw;
     a1 = xsimd::fma(gw, (B::load_unaligned(x + i) - bm) * br, a1);
