@@ -399,8 +399,10 @@ void check_cross_entropy(std::int64_t rows, std::int64_t cols, double rtol) {
 TEST_CASE("cuda rows: cross_entropy over rows and its gradient, a block per row (vector and scalar loads)") {
   manual_seed(19);
   using P = std::pair<std::int64_t, std::int64_t>;
-  // short rows; a row of 4 bf16 vectors; odd lengths (scalar loads); GPT-2's padded vocabulary
-  for (const auto [rows, cols] : {P{37, 10}, P{9, 32}, P{6, 1001}, P{64, 50304}, P{1, 3}}) {
+  // short rows; a row of 4 bf16 vectors; odd lengths (scalar loads); GPT-2's padded vocabulary;
+  // the register kernels' bounds (1024 and 8192 vectors a row) and one vector past them
+  for (const auto [rows, cols] : {P{37, 10}, P{9, 32}, P{6, 1001}, P{64, 50304}, P{1, 3}, P{5, 8192}, P{3, 8184},
+                                  P{4, 65536}, P{3, 65544}}) {
     check_cross_entropy<bfloat16>(rows, cols, 1e-5);
     check_cross_entropy<float>(rows, cols, 1e-5);
   }
