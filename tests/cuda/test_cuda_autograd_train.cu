@@ -126,6 +126,52 @@ TEST_CASE("cuda autograd: clip_grad_norm_ and clip_grad_value_ on CUDA gradients
   }
 }
 
+namespace {
+/// Parameters of two dtypes, more than one multi-tensor launch holds (24) and sizes around its
+/// chunks (4096 elements a block; 32768 a partial norm), an empty one among them.
+struct many_params : nn::Module {
+  std::vector<Tensor<double, dyn_shape<1>>> d;
+  std::vector<Tensor<float, dyn_shape<1>>> f;
+  many_params() {
+    const std::int64_t sizes[] = {1, 3, 4095, 4096, 4097, 32768, 40000, 0, 70001, 17};
+    d.reserve(30);  // (registered by address)
+    for (int i = 0; i < 30; ++i) d.push_back(randn<double, dyn_shape<1>>(sizes[i % 10] + i));
+    f.reserve(3);
+    for (int i = 0; i < 3; ++i) f.push_back(randn<float, dyn_shape<1>>(sizes[(i * 3 + 2) % 10]));
+    for (int i = 0; i < 30; ++i) register_parameter("d" + std::to_string(i), d[static_cast<std::size_t>(i)]);
+    for (int i = 0; i < 3; ++i) register_parameter("f" + std::to_string(i), f[static_cast<std::size_t>(i)]);
+  }
+};
+}  // namespace
+
+TEST_CASE("cuda autograd: clip_grad_norm_ and AdamW over 33 parameters of two dtypes (multi-tensor launches) match the CPU's") {
+  manual_seed(29);
+  many_params cpu_model, gpu_model;
+  gpu_model.load_state_dict(cpu_model.state_dict());
+  gpu_model.to(gpu);
+  const auto cp = cpu_model.parameters(), gp = gpu_model.parameters();
+  REQUIRE(cp.size() == 33);
+  optim::AdamW cpu_opt(cp, {.lr = 1e-2, .weight_decay = 0.05}), gpu_opt(gp, {.lr = 1e-2, .weight_decay = 0.05});
+  for (int step = 0; step < 2; ++step) {
+    for (std::size_t i = 0; i < cp.size(); ++i) {
+      any_tensor::visit_floating_dtype(cp[i].scalar_type(), [&]<class T>() {
+        const Tensor<T, dyn_shape<1>> g = randn<T, dyn_shape<1>>(cp[i].numel()) * 0.3;
+        cp[i].set_grad(any_tensor(g));
+        gp[i].set_grad(any_tensor(g.to(gpu)));
+      });
+    }
+    const double tc = nn::utils::clip_grad_norm_(cp, 1.0), tg = nn::utils::clip_grad_norm_(gp, 1.0);
+    CHECK(std::abs(tg - tc) <= 1e-12 * tc);
+    CHECK(tc > 1.0);  // the clip scaled the gradients
+    check_same(gpu_model.d[6].grad(), cpu_model.d[6].grad(), "d6's gradient clipped by norm");
+    check_same(gpu_model.f[2].grad(), cpu_model.f[2].grad(), "f2's gradient clipped by norm");
+    cpu_opt.step();
+    gpu_opt.step();
+    for (std::size_t i = 0; i < 30; ++i) check_same(gpu_model.d[i], cpu_model.d[i], "a float64 parameter after AdamW");
+    for (std::size_t i = 0; i < 3; ++i) check_same(gpu_model.f[i], cpu_model.f[i], "a float32 parameter after AdamW");
+  }
+}
+
 TEST_CASE("cuda: nn::init fills CUDA tensors with the values a CPU tensor gets from the same seed") {
   using F2 = Tensor<float, dyn_shape<2>>;
   auto both = [](auto&& init, const char* what) {

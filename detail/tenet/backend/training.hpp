@@ -10,9 +10,11 @@
 // two gradients apart).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <tenet/autograd/device.hpp>
 #include <tenet/backend/backends.hpp>
+#include <tenet/backend/training_spans.hpp>
 #include <tenet/dtype.hpp>
 #include <tenet/tensor.hpp>
 
@@ -51,8 +53,8 @@ void run_sgd(B, device dev, T*, const T*, T*, std::int64_t, C, C, C, C, bool, bo
   require_no_training_kernels<B>();
   ag::no_device_kernel(dev, "optim::SGD::step");
 }
-template <class B, class T, class C>
-void run_adam(B, device dev, T*, const T*, T*, T*, T*, std::int64_t, C, C, C, C, C, C, C, C, bool, bool, bool) {
+template <class B, class T, class S>
+void run_adam(B, device dev, const adam_span<T>*, std::size_t, const adam_scalars<S>&) {
   require_no_training_kernels<B>();
   ag::no_device_kernel(dev, "optim::Adam::step");
 }
@@ -72,12 +74,12 @@ std::int64_t clip_norm_partial_count(B, device dev, std::int64_t) {
   ag::no_device_kernel(dev, "nn::utils::clip_grad_norm_");
 }
 template <class B, class T>
-void run_clip_norm_partials(B, device dev, const T*, std::int64_t, double, bool, double*) {
+void run_clip_norm_partials(B, device dev, const grad_span<T>*, std::size_t, double, bool) {
   require_no_training_kernels<B>();
   ag::no_device_kernel(dev, "nn::utils::clip_grad_norm_");
 }
 template <class B, class T>
-void run_clip(B, device dev, T*, std::int64_t, bool clamp, T, T, T) {
+void run_clip(B, device dev, const grad_span<T>*, std::size_t, bool clamp, T, T, T) {
   require_no_training_kernels<B>();
   ag::no_device_kernel(dev, clamp ? "nn::utils::clip_grad_value_" : "nn::utils::clip_grad_norm_");
 }
@@ -121,16 +123,12 @@ void sgd_on_device(device dev, T* p, const T* g, T* buf, std::int64_t n, compute
   });
 }
 
-/// The Adam / AdamW update (optim/optimizers.hpp adam_update) of n elements of device memory;
-/// vmax null without amsgrad.
+/// The Adam / AdamW update (optim/optimizers.hpp) of a list of parameters on dev, all with the
+/// same scalars: one call to the backend (CUDA: a kernel launch per 24 tensors).
 template <class T>
-void adam_on_device(device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, compute_t<T> neg_step_size,
-                    compute_t<T> bc2_sqrt, compute_t<T> w1, compute_t<T> b2, compute_t<T> w2, compute_t<T> eps,
-                    compute_t<T> wd, compute_t<T> decay, bool maximize, bool use_wd, bool decoupled) {
-  on_backend<void>(dev, "optim::Adam::step", [&](auto b) {
-    run_adam(b, dev, p, g, m, v, vmax, n, neg_step_size, bc2_sqrt, w1, b2, w2, eps, wd, decay, maximize, use_wd,
-             decoupled);
-  });
+void adam_on_device(device dev, const std::vector<tenet::detail::adam_span<T>>& list,
+                    const tenet::detail::adam_scalars<compute_t<T>>& s) {
+  on_backend<void>(dev, "optim::Adam::step", [&](auto b) { run_adam(b, dev, list.data(), list.size(), s); });
 }
 
 /// The RMSprop update (optim/optimizers.hpp RMSprop::run) of n elements of device memory; buf
@@ -163,20 +161,20 @@ inline std::int64_t norm_partial_count(device dev, std::int64_t n) {
                                   [&](auto b) { return clip_norm_partial_count(b, dev, n); });
 }
 
-/// part[0, norm_partial_count(n)) (device memory on dev) = partial sums of |g_i|^p (maxima of
-/// |g_i| when inf) over the n elements of device memory g, in double (clip_grad_norm_); enqueued,
-/// not waited for.
+/// For each gradient of the list (device memory on dev): part[0, norm_partial_count(n)) =
+/// partial sums of |g_i|^p (maxima of |g_i| when inf) over its n elements, in double
+/// (clip_grad_norm_); enqueued, not waited for.
 template <class T>
-void norm_partials_on_device(device dev, const T* g, std::int64_t n, double p, bool inf, double* part) {
+void norm_partials_on_device(device dev, const std::vector<tenet::detail::grad_span<T>>& list, double p, bool inf) {
   on_backend<void>(dev, "nn::utils::clip_grad_norm_",
-                   [&](auto b) { run_clip_norm_partials(b, dev, g, n, p, inf, part); });
+                   [&](auto b) { run_clip_norm_partials(b, dev, list.data(), list.size(), p, inf); });
 }
 
-/// g *= c, or g = min(max(g, lo), hi) when clamp, over n elements of device memory.
+/// g *= c, or g = min(max(g, lo), hi) when clamp, over each gradient of the list (device memory on dev).
 template <class T>
-void clip_on_device(device dev, T* g, std::int64_t n, bool clamp, T c, T lo, T hi) {
+void clip_on_device(device dev, const std::vector<tenet::detail::grad_span<T>>& list, bool clamp, T c, T lo, T hi) {
   on_backend<void>(dev, clamp ? "nn::utils::clip_grad_value_" : "nn::utils::clip_grad_norm_",
-                   [&](auto b) { run_clip(b, dev, g, n, clamp, c, lo, hi); });
+                   [&](auto b) { run_clip(b, dev, list.data(), list.size(), clamp, c, lo, hi); });
 }
 
 }  // namespace tenet::nn::utils::detail

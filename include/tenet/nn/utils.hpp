@@ -8,6 +8,7 @@
 #include <cmath>
 #include <utility>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <tenet/backend/training.hpp>
@@ -43,6 +44,27 @@ void for_each_grad(const std::vector<tensor_ref>& params, F&& f, bool write_back
     if (write_back) p.set_grad(g);
   }
 }
+/// Device gradients gathered by device and dtype, so that each group goes to its backend in one
+/// call (CUDA: one kernel launch per 24 tensors, not one per tensor).
+class device_lists {
+  template <class T>
+  using groups = std::vector<std::pair<device, std::vector<tenet::detail::grad_span<T>>>>;
+  std::tuple<groups<float>, groups<double>, groups<bfloat16>, groups<float16>> lists_;
+
+ public:
+  template <class T>
+  void add(const device& d, T* g, std::int64_t n, double* part = nullptr) {
+    auto& gs = std::get<groups<T>>(lists_);
+    auto it = std::find_if(gs.begin(), gs.end(), [&](const auto& e) { return e.first == d; });
+    if (it == gs.end()) it = gs.insert(gs.end(), {d, {}});
+    it->second.push_back({g, n, part});
+  }
+  /// f(device, list) for each group.
+  template <class F>
+  void each(F&& f) const {
+    std::apply([&](const auto&... gs) { (..., [&] { for (const auto& [d, l] : gs) f(d, l); }()); }, lists_);
+  }
+};
 }  // namespace detail
 
 /// Scales all gradients together so that their total norm (the norm of the vector of per-tensor
@@ -101,11 +123,13 @@ inline double clip_grad_norm_(const std::vector<tensor_ref>& params, double max_
   });
   for (auto& od : devices) od.part = Tensor<double, dyn_shape<1>>({std::max<std::int64_t>(od.total, 1)}, od.dev);
   std::size_t next = 0;  // the device gradients come in from_device's order
+  detail::device_lists lists;
   for (const auto& gr : grads) detail::visit_grad(gr, [&](auto* g, std::int64_t n, const device& d) {
     if (d.is_cpu()) return;
     const share& sh = from_device[next++].second;
-    detail::norm_partials_on_device(d, g, n, norm_type, inf, devices[sh.device_slot].part.data() + sh.offset);
+    lists.add(d, g, n, devices[sh.device_slot].part.data() + sh.offset);
   });
+  lists.each([&](const device& d, const auto& l) { detail::norm_partials_on_device(d, l, norm_type, inf); });
   std::vector<Tensor<double, dyn_shape<1>>> partials;  // on the host, one per device
   for (auto& od : devices) partials.push_back(od.part.cpu());  // waits for the device's kernels
   for (const auto& [i, sh] : from_device) {
@@ -124,23 +148,33 @@ inline double clip_grad_norm_(const std::vector<tensor_ref>& params, double max_
     throw value_error("tenet: clip_grad_norm_: the total norm of order " + std::to_string(norm_type) +
                       " for gradients from `parameters` is non-finite, so it cannot be clipped");
   const double coef = std::min(max_norm / (total + 1e-6), 1.0);
+  detail::device_lists scale;
   detail::for_each_grad(params, [&](auto* g, std::int64_t n, const device& d) {
     using T = std::remove_pointer_t<decltype(g)>;
     const T c = static_cast<T>(coef);
-    if (!d.is_cpu()) return detail::clip_on_device<T>(d, g, n, false, c, T(0), T(0));
+    if (!d.is_cpu()) return scale.add(d, g, n);
     for (std::int64_t i = 0; i < n; ++i) g[i] = g[i] * c;
   }, true);
+  scale.each([&](const device& d, const auto& l) {
+    using T = std::remove_pointer_t<decltype(l[0].g)>;
+    detail::clip_on_device<T>(d, l, false, static_cast<T>(coef), T(0), T(0));
+  });
   return total;
 }
 
 /// Clamps every gradient element to [-clip_value, clip_value].
 inline void clip_grad_value_(const std::vector<tensor_ref>& params, double clip_value) {
+  detail::device_lists clamp;
   detail::for_each_grad(params, [&](auto* g, std::int64_t n, const device& d) {
     using T = std::remove_pointer_t<decltype(g)>;
     const T hi = static_cast<T>(clip_value), lo = static_cast<T>(-clip_value);
-    if (!d.is_cpu()) return detail::clip_on_device<T>(d, g, n, true, T(1), lo, hi);
+    if (!d.is_cpu()) return clamp.add(d, g, n);
     for (std::int64_t i = 0; i < n; ++i) g[i] = std::min(std::max(g[i], lo), hi);
   }, true);
+  clamp.each([&](const device& d, const auto& l) {
+    using T = std::remove_pointer_t<decltype(l[0].g)>;
+    detail::clip_on_device<T>(d, l, true, T(1), static_cast<T>(-clip_value), static_cast<T>(clip_value));
+  });
 }
 
 }  // namespace tenet::nn::utils

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -183,6 +184,7 @@ class Optimizer {
         update(i, pf.data(), grads[i].flat<T>().data(), p.numel());
       });
     }
+    flush_updates();  // (grads still holds the gradients the deferred updates read)
   }
   /// Clears (set_to_none, torch 2's default) or zeroes the gradients of the parameters.
   void zero_grad(bool set_to_none = true) {
@@ -245,11 +247,14 @@ class Optimizer {
     double step = 0;
     std::vector<std::pair<std::string, any_tensor>> buffers;
   };
-  /// Updates parameter i (n elements at p) with its gradient g.
+  /// Updates parameter i (n elements at p) with its gradient g. An optimizer may defer the
+  /// updates of device parameters and run them together in flush_updates(), which step() calls
+  /// after the last update (Adam: one multi-tensor call per device and dtype).
   virtual void update(std::size_t i, float* p, const float* g, std::int64_t n) = 0;
   virtual void update(std::size_t i, double* p, const double* g, std::int64_t n) = 0;
   virtual void update(std::size_t i, bfloat16* p, const bfloat16* g, std::int64_t n) = 0;
   virtual void update(std::size_t i, float16* p, const float16* g, std::int64_t n) = 0;
+  virtual void flush_updates() {}
   /// The names of the numeric hyperparameters (not lr) with their storage.
   virtual std::vector<std::pair<std::string, double*>> hyperparameters() const = 0;
   /// Every state buffer name the optimizer may keep for a parameter (with the current options).
@@ -501,20 +506,24 @@ struct adam_options {
 };
 
 namespace detail {
-/// Adam's update of one parameter (decoupled: AdamW's weight decay p *= 1 - lr wd).
+/// Adam's scalars for one step of parameters of type T (decoupled: AdamW's weight decay).
 template <class T>
-void adam_update(T* p, const T* g, T* m, T* v, T* vmax_buf, std::int64_t n, const adam_options& o, double lr,
-                 double step, bool decoupled, device dev = tenet::cpu) {
+tenet::detail::adam_scalars<compute_t<T>> adam_scalars_for(const adam_options& o, double lr, double step, bool decoupled) {
   const double bc1 = 1.0 - std::pow(o.beta1, step), bc2 = 1.0 - std::pow(o.beta2, step);
   using S = compute_t<T>;
-  const S neg_step_size = static_cast<S>(-(lr / bc1)), bc2_sqrt = static_cast<S>(std::sqrt(bc2));
-  const S w1 = static_cast<S>(1.0 - o.beta1), b2 = static_cast<S>(o.beta2), w2 = static_cast<S>(1.0 - o.beta2),
-          eps = static_cast<S>(o.eps), wd = static_cast<S>(o.weight_decay),
-          decay = static_cast<S>(1.0 - lr * o.weight_decay);
+  return {static_cast<S>(-(lr / bc1)),  static_cast<S>(std::sqrt(bc2)),    static_cast<S>(1.0 - o.beta1),
+          static_cast<S>(o.beta2),      static_cast<S>(1.0 - o.beta2),     static_cast<S>(o.eps),
+          static_cast<S>(o.weight_decay), static_cast<S>(1.0 - lr * o.weight_decay), o.maximize,
+          o.weight_decay != 0,          decoupled};
+}
+/// Adam's update of one parameter in host memory (decoupled: AdamW's weight decay p *= 1 - lr wd).
+template <class T>
+void adam_update(T* p, const T* g, T* m, T* v, T* vmax_buf, std::int64_t n, const adam_options& o, double lr,
+                 double step, bool decoupled) {
+  const auto sc = adam_scalars_for<T>(o, lr, step, decoupled);
+  const auto neg_step_size = sc.neg_step_size, bc2_sqrt = sc.bc2_sqrt, w1 = sc.w1, b2 = sc.b2, w2 = sc.w2, eps = sc.eps,
+             wd = sc.wd, decay = sc.decay;
   const bool maximize = o.maximize, use_wd = o.weight_decay != 0, ams = o.amsgrad;
-  if (!dev.is_cpu())
-    return adam_on_device<T>(dev, p, g, m, v, ams ? vmax_buf : nullptr, n, neg_step_size, bc2_sqrt, w1, b2, w2, eps, wd,
-                             decay, maximize, use_wd, decoupled);
   for_each_element<T>(n, [&](auto lane, std::int64_t k) {
     using V = typename decltype(lane)::type;
     V d = detail::load<V>(g + k);
@@ -568,7 +577,25 @@ class Adam : public Optimizer {
     T* m = buffer<T>(i, "exp_avg");
     T* v = buffer<T>(i, "exp_avg_sq");
     T* vmax = options.amsgrad ? buffer<T>(i, "max_exp_avg_sq") : nullptr;
-    detail::adam_update(p, g, m, v, vmax, n, options, lr_, s.step, decoupled_, params_[i].device());
+    const device dev = params_[i].device();
+    if (dev.is_cpu()) return detail::adam_update(p, g, m, v, vmax, n, options, lr_, s.step, decoupled_);
+    // a device parameter joins the list of its device, dtype and scalars (flush_updates)
+    auto& lists = std::get<pending<T>>(pending_);
+    const auto sc = detail::adam_scalars_for<T>(options, lr_, s.step, decoupled_);
+    if (lists.empty() || !(lists.back().dev == dev) || !(lists.back().scalars == sc)) lists.push_back({dev, sc, {}});
+    lists.back().spans.push_back({p, g, m, v, vmax, n});
+  }
+  void flush_updates() override {
+    auto run = [](auto& lists) {
+      for (const auto& l : lists) detail::adam_on_device(l.dev, l.spans, l.scalars);
+      lists.clear();
+    };
+    try {
+      std::apply([&](auto&... ls) { (run(ls), ...); }, pending_);
+    } catch (...) {
+      std::apply([](auto&... ls) { (ls.clear(), ...); }, pending_);
+      throw;
+    }
   }
   TENET_OPTIMIZER_UPDATES
   std::vector<std::pair<std::string, double*>> hyperparameters() const override {
@@ -583,6 +610,15 @@ class Adam : public Optimizer {
 
  private:
   bool decoupled_;
+  template <class T>
+  struct pending_list {
+    device dev;
+    tenet::detail::adam_scalars<compute_t<T>> scalars;
+    std::vector<tenet::detail::adam_span<T>> spans;
+  };
+  template <class T>
+  using pending = std::vector<pending_list<T>>;
+  std::tuple<pending<float>, pending<double>, pending<bfloat16>, pending<float16>> pending_;
 };
 
 struct adamw_options {

@@ -17,6 +17,7 @@
 #include <tenet/backend/cuda/native.hpp>  // cuda_gpu
 #include <tenet/backend/cuda/pointwise.cuh>  // grid_for, check_launch
 #include <tenet/backend/cuda/runtime.hpp>
+#include <tenet/backend/training_spans.hpp>  // grad_span, adam_span
 #include <tenet/tensor.hpp>
 
 namespace tenet::detail::cuda {
@@ -316,19 +317,72 @@ template <class A>
 __device__ __forceinline__ A ag_lerp(A a, A b, A w) {
   return w < A(0.5) ? A(a + w * (b - a)) : A(b - (b - a) * (A(1) - w));
 }
+// --- multi-tensor launches: a list of up to mt_max tensors per kernel launch; tensor i owns blocks
+// [first[i], first[i + 1]) of the grid, block b its chunk b - first[i] of Chunk elements. (One
+// launch per parameter cost GPT-2's step 148 launches each for Adam, the norm and the scale; the
+// kernels of its small tensors took a few microseconds each, mostly launch.)
+inline constexpr int mt_max = 24;
+template <class Span>
+struct mt_list {
+  Span s[mt_max];
+  std::int64_t first[mt_max + 1];
+  int count;
+};
+/// This block's tensor (its index in the list) and chunk.
+template <class Span>
+__device__ __forceinline__ int mt_entry(const mt_list<Span>& l, std::int64_t& chunk) {
+  const std::int64_t b = blockIdx.x;
+  int i = 0;
+  while (i + 1 < l.count && l.first[i + 1] <= b) ++i;
+  chunk = b - l.first[i];
+  return i;
+}
+/// Launches go(list, blocks) for the spans in lists of up to mt_max, Chunk elements a block
+/// (empty tensors skipped).
+template <int Chunk, class Span, class Go>
+void mt_launch(const Span* spans, std::size_t count, Go&& go) {
+  mt_list<Span> l{};
+  std::int64_t blocks = 0;
+  const auto flush = [&] {
+    if (l.count > 0) {
+      l.first[l.count] = blocks;
+      go(l, static_cast<unsigned>(blocks));
+    }
+    l.count = 0;
+    blocks = 0;
+  };
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::int64_t n = spans[i].n;
+    if (n == 0) continue;
+    const std::int64_t nb = (n + Chunk - 1) / Chunk;
+    if (l.count == mt_max || blocks + nb > 0x7fffffffLL) flush();
+    l.s[l.count] = spans[i];
+    l.first[l.count] = blocks;
+    ++l.count;
+    blocks += nb;
+  }
+  flush();
+}
+inline constexpr int mt_chunk = 4096;  // elements a block of 256 threads updates (16 a thread)
+
 template <class T>
-__global__ void optim_adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
-                                  T* __restrict__ vmax, std::int64_t n, compute_t<T> neg_step_size,
-                                  compute_t<T> bc2_sqrt, compute_t<T> w1, compute_t<T> b2, compute_t<T> w2,
-                                  compute_t<T> eps, compute_t<T> wd, compute_t<T> decay, bool maximize, bool use_wd,
-                                  bool decoupled) {
+__global__ void optim_adam_kernel(mt_list<adam_span<T>> l, adam_scalars<compute_t<T>> s) {
   using A = compute_t<T>;
-  for_each_index(n, [&](std::int64_t k) {
+  std::int64_t chunk;
+  const adam_span<T>& x = l.s[mt_entry(l, chunk)];
+  T* __restrict__ p = x.p;
+  const T* __restrict__ g = x.g;
+  T* __restrict__ m = x.m;
+  T* __restrict__ v = x.v;
+  T* __restrict__ vmax = x.vmax;
+  const std::int64_t hi = (chunk + 1) * mt_chunk < x.n ? (chunk + 1) * mt_chunk : x.n;
+#pragma unroll 4
+  for (std::int64_t k = chunk * mt_chunk + threadIdx.x; k < hi; k += blockDim.x) {
     A pk = static_cast<A>(p[k]);
-    const A d = update_grad(g, k, pk, maximize, use_wd && !decoupled, wd);
-    if (use_wd && decoupled) pk = pk * decay;
-    const A mk = ag_lerp(static_cast<A>(m[k]), d, w1);
-    const A vk = static_cast<A>(v[k]) * b2 + w2 * d * d;
+    const A d = update_grad(g, k, pk, s.maximize, s.use_wd && !s.decoupled, s.wd);
+    if (s.use_wd && s.decoupled) pk = pk * s.decay;
+    const A mk = ag_lerp(static_cast<A>(m[k]), d, s.w1);
+    const A vk = static_cast<A>(v[k]) * s.b2 + s.w2 * d * d;
     m[k] = static_cast<T>(mk);
     v[k] = static_cast<T>(vk);
     A denom;
@@ -336,22 +390,20 @@ __global__ void optim_adam_kernel(T* __restrict__ p, const T* __restrict__ g, T*
       const A old = static_cast<A>(vmax[k]);
       const A mx = old < vk ? vk : old;  // std::max, as the CPU loop
       vmax[k] = static_cast<T>(mx);
-      denom = ag_sqrt(mx) / bc2_sqrt + eps;
+      denom = ag_sqrt(mx) / s.bc2_sqrt + s.eps;
     } else {
-      denom = ag_sqrt(vk) / bc2_sqrt + eps;
+      denom = ag_sqrt(vk) / s.bc2_sqrt + s.eps;
     }
-    p[k] = static_cast<T>(pk + neg_step_size * mk / denom);
-  });
+    p[k] = static_cast<T>(pk + s.neg_step_size * mk / denom);
+  }
 }
 template <class T>
-void optim_adam(device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, compute_t<T> neg_step_size,
-                compute_t<T> bc2_sqrt, compute_t<T> w1, compute_t<T> b2, compute_t<T> w2, compute_t<T> eps,
-                compute_t<T> wd, compute_t<T> decay, bool maximize, bool use_wd, bool decoupled) {
-  if (n == 0) return;
+void optim_adam(device dev, const adam_span<T>* spans, std::size_t count, const adam_scalars<compute_t<T>>& s) {
   device_context ctx(dev);
-  optim_adam_kernel<T><<<grid_for(n, 256, dev.index), 256, 0, current_stream()>>>(
-      p, g, m, v, vmax, n, neg_step_size, bc2_sqrt, w1, b2, w2, eps, wd, decay, maximize, use_wd, decoupled);
-  check_launch("the Adam update kernel launch");
+  mt_launch<mt_chunk>(spans, count, [&](const mt_list<adam_span<T>>& l, unsigned blocks) {
+    optim_adam_kernel<T><<<blocks, 256, 0, current_stream()>>>(l, s);
+    check_launch("the Adam update kernel launch");
+  });
 }
 
 template <class T>
@@ -421,16 +473,21 @@ void optim_adagrad(device dev, T* p, const T* g, T* sum, std::int64_t n, compute
 __device__ __forceinline__ double clip_nanmax(double a, double b) {  // nan wins, as the CPU loop
   return (a != a || b != b) ? NAN : (a < b ? b : a);
 }
-/// part[block] = sum |g|^p (or max |g| when inf) over a grid-stride share of g, in double.
+inline constexpr int clip_norm_chunk = 32768;  // elements a partial sum covers (128 a thread)
+/// part[chunk] of each gradient = sum |g|^p (or max |g| when inf) over its chunk, in double.
 template <class T>
-__global__ void clip_norm_partial_kernel(const T* __restrict__ g, std::int64_t n, double p, bool inf,
-                                         double* __restrict__ part) {
+__global__ void clip_norm_partial_kernel(mt_list<grad_span<T>> l, double p, bool inf) {
   __shared__ double sm[32];
+  std::int64_t chunk;
+  const grad_span<T>& x = l.s[mt_entry(l, chunk)];
+  const T* __restrict__ g = x.g;
+  const std::int64_t hi = (chunk + 1) * clip_norm_chunk < x.n ? (chunk + 1) * clip_norm_chunk : x.n;
   double acc = 0.0;
-  for_each_index(n, [&](std::int64_t k) {
+#pragma unroll 4
+  for (std::int64_t k = chunk * clip_norm_chunk + threadIdx.x; k < hi; k += blockDim.x) {
     const double a = ::fabs(static_cast<double>(g[k]));
     acc = inf ? clip_nanmax(acc, a) : acc + (p == 2.0 ? a * a : ::pow(a, p));
-  });
+  }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     const double u = __shfl_xor_sync(0xffffffffu, acc, o);
@@ -442,46 +499,48 @@ __global__ void clip_norm_partial_kernel(const T* __restrict__ g, std::int64_t n
   if (threadIdx.x == 0) {
     double r = sm[0];
     for (int i = 1; i < warps; ++i) r = inf ? clip_nanmax(r, sm[i]) : r + sm[i];
-    part[blockIdx.x] = r;
+    x.part[chunk] = r;
   }
 }
 /// How many partial results clip_norm_partials writes for n elements (none for n == 0).
-inline std::int64_t clip_norm_blocks(device dev, std::int64_t n) {
-  return n == 0 ? 0 : static_cast<std::int64_t>(std::min(grid_for(n, 256, dev.index), 1024u));
-}
-/// part[0, clip_norm_blocks(n)) = sums of |g_i|^p (maxima of |g_i| when inf) over shares of the n
-/// elements of device memory g, in double; enqueued on the current stream, nothing waited for
-/// (clip_grad_norm_ copies the partials of all gradients on a device to the host at once).
+inline std::int64_t clip_norm_blocks(std::int64_t n) { return (n + clip_norm_chunk - 1) / clip_norm_chunk; }
+/// For each gradient of the list: part[0, clip_norm_blocks(n)) = sums of |g_i|^p (maxima of |g_i|
+/// when inf) over chunks of its n elements of device memory, in double; enqueued on the current
+/// stream, nothing waited for (clip_grad_norm_ copies the partials of all gradients on a device to
+/// the host at once).
 template <class T>
-void clip_norm_partials(device dev, const T* g, std::int64_t n, double p, bool inf, double* part) {
-  if (n == 0) return;
+void clip_norm_partials(device dev, const grad_span<T>* spans, std::size_t count, double p, bool inf) {
   device_context ctx(dev);
-  const auto blocks = static_cast<unsigned>(clip_norm_blocks(dev, n));
-  clip_norm_partial_kernel<T><<<blocks, 256, 0, current_stream()>>>(g, n, p, inf, part);
-  check_launch("the clip_grad_norm_ kernel launch");
-}
-template <class T>
-__global__ void clip_scale_kernel(T* __restrict__ g, std::int64_t n, T c) {
-  for_each_index(n, [&](std::int64_t k) { g[k] = g[k] * c; });
-}
-template <class T>
-__global__ void clip_clamp_kernel(T* __restrict__ g, std::int64_t n, T lo, T hi) {
-  for_each_index(n, [&](std::int64_t k) {
-    const T a = g[k];
-    const T m = a < lo ? lo : a;  // std::min(std::max(a, lo), hi), as the CPU loop (nan stays)
-    g[k] = hi < m ? hi : m;
+  mt_launch<clip_norm_chunk>(spans, count, [&](const mt_list<grad_span<T>>& l, unsigned blocks) {
+    clip_norm_partial_kernel<T><<<blocks, 256, 0, current_stream()>>>(l, p, inf);
+    check_launch("the clip_grad_norm_ kernel launch");
   });
 }
-/// g *= c (scale) or g = min(max(g, lo), hi) (clamp) over n elements of device memory.
+/// g *= c (scale) or g = min(max(g, lo), hi) (clamp) over each gradient of the list.
 template <class T>
-void clip_apply(device dev, T* g, std::int64_t n, bool clamp, T c, T lo, T hi) {
-  if (n == 0) return;
+__global__ void clip_apply_kernel(mt_list<grad_span<T>> l, bool clamp, T c, T lo, T hi) {
+  std::int64_t chunk;
+  const grad_span<T>& x = l.s[mt_entry(l, chunk)];
+  T* __restrict__ g = x.g;
+  const std::int64_t end = (chunk + 1) * mt_chunk < x.n ? (chunk + 1) * mt_chunk : x.n;
+#pragma unroll 4
+  for (std::int64_t k = chunk * mt_chunk + threadIdx.x; k < end; k += blockDim.x) {
+    const T a = g[k];
+    if (clamp) {
+      const T m = a < lo ? lo : a;  // std::min(std::max(a, lo), hi), as the CPU loop (nan stays)
+      g[k] = hi < m ? hi : m;
+    } else {
+      g[k] = a * c;
+    }
+  }
+}
+template <class T>
+void clip_apply(device dev, const grad_span<T>* spans, std::size_t count, bool clamp, T c, T lo, T hi) {
   device_context ctx(dev);
-  if (clamp)
-    clip_clamp_kernel<T><<<grid_for(n, 256, dev.index), 256, 0, current_stream()>>>(g, n, lo, hi);
-  else
-    clip_scale_kernel<T><<<grid_for(n, 256, dev.index), 256, 0, current_stream()>>>(g, n, c);
-  check_launch("the clip_grad kernel launch");
+  mt_launch<mt_chunk>(spans, count, [&](const mt_list<grad_span<T>>& l, unsigned blocks) {
+    clip_apply_kernel<T><<<blocks, 256, 0, current_stream()>>>(l, clamp, c, lo, hi);
+    check_launch("the clip_grad kernel launch");
+  });
 }
 
 }  // namespace tenet::detail::cuda
@@ -525,12 +584,9 @@ void run_sgd(cuda_gpu, device dev, T* p, const T* g, T* buf, std::int64_t n, com
              compute_t<T> keep, compute_t<T> neg_lr, bool maximize, bool nesterov, bool use_wd, bool fresh) {
   cuda::optim_sgd<T>(dev, p, g, buf, n, wd, mu, keep, neg_lr, maximize, nesterov, use_wd, fresh);
 }
-template <class T>
-void run_adam(cuda_gpu, device dev, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, compute_t<T> neg_step_size,
-              compute_t<T> bc2_sqrt, compute_t<T> w1, compute_t<T> b2, compute_t<T> w2, compute_t<T> eps,
-              compute_t<T> wd, compute_t<T> decay, bool maximize, bool use_wd, bool decoupled) {
-  cuda::optim_adam<T>(dev, p, g, m, v, vmax, n, neg_step_size, bc2_sqrt, w1, b2, w2, eps, wd, decay, maximize, use_wd,
-                      decoupled);
+template <class T, class S>
+void run_adam(cuda_gpu, device dev, const adam_span<T>* spans, std::size_t count, const adam_scalars<S>& s) {
+  cuda::optim_adam<T>(dev, spans, count, s);
 }
 template <class T>
 void run_rmsprop(cuda_gpu, device dev, T* p, const T* g, T* sq, T* buf, T* ga, std::int64_t n, compute_t<T> alpha,
@@ -543,15 +599,13 @@ void run_adagrad(cuda_gpu, device dev, T* p, const T* g, T* sum, std::int64_t n,
                  compute_t<T> eps, compute_t<T> wd, bool maximize, bool use_wd) {
   cuda::optim_adagrad<T>(dev, p, g, sum, n, neg_clr, eps, wd, maximize, use_wd);
 }
-inline std::int64_t clip_norm_partial_count(cuda_gpu, device dev, std::int64_t n) {
-  return cuda::clip_norm_blocks(dev, n);
+inline std::int64_t clip_norm_partial_count(cuda_gpu, device, std::int64_t n) { return cuda::clip_norm_blocks(n); }
+template <class T>
+void run_clip_norm_partials(cuda_gpu, device dev, const grad_span<T>* spans, std::size_t count, double p, bool inf) {
+  cuda::clip_norm_partials<T>(dev, spans, count, p, inf);
 }
 template <class T>
-void run_clip_norm_partials(cuda_gpu, device dev, const T* g, std::int64_t n, double p, bool inf, double* part) {
-  cuda::clip_norm_partials<T>(dev, g, n, p, inf, part);
-}
-template <class T>
-void run_clip(cuda_gpu, device dev, T* g, std::int64_t n, bool clamp, T c, T lo, T hi) {
-  cuda::clip_apply<T>(dev, g, n, clamp, c, lo, hi);
+void run_clip(cuda_gpu, device dev, const grad_span<T>* spans, std::size_t count, bool clamp, T c, T lo, T hi) {
+  cuda::clip_apply<T>(dev, spans, count, clamp, c, lo, hi);
 }
 }  // namespace tenet::detail
