@@ -121,7 +121,7 @@ inline constexpr bool cpu_runs_node<node<Op, C...>> =
 struct cpu_simd {
   static constexpr const char* name() { return "cpu_simd"; }
   static constexpr device_type device = device_type::cpu;
-  using patterns = pattern_list<gemm_epilogue_pattern, reduce_epilogue_pattern>;
+  using patterns = pattern_list<gemm_epilogue_pattern, conv_epilogue_pattern, reduce_epilogue_pattern>;
   /// Whether an expression on the CPU is decomposed and lowered here (TENET_CPU_KERNELS=0: copies only).
   template <class E>
   static constexpr bool decomposes() {
@@ -480,6 +480,30 @@ void run_pattern(cpu_simd, gemm_epilogue_pattern, const E&, const Out& out, cons
   for (std::size_t i = 0; i + 1 < R; ++i) rows *= out.sizes()[i];
   cpu::run_gemm_epilogue<T>(out, tree, K ? a.data() : nullptr, ars, acs, K ? b.data() : nullptr, b.strides()[0],
                             b.strides()[1], rows, out.sizes()[R - 1], K);
+}
+
+/// conv2d with its epilogue tree (batch norm in eval, relu, residual add, bias): the convolution
+/// writes out, and the tree runs in place on each output image as soon as the kernel has written
+/// it, on the thread that wrote it, reading the convolution's value through `out` at the index it
+/// writes (the pointwise kernel's tree, as the GEMM's epilogue: the same values as the unfused
+/// expression).
+template <class E, class Out, class X0, class W0, class Tree>
+void run_pattern(cpu_simd, conv_epilogue_pattern, const E& e, const Out& out, const X0& x0, const W0& w0,
+                 const Tree& tree) {
+  using T = value_type_of<E>;
+  const auto x = x0.contiguous();
+  const auto w = w0.contiguous();
+  const auto g = epilogue_head_of<aten::conv2d>(e).op.geometry(x.sizes(), w.sizes());
+  using tree_t = cpu::pointwise_tree<Tree, 4>;
+  const tree_t t(tree, out.sizes());
+  const cpu::pointwise_epilogue<T, tree_t, 4> rows{&t, out.sizes()};
+  T* const y = out.data();
+  const std::int64_t image_rows = g.O * g.oh;  // an image: O * oh rows of ow
+  const auto image = [&](std::int64_t n) {
+    if (image_rows > 0 && g.ow > 0) rows(y + n * image_rows * g.ow, g.ow, n * image_rows, 0, image_rows, g.ow);
+  };
+  cpu::run_conv2d(x.data(), w.data(), y, g, cpu::conv_image_epilogue::of(image));
+  cpu::check_kernel_flags();
 }
 
 /// e with its epilogue reduction replaced by `value` (scalars kept): a tree over value's index space.

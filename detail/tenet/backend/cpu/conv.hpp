@@ -100,7 +100,8 @@ void im2col_gather(const T* x, std::int64_t channels, const conv2d_geometry& g, 
 /// (w[g] (Og x K) . col (K x nb*L)), then each image's rows copied to y. A GEMM of a few dozen
 /// columns per image is mostly packing and call overhead (the digits CNN: 8x8 and 4x4 outputs).
 template <class T>
-void run_conv2d_batched(const T* x, const T* w, T* y, const conv2d_geometry& g, std::int64_t nb, double flops) {
+void run_conv2d_batched(const T* x, const T* w, T* y, const conv2d_geometry& g, std::int64_t nb, double flops,
+                        conv_image_epilogue epilogue) {
   const std::int64_t Cg = g.C / g.groups, Og = g.O / g.groups;
   const std::int64_t K = Cg * g.kh * g.kw, L = g.oh * g.ow;
   const std::int64_t chunks = (g.N + nb - 1) / nb;
@@ -119,6 +120,7 @@ void run_conv2d_batched(const T* x, const T* w, T* y, const conv2d_geometry& g, 
           std::memcpy(y + ((n0 + i) * g.O + gi * Og + o) * L, out.data() + o * width + i * L,
                       static_cast<std::size_t>(L) * sizeof(T));
     }
+    for (std::int64_t i = 0; i < count; ++i) epilogue(n0 + i);
   };
   const auto col_size = static_cast<std::size_t>(K * nb * L), out_size = static_cast<std::size_t>(Og * nb * L);
   if (chunks >= omp_get_max_threads() && chunks > 1 && flops >= gemm_parallel_min_flops && !omp_in_parallel()) {
@@ -137,19 +139,22 @@ void run_conv2d_batched(const T* x, const T* w, T* y, const conv2d_geometry& g, 
 }
 
 /// y = conv2d(x, w) by im2col + GEMM for contiguous x (N, C, H, W), w (O, C/groups, kh, kw),
-/// y (N, O, oh, ow): every geometry.
+/// y (N, O, oh, ow): every geometry; then epilogue(n) on each image n once written.
 template <class T>
-void run_conv2d_im2col(const T* x, const T* w, T* y, const conv2d_geometry& g) {
+void run_conv2d_im2col(const T* x, const T* w, T* y, const conv2d_geometry& g, conv_image_epilogue epilogue = {}) {
   const std::int64_t Cg = g.C / g.groups, Og = g.O / g.groups;
   const std::int64_t K = Cg * g.kh * g.kw, L = g.oh * g.ow;
-  if (g.N == 0 || g.O == 0 || L == 0) return;
+  if (g.N == 0 || g.O == 0 || L == 0) {
+    for (std::int64_t n = 0; n < g.N; ++n) epilogue(n);  // nothing to write (an empty image: a no-op)
+    return;
+  }
   const double flops = 2.0 * static_cast<double>(g.N) * static_cast<double>(g.O) * static_cast<double>(L) *
                        static_cast<double>(K);
   // small images (padded planes of at most 4096 elements, outputs of fewer than 256 positions):
   // about 512 columns of several images per GEMM, im2col by gathers from padded planes
   const std::int64_t padded_plane = (g.H + g.pad_top + g.pad_bottom) * (g.W + g.pad_left + g.pad_right);
   if (const std::int64_t nb = std::min<std::int64_t>(g.N, 512 / L); L < 256 && nb > 1 && K > 0 && padded_plane <= 4096) {
-    run_conv2d_batched(x, w, y, g, nb, flops);
+    run_conv2d_batched(x, w, y, g, nb, flops, epilogue);
     return;
   }
   const bool direct = g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
@@ -165,6 +170,7 @@ void run_conv2d_im2col(const T* x, const T* w, T* y, const conv2d_geometry& g) {
       // y[g] (Og x L, row-major) = w[g] (Og x K) . col (K x L); K == 0 writes zeros
       gemm_ex<T>(w + gi * Og * K, K, 1, cols, L, 1, y + (n * g.O + gi * Og) * L, L, Og, L, K);
     }
+    epilogue(n);
   };
   const std::size_t buffer = direct ? 0 : static_cast<std::size_t>(K * L);
   // images on the threads when there are enough of them and enough work: GEMM's rule (4 MFLOP,
@@ -217,14 +223,15 @@ class conv2d_kernel_scope {
 };
 
 /// y = conv2d(x, w) for contiguous x (N, C, H, W), w (O, C/groups, kh, kw), y (N, O, oh, ow):
-/// Winograd (winograd.hpp) or im2col + GEMM, as current_conv2d_kernel() says.
+/// Winograd (winograd.hpp) or im2col + GEMM, as current_conv2d_kernel() says; then epilogue(n)
+/// on each image n, once written, on the thread that wrote it (conv_epilogue_pattern).
 template <class T>
-void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
+void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g, conv_image_epilogue epilogue = {}) {
   const conv2d_kernel k = current_conv2d_kernel();
   if (k == conv2d_kernel::automatic ? winograd_eligible(g) : k == conv2d_kernel::winograd && winograd_applies(g))
-    run_conv2d_winograd(x, w, y, g);
+    run_conv2d_winograd(x, w, y, g, epilogue);
   else
-    run_conv2d_im2col(x, w, y, g);
+    run_conv2d_im2col(x, w, y, g, epilogue);
 }
 
 /// max_pool2d of x (N, C, H, W; any strides) into out (N, C, oh, ow; contiguous): one pass over
