@@ -532,6 +532,22 @@ TEST_CASE("conv: conv2d's elementwise consumers run as its epilogue, with the un
   const auto w = resnet::make_param<S4>(12, 0.2, 0.0, 16, 16, 3, 3);
   const auto b = resnet::make_param<shape<dyn>>(13, 1.0, 0.0, 16);
   const Tensor<float, S4> c = conv2d(x, w, {.padding = 1});
+  // the stem's 7x7/2 on im2col in bands of output rows (16 * 49 columns of 512 KiB: 5 of the 32
+  // rows per band, the last band 2), the epilogue per band: against the unfused expression and the
+  // reference decomposition
+  {
+    const auto xs = resnet::make_param<S4>(15, 1.0, 0.0, 2, 16, 64, 64);
+    const auto w7 = resnet::make_param<S4>(16, 0.05, 0.0, 24, 16, 7, 7);
+    const auto sc = resnet::make_param<C3>(17, 0.25, 1.0, 24);
+    const auto sh = resnet::make_param<C3>(18, 0.5, 0.0, 24);
+    auto stem = relu(conv2d(xs, w7, {.stride = 2, .padding = 3}) * sc + sh);
+    CHECK(plan(stem).kernels[0].kind == "conv2d+epilogue");
+    const Tensor<float, S4> ys = stem;
+    const Tensor<float, S4> cs = conv2d(xs, w7, {.stride = 2, .padding = 3});
+    CHECK(max_diff(ys, Tensor<float, S4>(relu(cs * sc + sh))) == 0);
+    const Tensor<float, S4> rs = detail::decompose<detail::reference_backend>(stem);
+    CHECK(max_diff(ys, rs) < 2e-4);
+  }
   // a bias alone is an epilogue
   auto biased = conv2d(x, w, b, {.padding = 1});
   CHECK(plan(biased).kernels[0].kind == "conv2d+epilogue");

@@ -483,8 +483,8 @@ void run_pattern(cpu_simd, gemm_epilogue_pattern, const E&, const Out& out, cons
 }
 
 /// conv2d with its epilogue tree (batch norm in eval, relu, residual add, bias): the convolution
-/// writes out, and the tree runs in place on each output image as soon as the kernel has written
-/// it, on the thread that wrote it, reading the convolution's value through `out` at the index it
+/// writes out, and the tree runs in place on each output image (or band of rows: im2col's) as
+/// soon as the kernel has written it, on the thread that wrote it, reading the convolution's value through `out` at the index it
 /// writes (the pointwise kernel's tree, as the GEMM's epilogue: the same values as the unfused
 /// expression).
 template <class E, class Out, class X0, class W0, class Tree>
@@ -498,11 +498,19 @@ void run_pattern(cpu_simd, conv_epilogue_pattern, const E& e, const Out& out, co
   const tree_t t(tree, out.sizes());
   const cpu::pointwise_epilogue<T, tree_t, 4> rows{&t, out.sizes()};
   T* const y = out.data();
-  const std::int64_t image_rows = g.O * g.oh;  // an image: O * oh rows of ow
-  const auto image = [&](std::int64_t n) {
-    if (image_rows > 0 && g.ow > 0) rows(y + n * image_rows * g.ow, g.ow, n * image_rows, 0, image_rows, g.ow);
+  // rows of out: (n, o, oy) flattened, ow columns each
+  const auto band = [&](std::int64_t n, std::int64_t oy0, std::int64_t oy1) {
+    if (oy1 <= oy0 || g.ow == 0) return;
+    if (oy0 == 0 && oy1 == g.oh) {  // a whole image: one run of O * oh rows
+      rows(y + n * g.O * g.oh * g.ow, g.ow, n * g.O * g.oh, 0, g.O * g.oh, g.ow);
+      return;
+    }
+    for (std::int64_t o = 0; o < g.O; ++o) {
+      const std::int64_t r0 = (n * g.O + o) * g.oh + oy0;
+      rows(y + r0 * g.ow, g.ow, r0, 0, oy1 - oy0, g.ow);
+    }
   };
-  cpu::run_conv2d(x.data(), w.data(), y, g, cpu::conv_image_epilogue::of(image));
+  cpu::run_conv2d(x.data(), w.data(), y, g, cpu::conv_band_epilogue::of(band));
   cpu::check_kernel_flags();
 }
 

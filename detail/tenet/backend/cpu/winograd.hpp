@@ -67,20 +67,24 @@ class pooled_buffer {
   T* p_;
 };
 
-/// What a convolution kernel runs on each output image as soon as it has written it, on the
-/// thread that wrote it (while the image is still in cache): the elementwise tree of
-/// conv_epilogue_pattern (schedule/lower.hpp), in place. Type-erased (a function pointer and its
-/// context), so the kernels are instantiated once per dtype whatever the tree; empty: nothing.
-struct conv_image_epilogue {
-  void (*fn)(const void*, std::int64_t) = nullptr;
+/// What a convolution kernel runs on each band of output rows [oy0, oy1) of an image n (every
+/// channel) as soon as it has written it, on the thread that wrote it, while the band is still in
+/// cache: the elementwise tree of conv_epilogue_pattern (schedule/lower.hpp), in place.
+/// Type-erased (a function pointer and its context), so the kernels are instantiated once per
+/// dtype whatever the tree; empty: nothing.
+struct conv_band_epilogue {
+  void (*fn)(const void*, std::int64_t, std::int64_t, std::int64_t) = nullptr;
   const void* context = nullptr;
-  /// f(n), for image n, called through the pointer; f must outlive the epilogue.
+  /// f(n, oy0, oy1), called through the pointer; f must outlive the epilogue.
   template <class F>
-  static conv_image_epilogue of(const F& f) {
-    return {[](const void* c, std::int64_t n) { (*static_cast<const F*>(c))(n); }, &f};
+  static conv_band_epilogue of(const F& f) {
+    return {[](const void* c, std::int64_t n, std::int64_t oy0, std::int64_t oy1) {
+              (*static_cast<const F*>(c))(n, oy0, oy1);
+            },
+            &f};
   }
-  void operator()(std::int64_t n) const {
-    if (fn) fn(context, n);
+  void operator()(std::int64_t n, std::int64_t oy0, std::int64_t oy1) const {
+    if (fn) fn(context, n, oy0, oy1);
   }
 };
 
@@ -189,9 +193,9 @@ TENET_INLINE void tile_product(std::int64_t cp, const T* __restrict v, const T* 
 }  // namespace winograd
 
 /// y = conv2d(x, w) by Winograd F(m x m, 3x3) for contiguous x (N, C, H, W), w (O, C, 3, 3),
-/// y (N, O, oh, ow), where winograd_applies(g); then epilogue(n) on each image n once written.
+/// y (N, O, oh, ow), where winograd_applies(g); then the epilogue on each image once written.
 template <class T, int Mt>
-void run_conv2d_winograd_tiles(const T* x, const T* w, T* y, const conv2d_geometry& g, conv_image_epilogue epilogue) {
+void run_conv2d_winograd_tiles(const T* x, const T* w, T* y, const conv2d_geometry& g, conv_band_epilogue epilogue) {
   using tf = winograd::transforms<Mt>;
   constexpr int A = Mt + 2, A2 = A * A;  // input tile extent, transform elements
   using B = xsimd::batch<T>;
@@ -318,7 +322,7 @@ void run_conv2d_winograd_tiles(const T* x, const T* w, T* y, const conv2d_geomet
         for (std::int64_t p = 0; p < pn; ++p) dst[o * P + p] = src[p * Op + o];
     }
     if (!par)
-      for (std::int64_t n = n0; n < n1; ++n) epilogue(n);
+      for (std::int64_t n = n0; n < n1; ++n) epilogue(n, 0, g.oh);
   };  // images
 
   // With at least as many images as threads (a multiple of them, or 4 per thread), each thread
@@ -333,7 +337,7 @@ void run_conv2d_winograd_tiles(const T* x, const T* w, T* y, const conv2d_geomet
     images(0, g.N, threads);
     if (threads && epilogue.fn) {
 #pragma omp parallel for schedule(static)
-      for (std::int64_t n = 0; n < g.N; ++n) epilogue(n);
+      for (std::int64_t n = 0; n < g.N; ++n) epilogue(n, 0, g.oh);
     }
   }
 }
@@ -346,7 +350,7 @@ void run_conv2d_winograd_tiles(const T* x, const T* w, T* y, const conv2d_geomet
 /// conv fuzzer found one at 3.8e-5); F(2x2)'s transforms add and halve only (about im2col's
 /// error). In double a few units are far below any tolerance.
 template <class T>
-void run_conv2d_winograd(const T* x, const T* w, T* y, const conv2d_geometry& g, conv_image_epilogue epilogue = {}) {
+void run_conv2d_winograd(const T* x, const T* w, T* y, const conv2d_geometry& g, conv_band_epilogue epilogue = {}) {
   if constexpr (std::is_same_v<T, float>)
     run_conv2d_winograd_tiles<T, 2>(x, w, y, g, epilogue);
   else
