@@ -569,6 +569,69 @@ TEST_CASE("conv: conv2d's elementwise consumers run as its epilogue, with the un
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Winograd's transformed weights are kept per thread (winograd::weight_cache) and used only while
+// the weights are bitwise unchanged: after in-place updates through tenet's ops (an optimizer's
+// step is such an update: p.sub_(lr * grad)), raw writes through data(), and a new tensor at a
+// freed weight's address, the result is always the convolution of the current weights.
+namespace {
+template <class T>
+void check_winograd_weight_cache() {
+  INFO((sizeof(T) == 4 ? "float" : "double"));
+  auto& cache = detail::cpu::winograd::weight_cache<T>::instance();
+  cache.clear();
+  const detail::cpu::conv2d_kernel_scope forced(detail::cpu::conv2d_kernel::winograd);
+  const Tensor<T, S4> x = resnet::make_param<S4>(19, 1.0, 0.0, 2, 17, 9, 11).template to<T>();
+  Tensor<T, S4> w = resnet::make_param<S4>(20, 0.3, 0.0, 18, 17, 3, 3).template to<T>();
+  const double tol = sizeof(T) == 4 ? 1e-4 : 1e-11;
+  // the convolution of w's current values on im2col, which keeps nothing
+  auto expected = [&](const Tensor<T, S4>& wt) {
+    const detail::cpu::conv2d_kernel_scope im2col(detail::cpu::conv2d_kernel::im2col);
+    return Tensor<T, S4>(conv2d(x, wt, {.padding = 1}));
+  };
+  auto run = [&] { return Tensor<T, S4>(conv2d(x, w, {.padding = 1})); };
+  const Tensor<T, S4> y1 = run();
+  CHECK(cache.size() == 1);
+  CHECK(max_diff(y1, expected(w)) < tol);
+  CHECK(max_diff(run(), y1) == 0);  // from the kept transform
+  CHECK(cache.size() == 1);
+  // in place through tenet's ops: an optimizer-like step, then a scale
+  const Tensor<T, S4> grad = resnet::make_param<S4>(21, 1.0, 0.0, 18, 17, 3, 3).template to<T>();
+  w.sub_(grad * T(0.1));
+  const Tensor<T, S4> y2 = run();
+  CHECK(max_diff(y2, y1) > 0.01);
+  CHECK(max_diff(y2, expected(w)) < tol);
+  w.mul_(T(-2));
+  CHECK(max_diff(run(), expected(w)) < tol);
+  // a raw write of one value through data(), which no version counter sees
+  w.data()[100] += T(1);
+  CHECK(max_diff(run(), expected(w)) < tol);
+  CHECK(cache.size() == 1);
+  // through a view of the weights (a slice written in place)
+  w.template select<0>(3).fill_(T(0.25));
+  CHECK(max_diff(run(), expected(w)) < tol);
+  // another weight tensor at the address of a freed one (the block cache hands it out again)
+  const T* old = w.data();
+  w = Tensor<T, S4>();
+  Tensor<T, S4> w2 = resnet::make_param<S4>(22, 0.3, 0.0, 18, 17, 3, 3).template to<T>();
+  INFO("same address " << (w2.data() == old));
+  w = w2;
+  CHECK(max_diff(run(), expected(w)) < tol);
+  // other weights of other sizes at once: separate entries
+  const Tensor<T, S4> w3 = resnet::make_param<S4>(23, 0.3, 0.0, 16, 17, 3, 3).template to<T>();
+  const Tensor<T, S4> y3 = conv2d(x, w3, {.padding = 1});
+  CHECK(max_diff(y3, expected(w3)) < tol);
+  CHECK(max_diff(run(), expected(w)) < tol);
+  CHECK(cache.size() >= 2);
+  cache.clear();
+}
+}  // namespace
+
+TEST_CASE("conv: Winograd keeps transformed weights while they are unchanged, never a stale result") {
+  check_winograd_weight_cache<float>();
+  check_winograd_weight_cache<double>();
+}
+
 TEST_CASE("conv: max_pool2d's vector rows agree with its scalar loop (NaN, -inf, padding, dilation, ceil_mode)") {
   // contiguous float/double planes take the separable vector form (rows a vector at a time), a
   // transposed view the scalar loop; rows of 37 hold whole vectors and a tail on every arch
