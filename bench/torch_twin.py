@@ -288,6 +288,8 @@ def workloads():
     params = resnet_stage1_params()
     yield ("resnet18_stage1_b8", "img/s", lambda: (resnet_param(0, 1.0, 0.0, 8, 3, 224, 224),),
            lambda x: resnet_stage1(x, params), 8.0)
+    yield ("resnet18_stage1_b1", "img/s", lambda: (resnet_param(0, 1.0, 0.0, 1, 3, 224, 224),),
+           lambda x: resnet_stage1(x, params), 1.0)
 
 
 def main():

@@ -102,6 +102,11 @@ TEST_CASE("autograd ops: conv2d's own VJP and JVP (groups, dilation, strides tha
     const M4 k9 = filled<4>({5, 9, 3, 3}, -1, 1, 0.6);
     gradcheck([&](const auto& a) { return conv2d(a, k9, {.padding = 1}); }, filled<4>({1, 9, 5, 6}, -1, 1, 0.3));
   }
+  // conv2d under an elementwise tree (a per-channel scale, a residual add, tanh): run as the
+  // conv2d+epilogue kernel where nothing is recorded (gradcheck's finite differences), unfused in
+  // the recorded forward (its backward reads the convolution's value)
+  gradcheck([](const auto& a, const auto& kk, const auto& s) { return tanh(conv2d(a, kk, {.padding = 1}) * s + a); },
+            filled<4>({2, 3, 5, 4}, -1, 1, 0.15), filled<4>({3, 3, 3, 3}, -1, 1, 0.45), filled<4>({1, 3, 1, 1}, -1, 1, 0.25));
   // conv1d and conv_transpose2d hold a conv2d node
   const M3 seq = filled<3>({2, 3, 9}, -1, 1, 0.4);
   gradcheck([](const auto& a, const auto& kk) { return conv1d(a, kk, {.stride = 2, .dilation = 2}); }, seq,

@@ -471,6 +471,167 @@ TEST_CASE("conv: conv2d takes the Winograd kernel for 3x3 stride 1 with enough c
   CHECK(eval(amax(abs(Tensor<float, S4>(conv2d(small, ws, {.padding = 1})) - automatic))).item() < 1e-5f);
 }
 
+// ---------------------------------------------------------------------------------------------
+// conv2d with an elementwise tree over it (batch norm in eval as scale and shift, residual add,
+// relu; a bias) runs as one kernel, the tree applied to each output image by the convolution
+// (conv_epilogue_pattern): the same values as the convolution followed by the pointwise kernel,
+// on Winograd, im2col per image and im2col over several small images, for batches that split
+// over the threads by image and by tile.
+namespace {
+using C3 = shape<dyn, 1, 1>;
+template <class T>
+double max_diff(const Tensor<T, S4>& a, const Tensor<T, S4>& b) {
+  REQUIRE(a.sizes() == b.sizes());
+  return static_cast<double>(eval(amax(abs(a - b))).item());
+}
+template <class T>
+void check_conv_epilogue(std::int64_t N, std::int64_t C, std::int64_t H, std::int64_t W, bool winograd) {
+  INFO("N C H W " << N << " " << C << " " << H << " " << W << (sizeof(T) == 4 ? " float" : " double"));
+  const Tensor<T, S4> x = resnet::make_param<S4>(7, 1.0, 0.0, N, C, H, W).template to<T>();
+  const Tensor<T, S4> w = resnet::make_param<S4>(8, 0.3, 0.0, C, C, 3, 3).template to<T>();
+  const Tensor<T, C3> scale = resnet::make_param<C3>(9, 0.25, 1.0, C).template to<T>();
+  const Tensor<T, C3> shift = resnet::make_param<C3>(10, 0.5, 0.0, C).template to<T>();
+  aten::conv2d op;
+  op.pad_low = op.pad_high = {1, 1};
+  REQUIRE(detail::cpu::winograd_eligible(op.geometry(x.sizes(), w.sizes())) == winograd);
+  for (const auto& in : layouts(x)) {
+    INFO("contiguous " << in.is_contiguous());
+    auto fused = relu(conv2d(in, w, {.padding = 1}) * scale + shift + in);
+    const auto p = plan(fused);
+    REQUIRE(p.size() == 1);
+    CHECK(p.kernels[0].kind == "conv2d+epilogue");
+    CHECK(p.kernels[0].fused == std::vector<std::string>{"conv2d", "mul", "add", "add", "maximum"});
+    const std::int64_t k0 = detail::kernels_launched();
+    const Tensor<T, S4> y = fused;
+    if (in.is_contiguous()) CHECK(detail::kernels_launched() - k0 == 1);
+    const Tensor<T, S4> c = conv2d(in, w, {.padding = 1});
+    const Tensor<T, S4> unfused = relu(c * scale + shift + in);
+    CHECK(max_diff(y, unfused) == 0);  // the same kernels' values: exactly
+    // the decomposition on the reference backend: the same function
+    const Tensor<T, S4> reference =
+        detail::decompose<detail::reference_backend>(relu(conv2d(in, w, {.padding = 1}) * scale + shift + in));
+    CHECK(max_diff(y, reference) < (sizeof(T) == 4 ? 2e-4 : 1e-11));
+  }
+}
+}  // namespace
+
+TEST_CASE("conv: conv2d's elementwise consumers run as its epilogue, with the unfused values") {
+  for (const bool dbl : {false, true}) {
+    auto run = [&](std::int64_t N, std::int64_t C, std::int64_t H, std::int64_t W, bool winograd) {
+      if (dbl)
+        check_conv_epilogue<double>(N, C, H, W, winograd);
+      else
+        check_conv_epilogue<float>(N, C, H, W, winograd);
+    };
+    run(2, 17, 15, 20, true);   // Winograd, whole images per thread; channels past the vector width
+    run(3, 16, 13, 17, true);   // Winograd, tiles split over the threads (3 images); odd sizes
+    run(3, 8, 9, 11, false);    // im2col, several small images per GEMM
+    run(2, 5, 19, 23, false);   // im2col per image
+  }
+  const auto x = resnet::make_param<S4>(11, 1.0, 0.0, 1, 16, 24, 24);
+  const auto w = resnet::make_param<S4>(12, 0.2, 0.0, 16, 16, 3, 3);
+  const auto b = resnet::make_param<shape<dyn>>(13, 1.0, 0.0, 16);
+  const Tensor<float, S4> c = conv2d(x, w, {.padding = 1});
+  // the stem's 7x7/2 on im2col in bands of output rows (16 * 49 columns of 512 KiB: 5 of the 32
+  // rows per band, the last band 2), the epilogue per band: against the unfused expression and the
+  // reference decomposition
+  {
+    const auto xs = resnet::make_param<S4>(15, 1.0, 0.0, 2, 16, 64, 64);
+    const auto w7 = resnet::make_param<S4>(16, 0.05, 0.0, 24, 16, 7, 7);
+    const auto sc = resnet::make_param<C3>(17, 0.25, 1.0, 24);
+    const auto sh = resnet::make_param<C3>(18, 0.5, 0.0, 24);
+    auto stem = relu(conv2d(xs, w7, {.stride = 2, .padding = 3}) * sc + sh);
+    CHECK(plan(stem).kernels[0].kind == "conv2d+epilogue");
+    const Tensor<float, S4> ys = stem;
+    const Tensor<float, S4> cs = conv2d(xs, w7, {.stride = 2, .padding = 3});
+    CHECK(max_diff(ys, Tensor<float, S4>(relu(cs * sc + sh))) == 0);
+    const Tensor<float, S4> rs = detail::decompose<detail::reference_backend>(stem);
+    CHECK(max_diff(ys, rs) < 2e-4);
+  }
+  // a bias alone is an epilogue
+  auto biased = conv2d(x, w, b, {.padding = 1});
+  CHECK(plan(biased).kernels[0].kind == "conv2d+epilogue");
+  CHECK(max_diff(Tensor<float, S4>(biased), Tensor<float, S4>(c + b.reshape<dyn, 1, 1>(16))) == 0);
+  // a tree that broadcasts the convolution's value (batch 1 against 2) is not: a pointwise kernel
+  const auto wide = resnet::make_param<S4>(14, 1.0, 0.0, 2, 16, 24, 24);
+  auto broadcast = conv2d(x, w, {.padding = 1}) + wide;
+  const auto pb = plan(broadcast);
+  REQUIRE(pb.size() == 2);
+  CHECK(pb.kernels[1].kind == "pointwise");
+  CHECK(max_diff(Tensor<float, S4>(broadcast), Tensor<float, S4>(c + wide)) == 0);
+  // nor while a forward is recorded for a backward (a CSE session: autograd's recording, compiled
+  // training steps), which reads the convolution's own value
+  {
+    const detail::cse_session session;
+    const auto pr = plan(relu(conv2d(x, w, {.padding = 1})));
+    REQUIRE(pr.size() == 2);
+    CHECK(pr.kernels[0].kind == "conv2d");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Winograd's transformed weights are kept per thread (winograd::weight_cache) and used only while
+// the weights are bitwise unchanged: after in-place updates through tenet's ops (an optimizer's
+// step is such an update: p.sub_(lr * grad)), raw writes through data(), and a new tensor at a
+// freed weight's address, the result is always the convolution of the current weights.
+namespace {
+template <class T>
+void check_winograd_weight_cache() {
+  INFO((sizeof(T) == 4 ? "float" : "double"));
+  auto& cache = detail::cpu::winograd::weight_cache<T>::instance();
+  cache.clear();
+  const detail::cpu::conv2d_kernel_scope forced(detail::cpu::conv2d_kernel::winograd);
+  const Tensor<T, S4> x = resnet::make_param<S4>(19, 1.0, 0.0, 2, 17, 9, 11).template to<T>();
+  Tensor<T, S4> w = resnet::make_param<S4>(20, 0.3, 0.0, 18, 17, 3, 3).template to<T>();
+  const double tol = sizeof(T) == 4 ? 1e-4 : 1e-11;
+  // the convolution of w's current values on im2col, which keeps nothing
+  auto expected = [&](const Tensor<T, S4>& wt) {
+    const detail::cpu::conv2d_kernel_scope im2col(detail::cpu::conv2d_kernel::im2col);
+    return Tensor<T, S4>(conv2d(x, wt, {.padding = 1}));
+  };
+  auto run = [&] { return Tensor<T, S4>(conv2d(x, w, {.padding = 1})); };
+  const Tensor<T, S4> y1 = run();
+  CHECK(cache.size() == 1);
+  CHECK(max_diff(y1, expected(w)) < tol);
+  CHECK(max_diff(run(), y1) == 0);  // from the kept transform
+  CHECK(cache.size() == 1);
+  // in place through tenet's ops: an optimizer-like step, then a scale
+  const Tensor<T, S4> grad = resnet::make_param<S4>(21, 1.0, 0.0, 18, 17, 3, 3).template to<T>();
+  w.sub_(grad * T(0.1));
+  const Tensor<T, S4> y2 = run();
+  CHECK(max_diff(y2, y1) > 0.01);
+  CHECK(max_diff(y2, expected(w)) < tol);
+  w.mul_(T(-2));
+  CHECK(max_diff(run(), expected(w)) < tol);
+  // a raw write of one value through data(), which no version counter sees
+  w.data()[100] += T(1);
+  CHECK(max_diff(run(), expected(w)) < tol);
+  CHECK(cache.size() == 1);
+  // through a view of the weights (a slice written in place)
+  w.template select<0>(3).fill_(T(0.25));
+  CHECK(max_diff(run(), expected(w)) < tol);
+  // another weight tensor at the address of a freed one (the block cache hands it out again)
+  const T* old = w.data();
+  w = Tensor<T, S4>();
+  Tensor<T, S4> w2 = resnet::make_param<S4>(22, 0.3, 0.0, 18, 17, 3, 3).template to<T>();
+  INFO("same address " << (w2.data() == old));
+  w = w2;
+  CHECK(max_diff(run(), expected(w)) < tol);
+  // other weights of other sizes at once: separate entries
+  const Tensor<T, S4> w3 = resnet::make_param<S4>(23, 0.3, 0.0, 16, 17, 3, 3).template to<T>();
+  const Tensor<T, S4> y3 = conv2d(x, w3, {.padding = 1});
+  CHECK(max_diff(y3, expected(w3)) < tol);
+  CHECK(max_diff(run(), expected(w)) < tol);
+  CHECK(cache.size() >= 2);
+  cache.clear();
+}
+}  // namespace
+
+TEST_CASE("conv: Winograd keeps transformed weights while they are unchanged, never a stale result") {
+  check_winograd_weight_cache<float>();
+  check_winograd_weight_cache<double>();
+}
+
 TEST_CASE("conv: max_pool2d's vector rows agree with its scalar loop (NaN, -inf, padding, dilation, ceil_mode)") {
   // contiguous float/double planes take the separable vector form (rows a vector at a time), a
   // transposed view the scalar loop; rows of 37 hold whole vectors and a tail on every arch

@@ -240,6 +240,17 @@ bool gemm_epilogue_pattern::applies(const E& e) {
   });
   return ok && expr_device(e).is_cpu();  // the CPU's GEMM
 }
+/// The CPU's conv2d with the tree as its epilogue: when the tree keeps the convolution's sizes
+/// (no broadcast of its value) and no forward is recorded for a backward (a cse_session: eager
+/// autograd's recording and compiled training steps, whose backward reads the convolution's own
+/// value from the session's table).
+template <class E>
+bool conv_epilogue_pattern::applies(const E& e) {
+  if (cse_session::current() != nullptr || !expr_device(e).is_cpu()) return false;
+  bool ok = false;
+  visit_epilogue_head<aten::conv2d>(e, [&](const auto& cv) { ok = cv.sizes() == e.sizes(); });
+  return ok;
+}
 template <class E>
 bool reduce_epilogue_pattern::applies(const E& e) {
   return expr_device(e).is_cpu();

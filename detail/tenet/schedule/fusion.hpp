@@ -13,6 +13,8 @@
 //   - a matmul whose consumers up to the kernel's root are all elementwise, and whose value is not
 //     broadcast by them, is ONE GEMM with an epilogue: the tree runs on each finished C tile while
 //     it is in cache (bias, activation, residual, scale), so linear+bias+gelu writes its output once;
+//   - likewise a conv2d (the CPU's native one) under an elementwise tree: the tree runs on each
+//     finished output image (batch norm in eval, relu, residual add);
 //   - a native composite (softmax / log_softmax over the last dim) is one row kernel;
 //   - view-like movement prims (reshape, permute, expand, slice, unfold) cost nothing: they are
 //     strided views; pad, gather, scatter, scan, sort, iota, random draws are one kernel each;
@@ -33,6 +35,7 @@
 namespace tenet::aten {
 template <bool Keep, auto... Dims>
 struct var_;  // decomp/moments.hpp
+struct conv2d;  // decomp/conv.hpp
 }  // namespace tenet::aten
 
 namespace tenet::detail {
@@ -124,16 +127,17 @@ constexpr bool reduce_epilogue_candidate() {
 template <class Op>
 concept fuses_prologue = requires { requires Op::fuses_prologue; };
 
-/// Number of matmul nodes reachable from E through elementwise nodes only (not below a shared
-/// value or another kernel's boundary).
-template <class E>
-constexpr int epilogue_matmul_count() {
+/// Number of Head nodes (prim::matmul_, aten::conv2d) reachable from E through elementwise nodes
+/// only (not below a shared value or another kernel's boundary): the kernel an epilogue pattern
+/// fuses the tree into.
+template <class Head, class E>
+constexpr int epilogue_head_count() {
   if constexpr (Node<E>) {
     using Op = typename E::op_type;
-    if constexpr (std::is_same_v<Op, prim::matmul_>) {
+    if constexpr (std::is_same_v<Op, Head>) {
       return 1;
     } else if constexpr (prim::is_elementwise_op<Op>) {
-      return []<class... C>(std::tuple<C...>*) { return (0 + ... + epilogue_matmul_count<C>()); }(
+      return []<class... C>(std::tuple<C...>*) { return (0 + ... + epilogue_head_count<Head, C>()); }(
           static_cast<decltype(std::declval<E>().children)*>(nullptr));
     } else {
       return 0;
@@ -142,18 +146,26 @@ constexpr int epilogue_matmul_count() {
     return 0;
   }
 }
+template <class E>
+constexpr int epilogue_matmul_count() {
+  return epilogue_head_count<prim::matmul_, E>();
+}
 
-/// Calls f(mm) on the matmul node epilogue_matmul_count counts (E must have exactly one).
-template <class E, class F>
-void visit_epilogue_matmul(const E& e, F&& f) {
+/// Calls f(h) on the Head node epilogue_head_count counts (E must have exactly one).
+template <class Head, class E, class F>
+void visit_epilogue_head(const E& e, F&& f) {
   if constexpr (Node<E>) {
     using Op = typename E::op_type;
-    if constexpr (std::is_same_v<Op, prim::matmul_>) {
+    if constexpr (std::is_same_v<Op, Head>) {
       f(e);
     } else if constexpr (prim::is_elementwise_op<Op>) {
-      detail::apply_tuple([&](const auto&... c) { (visit_epilogue_matmul(c, f), ...); }, e.children);
+      detail::apply_tuple([&](const auto&... c) { (visit_epilogue_head<Head>(c, f), ...); }, e.children);
     }
   }
+}
+template <class E, class F>
+void visit_epilogue_matmul(const E& e, F&& f) {
+  visit_epilogue_head<prim::matmul_>(e, f);
 }
 
 template <class... T>
@@ -165,20 +177,22 @@ struct first_non_void<T0, T...> {
   using type = std::conditional_t<std::is_void_v<T0>, typename first_non_void<T...>::type, T0>;
 };
 
-/// The type of the matmul node below E's elementwise nodes (void when there is none).
-template <class E>
-struct find_epilogue_matmul {
+/// The type of the Head node below E's elementwise nodes (void when there is none).
+template <class Head, class E>
+struct find_epilogue_head {
   using type = void;
 };
-template <class Op, class... C>
-struct find_epilogue_matmul<node<Op, C...>> {
+template <class Head, class Op, class... C>
+struct find_epilogue_head<Head, node<Op, C...>> {
   using type = std::conditional_t<
-      std::is_same_v<Op, prim::matmul_>, node<Op, C...>,
-      std::conditional_t<prim::is_elementwise_op<Op>, typename first_non_void<typename find_epilogue_matmul<C>::type...>::type,
-                         void>>;
+      std::is_same_v<Op, Head>, node<Op, C...>,
+      std::conditional_t<prim::is_elementwise_op<Op>,
+                         typename first_non_void<typename find_epilogue_head<Head, C>::type...>::type, void>>;
 };
+template <class Head, class E>
+using epilogue_head_t = typename find_epilogue_head<Head, std::remove_cvref_t<E>>::type;
 template <class E>
-using epilogue_matmul_t = typename find_epilogue_matmul<std::remove_cvref_t<E>>::type;
+using epilogue_matmul_t = epilogue_head_t<prim::matmul_, E>;
 
 /// True when E is an elementwise tree that the CPU runs as one GEMM with E as the epilogue: exactly
 /// one matmul below elementwise nodes, of E's dtype (float or double) and rank, with 2-D operands
@@ -202,23 +216,47 @@ constexpr bool gemm_epilogue_candidate() {
   }
 }
 
-/// The matmul node below E's elementwise nodes (E must have exactly one: epilogue_matmul_count).
+/// True when E is an elementwise tree that the CPU runs as one conv2d with E as the epilogue
+/// (conv_epilogue_pattern, lower.hpp): exactly one aten::conv2d below elementwise nodes, of E's
+/// dtype (float or double) and rank (4). Whether the tree broadcasts the convolution's value is
+/// checked on the run-time sizes; the batch norm of eval mode (x * scale + shift per channel, or
+/// batch_norm's (x - mean) * invstd * weight + bias), relu and a residual add are such trees.
 template <class E>
-const epilogue_matmul_t<E>& epilogue_matmul_of(const E& e);
-template <std::size_t I, class E>
-const epilogue_matmul_t<E>& epilogue_matmul_in_children(const E& e) {
+constexpr bool conv_epilogue_candidate() {
+  if constexpr (!Node<E> || SharedNode<E>) {
+    return false;
+  } else if constexpr (!prim::is_elementwise_op<typename E::op_type>) {
+    return false;
+  } else if constexpr (epilogue_head_count<aten::conv2d, E>() != 1) {
+    return false;
+  } else {
+    using T = value_type_of<epilogue_head_t<aten::conv2d, E>>;
+    return (std::is_same_v<T, float> || std::is_same_v<T, double>) && std::is_same_v<T, value_type_of<E>> &&
+           rank_of<E> == 4;
+  }
+}
+
+/// The Head node below E's elementwise nodes (E must have exactly one: epilogue_head_count).
+template <class Head, class E>
+const epilogue_head_t<Head, E>& epilogue_head_of(const E& e);
+template <class Head, std::size_t I, class E>
+const epilogue_head_t<Head, E>& epilogue_head_in_children(const E& e) {
   using C = std::remove_cvref_t<std::tuple_element_t<I, std::remove_cvref_t<decltype(e.children)>>>;
-  if constexpr (epilogue_matmul_count<C>() > 0)
-    return epilogue_matmul_of(std::get<I>(e.children));
+  if constexpr (epilogue_head_count<Head, C>() > 0)
+    return epilogue_head_of<Head>(std::get<I>(e.children));
   else
-    return epilogue_matmul_in_children<I + 1>(e);
+    return epilogue_head_in_children<Head, I + 1>(e);
+}
+template <class Head, class E>
+const epilogue_head_t<Head, E>& epilogue_head_of(const E& e) {
+  if constexpr (std::is_same_v<typename E::op_type, Head>)
+    return e;
+  else
+    return epilogue_head_in_children<Head, 0>(e);
 }
 template <class E>
 const epilogue_matmul_t<E>& epilogue_matmul_of(const E& e) {
-  if constexpr (std::is_same_v<typename E::op_type, prim::matmul_>)
-    return e;
-  else
-    return epilogue_matmul_in_children<0>(e);
+  return epilogue_head_of<prim::matmul_>(e);
 }
 
 /// The reduction node below E's elementwise nodes (E must have exactly one: epilogue_reduction_count).

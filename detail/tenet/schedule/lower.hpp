@@ -16,7 +16,7 @@
 //               composite, library op): its operands first, each a value or, where the backend's
 //               kernel fuses it (takes_prologue), the elementwise tree producing it
 //   pattern P   one of B's fused patterns (B::patterns), tried in order at the root of an
-//               elementwise tree: the CPU's GEMM with an epilogue and reduction with an epilogue,
+//               elementwise tree: the CPU's GEMM, conv2d and reduction with an epilogue,
 //               CUDA's cuBLASLt GEMM with bias and activation
 //   view        a movement prim that is a strided view of its operand (prim::is_view_prim): no kernel
 //   shared      a share()d value: lowered once per evaluation, read by every user
@@ -240,30 +240,28 @@ auto lower_value(const E& e, S& s) {
 
 // --- the CPU's two fused patterns (any backend may list them) ---------------------------------
 
-/// The elementwise tree of a GEMM epilogue lowered with its matmul replaced by `product` (the
-/// pattern's output, read at the index being written).
-/// The elementwise tree of a GEMM epilogue lowered with its matmul replaced by `product` (the
-/// pattern's output, read at the index being written).
-template <class B, class S, class E, class P>
+/// The elementwise tree of an epilogue lowered with its Head node (the GEMM's matmul, the
+/// convolution) replaced by `product` (the pattern's output, read at the index being written).
+template <class B, class Head = prim::matmul_, class S, class E, class P>
 auto lower_epilogue_tree(const E& e, S& s, const P& product) {
   if constexpr (Node<E> && !SharedNode<E>) {
     using Op = typename E::op_type;
-    if constexpr (std::is_same_v<Op, prim::matmul_>) {
+    if constexpr (std::is_same_v<Op, Head>) {
       return s.product(e, product);
-    } else if constexpr (prim::is_elementwise_op<Op> && epilogue_matmul_count<E>() == 1) {
+    } else if constexpr (prim::is_elementwise_op<Op> && epilogue_head_count<Head, E>() == 1) {
       constexpr std::size_t N = arity<E>;
       const auto& ch = e.children;
       if constexpr (N == 1) {
-        auto o0 = lower_epilogue_tree<B>(std::get<0>(ch), s, product);
+        auto o0 = lower_epilogue_tree<B, Head>(std::get<0>(ch), s, product);
         return s.tree(e, o0);
       } else if constexpr (N == 2) {
-        auto o0 = lower_epilogue_tree<B>(std::get<0>(ch), s, product);
-        auto o1 = lower_epilogue_tree<B>(std::get<1>(ch), s, product);
+        auto o0 = lower_epilogue_tree<B, Head>(std::get<0>(ch), s, product);
+        auto o1 = lower_epilogue_tree<B, Head>(std::get<1>(ch), s, product);
         return s.tree(e, o0, o1);
       } else {
-        auto o0 = lower_epilogue_tree<B>(std::get<0>(ch), s, product);
-        auto o1 = lower_epilogue_tree<B>(std::get<1>(ch), s, product);
-        auto o2 = lower_epilogue_tree<B>(std::get<2>(ch), s, product);
+        auto o0 = lower_epilogue_tree<B, Head>(std::get<0>(ch), s, product);
+        auto o1 = lower_epilogue_tree<B, Head>(std::get<1>(ch), s, product);
+        auto o2 = lower_epilogue_tree<B, Head>(std::get<2>(ch), s, product);
         return s.tree(e, o0, o1, o2);
       }
     } else {
@@ -294,6 +292,42 @@ struct gemm_epilogue_pattern {
     auto out = s.output(e);
     auto tree = lower_epilogue_tree<B>(e, s, out);
     return s.template pattern<gemm_epilogue_pattern>(B{}, e, out, a, b, tree);
+  }
+};
+
+/// A conv2d below an elementwise tree, run as the convolution with the tree applied to each image
+/// of its output as soon as the kernel has written it (fusion.hpp: conv_epilogue_candidate): the
+/// batch norm of eval mode, relu, a residual add, a bias, with no second pass over the output and
+/// no buffer for the convolution's value. On the CPU, when the tree does not broadcast the
+/// convolution's value and no forward is being recorded for autograd (whose backward reads the
+/// convolution's value from the recorded forward: evaluate.hpp, applies).
+struct conv_epilogue_pattern {
+  static constexpr const char* kind = "conv2d+epilogue";
+  template <class E>
+  static constexpr bool candidate() {
+    return conv_epilogue_candidate<E>();
+  }
+  template <class E>
+  static bool applies(const E& e);  // backend/evaluate.hpp
+  template <class B, class S, class E>
+  static auto lower(const E& e, S& s) {
+    const auto& cv = epilogue_head_of<aten::conv2d>(e);
+    auto x = s.operand(lower_value<B>(std::get<0>(cv.children), s));
+    auto w = s.operand(lower_value<B>(std::get<1>(cv.children), s));
+    auto out = s.output(e);
+    auto tree = lower_epilogue_tree<B, aten::conv2d>(e, s, out);
+    return s.template pattern<conv_epilogue_pattern>(B{}, e, out, x, w, tree);
+  }
+  /// For the kernel plan (debug/plan.hpp): "conv2d" before the tree's ops, the convolution's flops
+  /// (2 per multiply-add) plus one per op and output.
+  template <class E, class Names>
+  static void describe(const E& e, Names& fused, double& flops) {
+    const auto& cv = epilogue_head_of<aten::conv2d>(e);
+    const auto ws = std::get<1>(cv.children).sizes();
+    double outputs = 1;
+    for (const auto n : e.sizes()) outputs *= static_cast<double>(n);
+    flops = 2.0 * outputs * static_cast<double>(ws[1] * ws[2] * ws[3]) + static_cast<double>(fused.size()) * outputs;
+    fused.insert(fused.begin(), "conv2d");
   }
 };
 

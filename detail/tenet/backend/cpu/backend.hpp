@@ -121,7 +121,7 @@ inline constexpr bool cpu_runs_node<node<Op, C...>> =
 struct cpu_simd {
   static constexpr const char* name() { return "cpu_simd"; }
   static constexpr device_type device = device_type::cpu;
-  using patterns = pattern_list<gemm_epilogue_pattern, reduce_epilogue_pattern>;
+  using patterns = pattern_list<gemm_epilogue_pattern, conv_epilogue_pattern, reduce_epilogue_pattern>;
   /// Whether an expression on the CPU is decomposed and lowered here (TENET_CPU_KERNELS=0: copies only).
   template <class E>
   static constexpr bool decomposes() {
@@ -480,6 +480,38 @@ void run_pattern(cpu_simd, gemm_epilogue_pattern, const E&, const Out& out, cons
   for (std::size_t i = 0; i + 1 < R; ++i) rows *= out.sizes()[i];
   cpu::run_gemm_epilogue<T>(out, tree, K ? a.data() : nullptr, ars, acs, K ? b.data() : nullptr, b.strides()[0],
                             b.strides()[1], rows, out.sizes()[R - 1], K);
+}
+
+/// conv2d with its epilogue tree (batch norm in eval, relu, residual add, bias): the convolution
+/// writes out, and the tree runs in place on each output image (or band of rows: im2col's) as
+/// soon as the kernel has written it, on the thread that wrote it, reading the convolution's value through `out` at the index it
+/// writes (the pointwise kernel's tree, as the GEMM's epilogue: the same values as the unfused
+/// expression).
+template <class E, class Out, class X0, class W0, class Tree>
+void run_pattern(cpu_simd, conv_epilogue_pattern, const E& e, const Out& out, const X0& x0, const W0& w0,
+                 const Tree& tree) {
+  using T = value_type_of<E>;
+  const auto x = x0.contiguous();
+  const auto w = w0.contiguous();
+  const auto g = epilogue_head_of<aten::conv2d>(e).op.geometry(x.sizes(), w.sizes());
+  using tree_t = cpu::pointwise_tree<Tree, 4>;
+  const tree_t t(tree, out.sizes());
+  const cpu::pointwise_epilogue<T, tree_t, 4> rows{&t, out.sizes()};
+  T* const y = out.data();
+  // rows of out: (n, o, oy) flattened, ow columns each
+  const auto band = [&](std::int64_t n, std::int64_t oy0, std::int64_t oy1) {
+    if (oy1 <= oy0 || g.ow == 0) return;
+    if (oy0 == 0 && oy1 == g.oh) {  // a whole image: one run of O * oh rows
+      rows(y + n * g.O * g.oh * g.ow, g.ow, n * g.O * g.oh, 0, g.O * g.oh, g.ow);
+      return;
+    }
+    for (std::int64_t o = 0; o < g.O; ++o) {
+      const std::int64_t r0 = (n * g.O + o) * g.oh + oy0;
+      rows(y + r0 * g.ow, g.ow, r0, 0, oy1 - oy0, g.ow);
+    }
+  };
+  cpu::run_conv2d(x.data(), w.data(), y, g, cpu::conv_band_epilogue::of(band));
+  cpu::check_kernel_flags();
 }
 
 /// e with its epilogue reduction replaced by `value` (scalars kept): a tree over value's index space.

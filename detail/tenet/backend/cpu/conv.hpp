@@ -25,10 +25,13 @@
 
 namespace tenet::detail::cpu {
 
-/// col[(c * kh + i) * kw + j][oy * ow + ox] = x[c][oy*sh - pt + i*dh][ox*sw - pl + j*dw] (0 outside).
+/// col[(c * kh + i) * kw + j][(oy - oy0) * ow + ox] = x[c][oy*sh - pt + i*dh][ox*sw - pl + j*dw]
+/// (0 outside), for the output rows oy in [oy0, oy1) (default: all).
 template <class T>
-void im2col(const T* x, std::int64_t channels, const conv2d_geometry& g, T* col) {
-  const std::int64_t L = g.oh * g.ow;
+void im2col(const T* x, std::int64_t channels, const conv2d_geometry& g, T* col, std::int64_t oy0 = 0,
+            std::int64_t oy1 = -1) {
+  if (oy1 < 0) oy1 = g.oh;
+  const std::int64_t L = (oy1 - oy0) * g.ow;
   for (std::int64_t c = 0; c < channels; ++c) {
     const T* xc = x + c * g.H * g.W;
     for (std::int64_t i = 0; i < g.kh; ++i) {
@@ -39,8 +42,8 @@ void im2col(const T* x, std::int64_t channels, const conv2d_geometry& g, T* col)
         const std::int64_t lo = xoff >= 0 ? 0 : std::min(g.ow, (-xoff + g.stride_w - 1) / g.stride_w);
         const std::int64_t hi =
             g.W - xoff <= 0 ? 0 : std::max(lo, std::min(g.ow, (g.W - xoff + g.stride_w - 1) / g.stride_w));
-        for (std::int64_t oy = 0; oy < g.oh; ++oy) {
-          T* out = row + oy * g.ow;
+        for (std::int64_t oy = oy0; oy < oy1; ++oy) {
+          T* out = row + (oy - oy0) * g.ow;
           const std::int64_t iy = oy * g.stride_h - g.pad_top + i * g.dil_h;
           if (iy < 0 || iy >= g.H) {
             std::fill(out, out + g.ow, T(0));
@@ -100,7 +103,8 @@ void im2col_gather(const T* x, std::int64_t channels, const conv2d_geometry& g, 
 /// (w[g] (Og x K) . col (K x nb*L)), then each image's rows copied to y. A GEMM of a few dozen
 /// columns per image is mostly packing and call overhead (the digits CNN: 8x8 and 4x4 outputs).
 template <class T>
-void run_conv2d_batched(const T* x, const T* w, T* y, const conv2d_geometry& g, std::int64_t nb, double flops) {
+void run_conv2d_batched(const T* x, const T* w, T* y, const conv2d_geometry& g, std::int64_t nb, double flops,
+                        conv_band_epilogue epilogue) {
   const std::int64_t Cg = g.C / g.groups, Og = g.O / g.groups;
   const std::int64_t K = Cg * g.kh * g.kw, L = g.oh * g.ow;
   const std::int64_t chunks = (g.N + nb - 1) / nb;
@@ -119,6 +123,7 @@ void run_conv2d_batched(const T* x, const T* w, T* y, const conv2d_geometry& g, 
           std::memcpy(y + ((n0 + i) * g.O + gi * Og + o) * L, out.data() + o * width + i * L,
                       static_cast<std::size_t>(L) * sizeof(T));
     }
+    for (std::int64_t i = 0; i < count; ++i) epilogue(n0 + i, 0, g.oh);
   };
   const auto col_size = static_cast<std::size_t>(K * nb * L), out_size = static_cast<std::size_t>(Og * nb * L);
   if (chunks >= omp_get_max_threads() && chunks > 1 && flops >= gemm_parallel_min_flops && !omp_in_parallel()) {
@@ -137,40 +142,57 @@ void run_conv2d_batched(const T* x, const T* w, T* y, const conv2d_geometry& g, 
 }
 
 /// y = conv2d(x, w) by im2col + GEMM for contiguous x (N, C, H, W), w (O, C/groups, kh, kw),
-/// y (N, O, oh, ow): every geometry.
+/// y (N, O, oh, ow): every geometry; then the epilogue on each band of rows once written.
 template <class T>
-void run_conv2d_im2col(const T* x, const T* w, T* y, const conv2d_geometry& g) {
+void run_conv2d_im2col(const T* x, const T* w, T* y, const conv2d_geometry& g, conv_band_epilogue epilogue = {}) {
   const std::int64_t Cg = g.C / g.groups, Og = g.O / g.groups;
   const std::int64_t K = Cg * g.kh * g.kw, L = g.oh * g.ow;
-  if (g.N == 0 || g.O == 0 || L == 0) return;
+  if (g.N == 0 || g.O == 0 || L == 0) {
+    for (std::int64_t n = 0; n < g.N; ++n) epilogue(n, 0, g.oh);  // nothing to write (an empty image: a no-op)
+    return;
+  }
   const double flops = 2.0 * static_cast<double>(g.N) * static_cast<double>(g.O) * static_cast<double>(L) *
                        static_cast<double>(K);
   // small images (padded planes of at most 4096 elements, outputs of fewer than 256 positions):
   // about 512 columns of several images per GEMM, im2col by gathers from padded planes
   const std::int64_t padded_plane = (g.H + g.pad_top + g.pad_bottom) * (g.W + g.pad_left + g.pad_right);
   if (const std::int64_t nb = std::min<std::int64_t>(g.N, 512 / L); L < 256 && nb > 1 && K > 0 && padded_plane <= 4096) {
-    run_conv2d_batched(x, w, y, g, nb, flops);
+    run_conv2d_batched(x, w, y, g, nb, flops, epilogue);
     return;
   }
   const bool direct = g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
                       g.pad_left == 0 && g.pad_bottom == 0 && g.pad_right == 0;  // col is x itself
-  auto image = [&](std::int64_t n, T* col) {
-    for (std::int64_t gi = 0; gi < g.groups; ++gi) {
-      const T* xg = x + (n * g.C + gi * Cg) * g.H * g.W;
-      const T* cols = xg;
-      if (!direct) {
-        im2col(xg, Cg, g, col);
-        cols = col;
-      }
-      // y[g] (Og x L, row-major) = w[g] (Og x K) . col (K x L); K == 0 writes zeros
-      gemm_ex<T>(w + gi * Og * K, K, 1, cols, L, 1, y + (n * g.O + gi * Og) * L, L, Og, L, K);
-    }
-  };
-  const std::size_t buffer = direct ? 0 : static_cast<std::size_t>(K * L);
   // images on the threads when there are enough of them and enough work: GEMM's rule (4 MFLOP,
   // gemm.hpp). A parallel region for a few microseconds of work costs more than it saves, and
   // on a busy machine a thread that waits for its time slice makes a 0.4 ms model take 24 ms.
-  if (g.N >= omp_get_max_threads() && g.N > 1 && flops >= gemm_parallel_min_flops && !omp_in_parallel()) {
+  const bool images_on_threads =
+      g.N >= omp_get_max_threads() && g.N > 1 && flops >= gemm_parallel_min_flops && !omp_in_parallel();
+  // Where each image's GEMM runs on one thread, the output rows go in bands whose columns (K x
+  // band) fill about 512 KiB: im2col writes them and the GEMM reads them in L2, and the epilogue
+  // finds its band there (the 7x7/2 stem: 147 x 12544 columns were 7.4 MB per image written and
+  // read back from memory). A GEMM that threads itself keeps whole images (its split needs columns).
+  const bool gemm_threads = !images_on_threads && !omp_in_parallel() && omp_get_max_threads() > 1;
+  const std::int64_t band_columns = std::max<std::int64_t>(1, (std::int64_t{512} << 10) / static_cast<std::int64_t>(sizeof(T)) / std::max<std::int64_t>(K, 1));
+  const std::int64_t band = direct || gemm_threads ? g.oh : std::clamp<std::int64_t>(band_columns / g.ow, 1, g.oh);
+  auto image = [&](std::int64_t n, T* col) {
+    for (std::int64_t oy0 = 0; oy0 < g.oh; oy0 += band) {
+      const std::int64_t oy1 = std::min(g.oh, oy0 + band), Lb = (oy1 - oy0) * g.ow;
+      for (std::int64_t gi = 0; gi < g.groups; ++gi) {
+        const T* xg = x + (n * g.C + gi * Cg) * g.H * g.W;
+        const T* cols = xg;
+        if (!direct) {
+          im2col(xg, Cg, g, col, oy0, oy1);
+          cols = col;
+        }
+        // y[g] (Og x L, row-major), its columns of the band = w[g] (Og x K) . col (K x Lb); K == 0
+        // writes zeros
+        gemm_ex<T>(w + gi * Og * K, K, 1, cols, Lb, 1, y + (n * g.O + gi * Og) * L + oy0 * g.ow, L, Og, Lb, K);
+      }
+      epilogue(n, oy0, oy1);
+    }
+  };
+  const std::size_t buffer = direct ? 0 : static_cast<std::size_t>(K * band * g.ow);
+  if (images_on_threads) {
     const gemm_blocking blk = current_gemm_blocking();  // the caller's, for the worker threads
 #pragma omp parallel
     {
@@ -217,14 +239,16 @@ class conv2d_kernel_scope {
 };
 
 /// y = conv2d(x, w) for contiguous x (N, C, H, W), w (O, C/groups, kh, kw), y (N, O, oh, ow):
-/// Winograd (winograd.hpp) or im2col + GEMM, as current_conv2d_kernel() says.
+/// Winograd (winograd.hpp) or im2col + GEMM, as current_conv2d_kernel() says; then the epilogue
+/// on each band of output rows (a whole image, or the rows of an im2col band) once written, on
+/// the thread that wrote it (conv_epilogue_pattern).
 template <class T>
-void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g) {
+void run_conv2d(const T* x, const T* w, T* y, const conv2d_geometry& g, conv_band_epilogue epilogue = {}) {
   const conv2d_kernel k = current_conv2d_kernel();
   if (k == conv2d_kernel::automatic ? winograd_eligible(g) : k == conv2d_kernel::winograd && winograd_applies(g))
-    run_conv2d_winograd(x, w, y, g);
+    run_conv2d_winograd(x, w, y, g, epilogue);
   else
-    run_conv2d_im2col(x, w, y, g);
+    run_conv2d_im2col(x, w, y, g, epilogue);
 }
 
 /// max_pool2d of x (N, C, H, W; any strides) into out (N, C, oh, ow; contiguous): one pass over

@@ -10,7 +10,8 @@
 // fewer; its larger rounding is far below double's tolerances): run_conv2d_winograd says why.
 //   xp               the input, zero-padded and channels-last (N, m th + 2, m tw + 2, Cp): the
 //                    transforms then read one vector of channels per pixel, with no edge tests;
-//   U[k] (Cp x Op)   the transformed weights G g G^T, element k of the (m+2)^2, per call;
+//   U[k] (Cp x Op)   the transformed weights G g G^T, element k of the (m+2)^2, kept per thread
+//                    while the weights are unchanged (winograd::weight_cache);
 //   V[k] (TB x Cp)   the transformed patches B^T d B of a block of TB tiles, a vector of channels
 //                    at a time (per thread, in L2);
 //   M[k] (TB x Op)   V[k] . U[k]: a register-tiled kernel (gemm.hpp's micro-kernel, its broadcast
@@ -23,7 +24,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <type_traits>
+#include <vector>
 
 #include <xsimd/xsimd.hpp>
 
@@ -65,6 +69,27 @@ class pooled_buffer {
  private:
   std::size_t bytes_;
   T* p_;
+};
+
+/// What a convolution kernel runs on each band of output rows [oy0, oy1) of an image n (every
+/// channel) as soon as it has written it, on the thread that wrote it, while the band is still in
+/// cache: the elementwise tree of conv_epilogue_pattern (schedule/lower.hpp), in place.
+/// Type-erased (a function pointer and its context), so the kernels are instantiated once per
+/// dtype whatever the tree; empty: nothing.
+struct conv_band_epilogue {
+  void (*fn)(const void*, std::int64_t, std::int64_t, std::int64_t) = nullptr;
+  const void* context = nullptr;
+  /// f(n, oy0, oy1), called through the pointer; f must outlive the epilogue.
+  template <class F>
+  static conv_band_epilogue of(const F& f) {
+    return {[](const void* c, std::int64_t n, std::int64_t oy0, std::int64_t oy1) {
+              (*static_cast<const F*>(c))(n, oy0, oy1);
+            },
+            &f};
+  }
+  void operator()(std::int64_t n, std::int64_t oy0, std::int64_t oy1) const {
+    if (fn) fn(context, n, oy0, oy1);
+  }
 };
 
 namespace winograd {
@@ -140,6 +165,76 @@ struct transforms<2> {
   }
 };
 
+/// The transformed weights U of the last convolutions a thread ran, so that a model's weights
+/// are transformed once, not on every call: an entry is found by the weight's address and sizes
+/// and used only when the weights are still bitwise what they were transformed from (a copy is
+/// kept and compared: 4-9 bytes read per transformed value written, a few microseconds for
+/// 64 x 64 channels against about 0.2 ms for the transform), so no write to the weights, through
+/// tenet's in-place ops, an optimizer step or a raw pointer, and no other tensor later allocated at
+/// the same address can give a stale result. At most `entries` weights and `capacity` bytes per
+/// thread and dtype, the least recently used replaced; larger weights are not kept.
+template <class T>
+class weight_cache {
+ public:
+  static constexpr std::size_t entries = 16;
+  static constexpr std::size_t capacity = std::size_t{64} << 20;
+  static weight_cache& instance() {
+    thread_local weight_cache c;
+    return c;
+  }
+  /// U for the weights w (O x C x 3 x 3) under F(Mt x Mt), of u_size values: the kept one when w
+  /// is unchanged, else transform(U) into a kept buffer; null when it is too large to keep.
+  template <class F>
+  const T* find(const T* w, std::int64_t O, std::int64_t C, int Mt, std::size_t u_size, const F& transform) {
+    const std::size_t n = static_cast<std::size_t>(O * C * 9);
+    ++clock_;
+    for (auto& e : kept_) {
+      if (e.w == w && e.O == O && e.C == C && e.Mt == Mt) {
+        e.used = clock_;
+        if (std::memcmp(e.raw.data(), w, n * sizeof(T)) != 0) {  // written since: transform again
+          transform(e.U->data());
+          std::memcpy(e.raw.data(), w, n * sizeof(T));
+        }
+        return e.U->data();
+      }
+    }
+    const std::size_t bytes = (n + u_size) * sizeof(T);
+    if (bytes > capacity / 4) return nullptr;
+    while (!kept_.empty() && (kept_.size() >= entries || bytes_ + bytes > capacity)) {
+      auto lru = kept_.begin();
+      for (auto it = kept_.begin(); it != kept_.end(); ++it)
+        if (it->used < lru->used) lru = it;
+      bytes_ -= lru->bytes;
+      kept_.erase(lru);
+    }
+    entry e{w, O, C, Mt, clock_, bytes, std::vector<T>(w, w + n), std::make_unique<pooled_buffer<T>>(u_size)};
+    transform(e.U->data());
+    bytes_ += bytes;
+    kept_.push_back(std::move(e));
+    return kept_.back().U->data();
+  }
+  /// Drops every kept transform (tests; memory).
+  void clear() {
+    kept_.clear();
+    bytes_ = 0;
+  }
+  std::size_t size() const { return kept_.size(); }
+
+ private:
+  struct entry {
+    const T* w;
+    std::int64_t O, C;
+    int Mt;
+    std::uint64_t used;
+    std::size_t bytes;
+    std::vector<T> raw;                         // the weights U was transformed from
+    std::unique_ptr<pooled_buffer<T>> U;        // aligned (block cache)
+  };
+  std::vector<entry> kept_;
+  std::size_t bytes_ = 0;
+  std::uint64_t clock_ = 0;
+};
+
 /// The register-tiled product of one transform element: m (MR rows x NB batches, row stride ldm)
 /// = v (MR rows of cp, row stride cp: broadcast in place) . u (cp x NB batches, row stride ldu).
 template <class T, int MR, int NB>
@@ -172,9 +267,9 @@ TENET_INLINE void tile_product(std::int64_t cp, const T* __restrict v, const T* 
 }  // namespace winograd
 
 /// y = conv2d(x, w) by Winograd F(m x m, 3x3) for contiguous x (N, C, H, W), w (O, C, 3, 3),
-/// y (N, O, oh, ow), where winograd_applies(g).
+/// y (N, O, oh, ow), where winograd_applies(g); then the epilogue on each image once written.
 template <class T, int Mt>
-void run_conv2d_winograd_tiles(const T* x, const T* w, T* y, const conv2d_geometry& g) {
+void run_conv2d_winograd_tiles(const T* x, const T* w, T* y, const conv2d_geometry& g, conv_band_epilogue epilogue) {
   using tf = winograd::transforms<Mt>;
   constexpr int A = Mt + 2, A2 = A * A;  // input tile extent, transform elements
   using B = xsimd::batch<T>;
@@ -185,18 +280,27 @@ void run_conv2d_winograd_tiles(const T* x, const T* w, T* y, const conv2d_geomet
   const std::int64_t th = (g.oh + Mt - 1) / Mt, tw = (g.ow + Mt - 1) / Mt, Hp = Mt * th + 2, Wp = Mt * tw + 2;
   const bool threads = !omp_in_parallel() && omp_get_max_threads() > 1;
 
-  // U[k][c][o] = (G w[o][c] G^T)[k], zero for the padding channels
-  const pooled_buffer<T> u_buf(static_cast<std::size_t>(A2 * Cp * Op));
-  T* const U = u_buf.data();
-  std::fill(U, U + A2 * Cp * Op, T(0));
-  for (std::int64_t o = 0; o < g.O; ++o) {
-    for (std::int64_t c = 0; c < g.C; ++c) {
-      double gk[9], t[3 * A], u[A2];
-      for (int i = 0; i < 9; ++i) gk[i] = static_cast<double>(w[(o * g.C + c) * 9 + i]);
-      for (int j = 0; j < 3; ++j) tf::weight(gk + j, t + j, 3);  // columns: t (A x 3)
-      for (int i = 0; i < A; ++i) tf::weight(t + 3 * i, u + A * i, 1);  // rows: u (A x A)
-      for (int k = 0; k < A2; ++k) U[(k * Cp + c) * Op + o] = static_cast<T>(u[k]);
+  // U[k][c][o] = (G w[o][c] G^T)[k], zero for the padding channels: from the calling thread's
+  // cache when it holds these very weights (winograd::weight_cache), else transformed here
+  const std::size_t u_size = static_cast<std::size_t>(A2 * Cp * Op);
+  auto transform = [&](T* U) {
+    std::fill(U, U + u_size, T(0));
+    for (std::int64_t o = 0; o < g.O; ++o) {
+      for (std::int64_t c = 0; c < g.C; ++c) {
+        double gk[9], t[3 * A], u[A2];
+        for (int i = 0; i < 9; ++i) gk[i] = static_cast<double>(w[(o * g.C + c) * 9 + i]);
+        for (int j = 0; j < 3; ++j) tf::weight(gk + j, t + j, 3);  // columns: t (A x 3)
+        for (int i = 0; i < A; ++i) tf::weight(t + 3 * i, u + A * i, 1);  // rows: u (A x A)
+        for (int k = 0; k < A2; ++k) U[(k * Cp + c) * Op + o] = static_cast<T>(u[k]);
+      }
     }
+  };
+  std::optional<pooled_buffer<T>> u_buf;
+  const T* U = winograd::weight_cache<T>::instance().find(w, g.O, g.C, Mt, u_size, transform);
+  if (!U) {  // too large to keep
+    u_buf.emplace(u_size);
+    transform(u_buf->data());
+    U = u_buf->data();
   }
 
   const pooled_buffer<T> xp_buf(static_cast<std::size_t>(g.N * Hp * Wp * Cp));
@@ -300,6 +404,8 @@ void run_conv2d_winograd_tiles(const T* x, const T* w, T* y, const conv2d_geomet
       for (std::int64_t o = 0; o < g.O; ++o)
         for (std::int64_t p = 0; p < pn; ++p) dst[o * P + p] = src[p * Op + o];
     }
+    if (!par)
+      for (std::int64_t n = n0; n < n1; ++n) epilogue(n, 0, g.oh);
   };  // images
 
   // With at least as many images as threads (a multiple of them, or 4 per thread), each thread
@@ -312,6 +418,10 @@ void run_conv2d_winograd_tiles(const T* x, const T* w, T* y, const conv2d_geomet
     for (std::int64_t n = 0; n < g.N; ++n) images(n, n + 1, false);
   } else {
     images(0, g.N, threads);
+    if (threads && epilogue.fn) {
+#pragma omp parallel for schedule(static)
+      for (std::int64_t n = 0; n < g.N; ++n) epilogue(n, 0, g.oh);
+    }
   }
 }
 
@@ -323,11 +433,11 @@ void run_conv2d_winograd_tiles(const T* x, const T* w, T* y, const conv2d_geomet
 /// conv fuzzer found one at 3.8e-5); F(2x2)'s transforms add and halve only (about im2col's
 /// error). In double a few units are far below any tolerance.
 template <class T>
-void run_conv2d_winograd(const T* x, const T* w, T* y, const conv2d_geometry& g) {
+void run_conv2d_winograd(const T* x, const T* w, T* y, const conv2d_geometry& g, conv_band_epilogue epilogue = {}) {
   if constexpr (std::is_same_v<T, float>)
-    run_conv2d_winograd_tiles<T, 2>(x, w, y, g);
+    run_conv2d_winograd_tiles<T, 2>(x, w, y, g, epilogue);
   else
-    run_conv2d_winograd_tiles<T, 4>(x, w, y, g);
+    run_conv2d_winograd_tiles<T, 4>(x, w, y, g, epilogue);
 }
 
 }  // namespace tenet::detail::cpu
