@@ -281,6 +281,12 @@ TENET_BATCH_UNARY(round)
 TENET_BATCH_UNARY(trunc)
 #undef TENET_BATCH_UNARY
 
+/// eval of a batched value: the physical value evaluated (a has_aux output, a cached intermediate).
+template <Batched X>
+auto eval(const X& x) {
+  return wrap(tenet::eval(phys(x)));
+}
+
 template <Batched X>
 auto operator-(const X& x) {
   return wrap(-phys(x));
