@@ -1828,7 +1828,7 @@ auto call_batched(const F& f, argnums_t<I...>, const std::tuple<const A&...>& ar
   auto out = [&]<std::size_t... K>(std::index_sequence<K...>) {
     auto pick = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) -> decltype(auto) {
       constexpr int p = position<J, I...>();
-      if constexpr (p >= 0) return batch_rules::wrap(std::get<static_cast<std::size_t>(p)>(xs));
+      if constexpr (p >= 0) return batch_rules::wrap<true>(std::get<static_cast<std::size_t>(p)>(xs));  // copies: uniform
       else return std::get<J>(args);
     };
     return f(pick(std::integral_constant<std::size_t, K>{})...);
