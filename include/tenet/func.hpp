@@ -36,10 +36,13 @@
 //                                            batching rule (include/tenet/func/batching.hpp);
 //                                            vmap(grad(f), ..., batching): per-sample gradients
 //                                            from one batched backward pass
+//   func::jacrev(f, ..., func::batching), jacfwd(...), hessian(...)   the whole Jacobian / Hessian
+//                                            in one batched pass over copies of the arguments
+//                                            (f's ops need batching rules)
 //
 // Not here yet (issue 33): batching rules as the prims' batch slot and for every op (those
-// without one run per sample: vmap without func::batching); jacrev and jacfwd compute their
-// rows / columns one by one.
+// without one run per sample: vmap without func::batching); without func::batching, jacrev and
+// jacfwd compute their rows / columns one by one.
 #include <algorithm>
 #include <cstddef>
 #include <any>
