@@ -8,8 +8,9 @@
 //     with the batching rules (func::batching: one batched backward pass), as
 //     tenet-per-sample-vmap the plain vmap (grad per sample, stacked) and, as tenet-loop, a plain
 //     loop of func::grad over functional_call (torch's row: vmap(grad)).
-// Without vmap, tenet's jacrev runs one backward pass per output element and jacfwd one tangent
-// pass per input element, where torch.func batches them: these rows measure that gap.
+// The tenet rows of jacrev / jacfwd / hessian use func::batching (one batched pass, as torch.func
+// batches with vmap); tenet-unbatched is the same transform without it (one backward pass per
+// output element, one tangent pass per input element).
 #define TENET_AUTOGRAD 2  // hessian differentiates a recorded backward
 #include <tenet/tenet.hpp>
 
@@ -38,17 +39,25 @@ int main() {
     const M w1 = randn<float, shape<256, 256>>() * (1.0f / 16), w2 = randn<float, shape<256, 256>>() * (1.0f / 16);
     const V b1 = randn<float, shape<256>>(), b2 = randn<float, shape<256>>(), x = randn<float, shape<256>>();
     auto f = [&](const auto& v) { return tanh(matmul(w2, tanh(matmul(w1, v) + b1)) + b2); };
-    const double tr = bench::measure([&] { bench::do_not_optimize(func::jacrev(f)(x).data()); });
+    // func::batching: every row (jacrev) or column (jacfwd) in one batched pass
+    const double tr = bench::measure([&] { bench::do_not_optimize(func::jacrev(f, func::batching)(x).data()); });
     bench::report("func_jacrev_tanh_mlp256", "tenet", "jacobians/s", 1.0 / tr);
-    const double tf = bench::measure([&] { bench::do_not_optimize(func::jacfwd(f)(x).data()); });
+    const double tf = bench::measure([&] { bench::do_not_optimize(func::jacfwd(f, func::batching)(x).data()); });
     bench::report("func_jacfwd_tanh_mlp256", "tenet", "jacobians/s", 1.0 / tf);
+    // without it: one backward / tangent pass per row / column
+    const double ur = bench::measure([&] { bench::do_not_optimize(func::jacrev(f)(x).data()); });
+    bench::report("func_jacrev_tanh_mlp256", "tenet-unbatched", "jacobians/s", 1.0 / ur);
+    const double uf = bench::measure([&] { bench::do_not_optimize(func::jacfwd(f)(x).data()); });
+    bench::report("func_jacfwd_tanh_mlp256", "tenet-unbatched", "jacobians/s", 1.0 / uf);
   }
   {
     const Tensor<float, shape<64, 64>> w = randn<float, shape<64, 64>>() * 0.125f;
     const Tensor<float, shape<64>> x = randn<float, shape<64>>();
     auto g = [&](const auto& v) { return sum(pow(tanh(matmul(w, v)), 2.0f)) + sum(pow(v, 4.0f)); };
-    const double t = bench::measure([&] { bench::do_not_optimize(func::hessian(g)(x).data()); });
+    const double t = bench::measure([&] { bench::do_not_optimize(func::hessian(g, func::batching)(x).data()); });
     bench::report("func_hessian_64", "tenet", "hessians/s", 1.0 / t);
+    const double u = bench::measure([&] { bench::do_not_optimize(func::hessian(g)(x).data()); });
+    bench::report("func_hessian_64", "tenet-unbatched", "hessians/s", 1.0 / u);
   }
   {
     per_sample_mlp model;

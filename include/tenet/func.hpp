@@ -36,13 +36,17 @@
 //                                            batching rule (include/tenet/func/batching.hpp);
 //                                            vmap(grad(f), ..., batching): per-sample gradients
 //                                            from one batched backward pass
+//   func::jacrev(f, ..., func::batching), jacfwd(...), hessian(...)   the whole Jacobian / Hessian
+//                                            in one batched pass over copies of the arguments
+//                                            (f's ops need batching rules)
 //
 // Not here yet (issue 33): batching rules as the prims' batch slot and for every op (those
-// without one run per sample: vmap without func::batching); jacrev and jacfwd compute their
-// rows / columns one by one.
+// without one run per sample: vmap without func::batching); without func::batching, jacrev and
+// jacfwd compute their rows / columns one by one.
 #include <algorithm>
 #include <cstddef>
 #include <any>
+#include <array>
 #include <functional>
 #include <cstdint>
 #include <memory>
@@ -1738,6 +1742,437 @@ auto vmap(F f, batching_t, vmap_options opt = {}) {
   return [f = std::move(f), opt](const auto&... a) {
     return detail::vmap_batched_call<0, detail::default_in_dim<std::remove_cvref_t<decltype(a)>>()...>(f, opt, a...);
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// jacrev, jacfwd, hessian with func::batching: every row / column in one batched pass
+
+namespace detail {
+
+/// Argument x as the differentiated value of a batched Jacobian: n copies of it, (n, x...) batch
+/// first. Where an enclosing level differentiates x, the copies are recorded from x (gradients
+/// flow on to it); else they are a fresh leaf of this level.
+template <class T, class S>
+auto batched_copies(const Tensor<T, S>& x, std::int64_t n, level& lv, const char* who) {
+  if (!x.defined()) throw value_error(std::string("tenet: func::") + who + ": a differentiated argument is undefined");
+  using BS = tenet::detail::concat_shapes_t<shape<dyn>, S>;
+  if (lv.outer && x.requires_grad()) {
+    Tensor<T, BS> c = batch_rules::physical(x, n).clone();
+    return c;
+  }
+  Tensor<T, BS> c = batch_rules::physical(x.detach(), n).clone();
+  c.requires_grad_();
+  lv.own.insert(c.autograd_meta().get());
+  return c;
+}
+
+/// A tensor of like's sizes (n, ...) batch first, 0 but for the rows [off, off + count): row
+/// off + r holds a 1 at flat position pos(r) of the row. The identity basis (pos(r) = r) is the
+/// one-hot cotangent of every output element (jacrev) or tangent of every input element (jacfwd).
+template <class P, class Pos>
+P basis_rows(const P& like, std::int64_t off, std::int64_t count, Pos pos) {
+  P e(like.sizes(), tenet::cpu);
+  e.zero_();
+  const std::int64_t per = like.sizes()[0] > 0 ? like.numel() / like.sizes()[0] : 0;
+  for (std::int64_t r = 0; r < count; ++r) e.data()[(off + r) * per + pos(r)] = 1;
+  return like.device().is_cpu() ? e : e.to(like.device());
+}
+
+/// A contiguous tensor (or a contiguous run of rows of one) viewed as a Jacobian block of type J.
+template <class J, class Flat>
+J as_block(const Flat& all, const typename J::sizes_type& s) {
+  return all.template with_layout<typename J::shape_type>(s, tenet::detail::contiguous_strides(s), all.offset());
+}
+
+/// The sizes a ++ b ++ c of a block.
+template <class J, std::size_t A, std::size_t B, std::size_t C = 0>
+typename J::sizes_type block_sizes(const sizes_t<A>& a, const sizes_t<B>& b, const sizes_t<C>& c = {}) {
+  typename J::sizes_type s{};
+  for (std::size_t d = 0; d < A; ++d) s[d] = a[d];
+  for (std::size_t d = 0; d < B; ++d) s[A + d] = b[d];
+  for (std::size_t d = 0; d < C; ++d) s[A + B + d] = c[d];
+  return s;
+}
+
+/// The sizes of one sample of a batch-first physical tensor.
+template <std::size_t R>
+sizes_t<R - 1> sample_sizes(const sizes_t<R>& s) {
+  sizes_t<R - 1> r{};
+  for (std::size_t d = 0; d + 1 < R; ++d) r[d] = s[d + 1];
+  return r;
+}
+
+/// f's output without vmap (its type fixes the Jacobian's: the batched path answers with it).
+template <bool Aux, class F, class... A>
+using unbatched_output_t = std::remove_cvref_t<decltype(split_output<Aux>(std::declval<const F&>()(std::declval<const A&>()...)).first)>;
+
+template <class... A>
+constexpr bool no_maps() {
+  return (!std::is_same_v<std::remove_cvref_t<A>, tensor_map> && ...);
+}
+
+/// f's output where it does not read a differentiated argument (the same for every sample): its
+/// Jacobian is 0.
+template <class Y>
+struct independent_output {
+  Y y;
+};
+template <class X>
+inline constexpr bool is_independent_v = false;
+template <class Y>
+inline constexpr bool is_independent_v<independent_output<Y>> = true;
+
+/// f called once with the batched copies xs (batch first) at the argnums I..., the other arguments
+/// as they are (the same for every sample), grad mode on: f's output (not its aux), physical,
+/// batch first, or an independent_output.
+template <bool Aux, class F, std::size_t... I, class... A, class... X>
+auto call_batched(const F& f, argnums_t<I...>, const std::tuple<const A&...>& args, const std::tuple<X...>& xs) {
+  const ag::grad_mode_guard on(true);
+  auto out = [&]<std::size_t... K>(std::index_sequence<K...>) {
+    auto pick = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) -> decltype(auto) {
+      constexpr int p = position<J, I...>();
+      if constexpr (p >= 0) return batch_rules::wrap<true>(std::get<static_cast<std::size_t>(p)>(xs));  // copies: uniform
+      else return std::get<J>(args);
+    };
+    return f(pick(std::integral_constant<std::size_t, K>{})...);
+  }(std::index_sequence_for<A...>{});
+  auto&& y = [&]() -> decltype(auto) {
+    if constexpr (Aux) {
+      static_assert(std::tuple_size<std::remove_cvref_t<decltype(out)>>::value == 2,
+                    "tenet: func: with has_aux, f must return a pair (output, aux)");
+      return std::get<0>(out);
+    } else {
+      return (out);
+    }
+  }();
+  using Yb = std::remove_cvref_t<decltype(y)>;
+  if constexpr (batch_rules::Batched<Yb>) {
+    return eval(batch_rules::phys(y));
+  } else {
+    auto e = eval(y);
+    return independent_output<decltype(e)>{std::move(e)};
+  }
+}
+
+/// The batch size of a batched Jacobian: numel of f's output (jacrev), known from its type when
+/// static, else from one run of f without vmap (which has_aux needs anyway, for the aux).
+template <bool Aux, class Y, class F, class... A>
+auto output_probe(const F& f, const A&... a) {
+  if constexpr (Aux) {
+    return split_output<Aux>(f(a...));
+  } else if constexpr (Y::shape_type::is_static) {
+    return std::make_pair(Y::shape_type::static_numel, std::monostate{});
+  } else {
+    const ag::grad_mode_guard off(false);
+    return std::make_pair(split_output<Aux>(f(a...)).first.numel(), std::monostate{});
+  }
+}
+template <class P>
+std::int64_t numel_of_probe(const P& p) {
+  if constexpr (std::is_integral_v<P>) return p;
+  else return p.numel();
+}
+
+/// jacrev as one batched vjp: f runs once on m = numel(f(x)) copies of each differentiated
+/// argument, and one backward pass from the identity basis of cotangents (sample i's cotangent is
+/// e_i) gives the copies' gradients: row i is e_i^T J (no batching rule mixes samples), so the
+/// gradient of the copies, (m, x...), is the Jacobian block as it lies.
+template <bool Aux, class F, std::size_t... I, class... A>
+auto jacrev_batched_at(const F& f, argnums_t<I...> nums, const A&... a) {
+  check_argnums<true, A...>(nums);
+  static_assert(no_maps<std::tuple_element_t<I, std::tuple<A...>>...>(),
+                "tenet: func::jacrev(f, ..., func::batching) takes Tensor arguments; differentiate a tensor_map "
+                "without func::batching");
+  using Y = unbatched_output_t<Aux, F, A...>;
+  using T = typename Y::value_type;
+  check_jacobian_dtypes<Y, std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>...>();
+  const std::tuple<const A&...> args(a...);
+  level lv{ag::grad_mode(), {}};
+  auto probe = output_probe<Aux, Y>(f, a...);
+  const std::int64_t m = numel_of_probe(probe.first);
+  auto xs = std::make_tuple(batched_copies(std::get<I>(args), m, lv, "jacrev")...);
+  auto yp = call_batched<Aux>(f, nums, args, xs);
+  bool graph = false;
+  using Tp = std::tuple<jacobian_t<T, typename Y::shape_type,
+                                   typename std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>::shape_type>...>;
+  auto jac = [&]<std::size_t... K>(std::index_sequence<K...>) {
+    auto xsz = std::make_tuple(std::get<I>(args).sizes()...);
+    if constexpr (is_independent_v<decltype(yp)>) {
+      return Tp{as_block<std::tuple_element_t<K, Tp>>(
+          zeros_of(std::get<K>(xs)), block_sizes<std::tuple_element_t<K, Tp>>(yp.y.sizes(), std::get<K>(xsz)))...};
+    } else {
+      const auto& y = yp;
+      const auto ys = sample_sizes(y.sizes());
+      graph = keeps_graph(lv.outer && reaches_outer(y.autograd_meta(), lv), "jacrev");
+      auto g = gradients(y, xs, basis_rows(y, 0, m, [](std::int64_t r) { return r; }), graph, false);
+      return Tp{as_block<std::tuple_element_t<K, Tp>>(std::get<K>(g).contiguous(),
+                                                       block_sizes<std::tuple_element_t<K, Tp>>(ys, std::get<K>(xsz)))...};
+    }
+  }(std::index_sequence_for<decltype(I)...>{});
+  if constexpr (Aux) {
+    auto aux = std::move(probe.second);
+    if (!graph) return std::make_pair(single_or_tuple(detach_all(std::move(jac))), detach_if_tensor(std::move(aux)));
+    return std::make_pair(single_or_tuple(std::move(jac)), std::move(aux));
+  } else {
+    return std::make_pair(single_or_tuple(graph ? std::move(jac) : detach_all(std::move(jac))), std::monostate{});
+  }
+}
+
+/// The block of type J filled with zeros (f does not read the argument, or a factor is empty).
+template <class J>
+J zero_block(const typename J::sizes_type& s, tenet::device d) {
+  J z(s, d);
+  z.zero_();
+  return z;
+}
+
+/// Block B of a Jacobian from the output's tangents (N, y...): rows [off, off + n) are its n
+/// columns of m values each, transposed into (y..., x...).
+template <class B, class P, std::size_t RY, std::size_t RX>
+B columns_block(const P& t, std::int64_t off, std::int64_t n, std::int64_t m, const sizes_t<RY>& ys,
+                const sizes_t<RX>& xs) {
+  auto rows = t.template narrow<0>(off, n).template reshape<dyn, dyn>(n, m);
+  Tensor<typename B::value_type, dyn_shape<2>> cols = rows.t().contiguous();
+  return as_block<B>(cols, block_sizes<B>(ys, xs));
+}
+
+/// jacfwd as one batched tangent pass: f runs once (recorded) on N = sum of numel(x_k) copies of
+/// the differentiated arguments, rows [off_k, off_k + numel(x_k)) of argument k's copies carrying
+/// the identity basis as tangents (the other arguments' tangents 0 there), and one forward-mode
+/// pass gives the output's tangent, (N, y...): row off_k + j is J_k e_j, the column, so block k is
+/// those rows transposed. Where an enclosing level differentiates through the call, the tangent is
+/// taken in the double-VJP form (J t = d<J^T u, t>/du), which records every step.
+template <class F, std::size_t... I, class... A>
+auto jacfwd_batched_at(const F& f, argnums_t<I...> nums, const A&... a) {
+  check_argnums<true, A...>(nums);
+  static_assert(no_maps<std::tuple_element_t<I, std::tuple<A...>>...>(),
+                "tenet: func::jacfwd(f, ..., func::batching) takes Tensor arguments; differentiate a tensor_map "
+                "without func::batching");
+  using Y = unbatched_output_t<false, F, A...>;
+  using T = typename Y::value_type;
+  check_jacobian_dtypes<Y, std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>...>();
+  static_assert(is_floating_v<T>, "tenet: func: f must return a floating tensor");
+  constexpr std::size_t k = sizeof...(I);
+  const std::tuple<const A&...> args(a...);
+  level lv{ag::grad_mode(), {}};
+  const std::array<std::int64_t, k> n{std::get<I>(args).numel()...};
+  std::array<std::int64_t, k> off{};
+  std::int64_t total = 0;
+  for (std::size_t j = 0; j < k; ++j) off[j] = std::exchange(total, total + n[j]);
+  auto xs = std::make_tuple(batched_copies(std::get<I>(args), total, lv, "jacfwd")...);
+  auto yp = call_batched<false>(f, nums, args, xs);
+  using Tp = std::tuple<jacobian_t<T, typename Y::shape_type,
+                                   typename std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>::shape_type>...>;
+  const auto xsz = std::make_tuple(std::get<I>(args).sizes()...);
+  bool graph = false;
+  auto jac = [&]<std::size_t... K>(std::index_sequence<K...>) {
+    if constexpr (is_independent_v<decltype(yp)>) {
+      return Tp{zero_block<std::tuple_element_t<K, Tp>>(
+          block_sizes<std::tuple_element_t<K, Tp>>(yp.y.sizes(), std::get<K>(xsz)), yp.y.device())...};
+    } else {
+      const auto& y = yp;
+      using P = std::remove_cvref_t<decltype(y)>;
+      const auto ys = sample_sizes(y.sizes());
+      if (total == 0)
+        return Tp{zero_block<std::tuple_element_t<K, Tp>>(
+            block_sizes<std::tuple_element_t<K, Tp>>(ys, std::get<K>(xsz)), y.device())...};
+      const std::int64_t m = y.numel() / total;
+      graph = keeps_graph(lv.outer && reaches_outer(y.autograd_meta(), lv), "jacfwd");
+      const auto seeds = std::make_tuple(basis_rows(std::get<K>(xs), off[K], n[K], [](std::int64_t r) { return r; })...);
+      P t;
+      if (!y.requires_grad()) {
+        t = zeros_of(y);
+      } else if (!graph) {
+        ag::jvp_context ctx;
+        ((ctx.seeds[std::get<K>(xs).autograd_meta().get()] =
+              ag::grad_tensor<T, std::remove_cvref_t<decltype(std::get<K>(xs))>::rank>(std::get<K>(seeds))),
+         ...);
+        const ag::grad_mode_guard off_(false);
+        const device_guard on_device(y.device());
+        t = P(ag::meta_tangent<T, P::rank>(y.autograd_meta(), y.sizes(), ctx));
+      } else {
+        if constexpr (TENET_AUTOGRAD >= 2) {
+          const ag::grad_mode_guard on(true);
+          P u = zeros_of(y);
+          u.requires_grad_();
+          auto gq = gradients(y, xs, u, true, true);
+          Tensor<T, shape<>> s(sizes_t<0>{}, y.device());
+          s.zero_();
+          ((s = Tensor<T, shape<>>(s + sum(std::get<K>(gq) * std::get<K>(seeds)))), ...);
+          if (!s.requires_grad()) {
+            t = zeros_of(y);
+          } else {
+            P jt = autograd::grad(s, u, {.retain_graph = true, .create_graph = true, .allow_unused = true});
+            t = jt.defined() ? jt : zeros_of(y);
+          }
+        }
+      }
+      return Tp{columns_block<std::tuple_element_t<K, Tp>>(t, off[K], n[K], m, ys, std::get<K>(xsz))...};
+    }
+  }(std::index_sequence_for<decltype(I)...>{});
+  return std::make_pair(single_or_tuple(graph ? std::move(jac) : detach_all(std::move(jac))), graph);
+}
+
+/// jacfwd(f, has_aux, batching): the aux from one run of f without vmap (the batched run's is
+/// per sample), detached unless an enclosing level differentiates through the call.
+template <class F, std::size_t... I, class... A>
+auto jacfwd_batched_aux_at(const F& f, argnums_t<I...> nums, const A&... a) {
+  using R = std::remove_cvref_t<decltype(f(a...))>;
+  static_assert(std::tuple_size<R>::value == 2, "tenet: func: with has_aux, f must return a pair (output, aux)");
+  auto aux = std::get<1>(f(a...));
+  auto out = [&f](const auto&... x) { return std::get<0>(f(x...)); };
+  auto jr = jacfwd_batched_at(out, nums, a...);
+  return std::make_pair(std::move(jr.first), jr.second ? std::move(aux) : detach_if_tensor(std::move(aux)));
+}
+
+/// hessian as one batched reverse-over-reverse pass: f runs once on N = numel(y) * sum of
+/// numel(x_r) copies of the arguments. Rows (r, i, a) (argnum r, output element i, element a of
+/// x_r) take the cotangent e_i (one recorded backward: row (r, i, a) of the copies' gradient
+/// g_r is grad y_i), and the second backward differentiates the sum over rows of g_r[a]: row
+/// (r, i, a) of argument c's copies' gradient is d/dx_c of dy_i/dx_r[a], block (r, c) of the
+/// Hessian at (i, a, ...) as it lies. torch's hessian is jacfwd(jacrev(f)): the same derivatives
+/// (second derivatives commute) up to float reassociation.
+template <class F, std::size_t... I, class... A>
+auto hessian_batched_at(const F& f, argnums_t<I...> nums, const A&... a) {
+  check_argnums<true, A...>(nums);
+  static_assert(no_maps<std::tuple_element_t<I, std::tuple<A...>>...>(),
+                "tenet: func::hessian(f, ..., func::batching) takes Tensor arguments");
+  using Y = unbatched_output_t<false, F, A...>;
+  using T = typename Y::value_type;
+  check_jacobian_dtypes<Y, std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>...>();
+  static_assert(is_floating_v<T>, "tenet: func: f must return a floating tensor");
+  constexpr std::size_t k = sizeof...(I);
+  const std::tuple<const A&...> args(a...);
+  level lv{ag::grad_mode(), {}};
+  const std::int64_t m = numel_of_probe(output_probe<false, Y>(f, a...).first);
+  const std::array<std::int64_t, k> n{std::get<I>(args).numel()...};
+  std::array<std::int64_t, k> off{};
+  std::int64_t total = 0;
+  for (std::size_t j = 0; j < k; ++j) off[j] = std::exchange(total, total + m * n[j]);
+  auto xs = std::make_tuple(batched_copies(std::get<I>(args), total, lv, "hessian")...);
+  auto yp = call_batched<false>(f, nums, args, xs);
+  using Xs = std::tuple<std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>...>;
+  const auto xsz = std::make_tuple(std::get<I>(args).sizes()...);
+  auto ysz = [&] {
+    if constexpr (is_independent_v<decltype(yp)>) return yp.y.sizes();
+    else return sample_sizes(yp.sizes());
+  }();
+  const tenet::device dev = std::get<0>(xs).device();
+  bool graph = false;
+  // h[c]: the gradient of argument c's copies in the second backward (empty: zero blocks)
+  std::tuple<std::optional<std::remove_cvref_t<decltype(std::get<I>(xs))>>...> h;
+  if constexpr (!is_independent_v<decltype(yp)>) {
+    const auto& y = yp;
+    keeps_graph(total > 0 && y.requires_grad(), "hessian");  // the first backward is recorded
+    graph = keeps_graph(lv.outer && reaches_outer(y.autograd_meta(), lv), "hessian");
+    if constexpr (TENET_AUTOGRAD >= 2) {
+      if (total > 0 && y.requires_grad()) {
+        const ag::grad_mode_guard on(true);
+        auto section = [&](std::int64_t row) {
+          std::size_t r = 0;
+          while (r + 1 < k && row >= off[r + 1]) ++r;
+          return r;
+        };
+        auto g = gradients(y, xs, basis_rows(y, 0, total, [&](std::int64_t row) {
+                             const std::size_t r = section(row);
+                             return (row - off[r]) / n[r];  // output element i
+                           }), true, true);
+        Tensor<T, shape<>> s(sizes_t<0>{}, y.device());
+        s.zero_();
+        [&]<std::size_t... R>(std::index_sequence<R...>) {
+          ((s = Tensor<T, shape<>>(s + sum(std::get<R>(g) * basis_rows(std::get<R>(xs), off[R], m * n[R], [&](std::int64_t row) {
+                                                             return row % n[R];  // element a of x_r
+                                                           })))),
+           ...);
+        }(std::index_sequence_for<decltype(I)...>{});
+        if (s.requires_grad()) {
+          Tensor<T, shape<>> one(sizes_t<0>{}, y.device());
+          one.fill_(1);
+          auto hh = gradients(s, xs, one, graph, false);
+          [&]<std::size_t... C>(std::index_sequence<C...>) {
+            ((std::get<C>(h) = std::get<C>(hh).contiguous()), ...);
+          }(std::index_sequence_for<decltype(I)...>{});
+        }
+      }
+    }
+  }
+  auto block = [&]<std::size_t R, std::size_t C>(std::integral_constant<std::size_t, R>, std::integral_constant<std::size_t, C>) {
+    using Sy = typename Y::shape_type;
+    using B = Tensor<T, tenet::detail::concat_shapes_t<tenet::detail::concat_shapes_t<Sy, typename std::tuple_element_t<R, Xs>::shape_type>,
+                                                       typename std::tuple_element_t<C, Xs>::shape_type>>;
+    const auto sz = block_sizes<B>(ysz, std::get<R>(xsz), std::get<C>(xsz));
+    B b = std::get<C>(h) ? as_block<B>(std::get<C>(h)->template narrow<0>(off[R], m * n[R]), sz) : zero_block<B>(sz, dev);
+    return graph ? b : b.detach();
+  };
+  if constexpr (k == 1) {
+    return block(std::integral_constant<std::size_t, 0>{}, std::integral_constant<std::size_t, 0>{});
+  } else {
+    return [&]<std::size_t... R>(std::index_sequence<R...>) {
+      auto row = [&]<std::size_t Rr>(std::integral_constant<std::size_t, Rr> r) {
+        return [&]<std::size_t... C>(std::index_sequence<C...>) {
+          return std::make_tuple(block(r, std::integral_constant<std::size_t, C>{})...);
+        }(std::index_sequence_for<decltype(I)...>{});
+      };
+      return std::make_tuple(row(std::integral_constant<std::size_t, R>{})...);
+    }(std::index_sequence_for<decltype(I)...>{});
+  }
+}
+
+}  // namespace detail
+
+/// jacrev(f[, argnums][, has_aux], func::batching): the Jacobian as one batched vjp. f runs once
+/// on numel(f(x)) copies of each differentiated argument, through vmap's batching rules, and one
+/// backward pass from the identity basis of cotangents gives every row; the result is
+/// jacrev(f)'s (type, value up to float reassociation). Every op f applies to a differentiated
+/// argument needs a batching rule (docs/func.md): an op without one is a compile error, and such
+/// an f takes jacrev without func::batching.
+template <class F, std::size_t... I>
+auto jacrev(F f, argnums_t<I...> nums, batching_t) {
+  return [f = std::move(f), nums](const auto&... a) { return detail::jacrev_batched_at<false>(f, nums, a...).first; };
+}
+template <class F, std::size_t... I>
+auto jacrev(F f, argnums_t<I...> nums, has_aux_t, batching_t) {
+  return [f = std::move(f), nums](const auto&... a) { return detail::jacrev_batched_at<true>(f, nums, a...); };
+}
+template <class F>
+auto jacrev(F f, batching_t b) {
+  return jacrev(std::move(f), argnums<0>, b);
+}
+template <class F>
+auto jacrev(F f, has_aux_t, batching_t b) {
+  return jacrev(std::move(f), argnums<0>, has_aux, b);
+}
+
+/// jacfwd(f[, argnums][, has_aux], func::batching): the Jacobian as one batched tangent pass (f
+/// recorded once on numel(x) copies, the identity basis as their tangents); jacfwd(f)'s type and
+/// values. The same batching-rule requirement as jacrev's.
+template <class F, std::size_t... I>
+auto jacfwd(F f, argnums_t<I...> nums, batching_t) {
+  return [f = std::move(f), nums](const auto&... a) { return detail::jacfwd_batched_at(f, nums, a...).first; };
+}
+template <class F, std::size_t... I>
+auto jacfwd(F f, argnums_t<I...> nums, has_aux_t, batching_t) {
+  return [f = std::move(f), nums](const auto&... a) { return detail::jacfwd_batched_aux_at(f, nums, a...); };
+}
+template <class F>
+auto jacfwd(F f, batching_t b) {
+  return jacfwd(std::move(f), argnums<0>, b);
+}
+template <class F>
+auto jacfwd(F f, has_aux_t, batching_t b) {
+  return jacfwd(std::move(f), argnums<0>, has_aux, b);
+}
+
+/// hessian(f[, argnums], func::batching): every second derivative in one batched pass (f once on
+/// numel(f(x)) * numel(x) copies, two backward passes, the first recorded: TENET_AUTOGRAD=2);
+/// hessian(f)'s type and values.
+template <class F, std::size_t... I>
+auto hessian(F f, argnums_t<I...> nums, batching_t) {
+  return [f = std::move(f), nums](const auto&... a) { return detail::hessian_batched_at(f, nums, a...); };
+}
+template <class F>
+auto hessian(F f, batching_t b) {
+  return hessian(std::move(f), argnums<0>, b);
 }
 
 }  // namespace tenet::func

@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <tenet/autograd.hpp>  // custom_function (uniform_rows_matmul)
 #include <tenet/error.hpp>
 #include <tenet/losses.hpp>
 #include <tenet/nn_functional.hpp>
@@ -27,7 +28,7 @@
 
 namespace tenet::func::batch_rules {
 
-template <class P>
+template <class P, bool Uniform = false>
 struct batched;
 
 template <class Slot>
@@ -35,8 +36,8 @@ struct tied;
 
 template <class X>
 inline constexpr bool is_batched_v = false;
-template <class P>
-inline constexpr bool is_batched_v<batched<P>> = true;
+template <class P, bool U>
+inline constexpr bool is_batched_v<batched<P, U>> = true;
 template <class Slot>
 inline constexpr bool is_batched_v<tied<Slot>> = true;
 
@@ -49,9 +50,22 @@ concept Plain = Expression<X> || Scalar<X>;
 template <class X>
 concept Operand = Batched<X> || Plain<X>;
 
-template <class P>
-batched<P> wrap(P p) {
-  return batched<P>{std::move(p)};
+template <bool Uniform = false, class P>
+batched<P, Uniform> wrap(P p) {
+  return batched<P, Uniform>{std::move(p)};
+}
+
+/// Whether every sample of x holds the same values (a batched value marked uniform, an unbatched
+/// operand), so that an op may compute one sample's values for all. The batched Jacobians
+/// (func.hpp: jacrev / jacfwd / hessian with func::batching) pass copies of one argument, marked
+/// uniform: the ops below keep the mark where all their batched operands have it, and matmul
+/// uses it to compute the forward of one sample (uniform_rows_matmul). vmap's values are not
+/// uniform.
+template <class X>
+constexpr bool uniform_v() {
+  using Y = std::remove_cvref_t<X>;
+  if constexpr (requires { Y::uniform; }) return Y::uniform;
+  else return !is_batched_v<Y>;
 }
 
 /// Dim D of a sample of rank R as a dim of the physical value (batch dim first): D + 1 for D >= 0,
@@ -69,10 +83,11 @@ constexpr std::int64_t checked_dim() {
   return phys_dim<D>();
 }
 
-template <class P>
+template <class P, bool Uniform>
 struct batched {
   static_assert(Expression<P>, "tenet: func::vmap: a batched value holds an expression");
   P p;  // the whole batch, batch dim first
+  static constexpr bool uniform = Uniform;  // every sample the same values (uniform_v)
 
   using value_type = value_type_of<P>;
   using physical_shape = shape_of<P>;
@@ -205,8 +220,8 @@ struct tied {
 };
 
 /// The physical value (batch dim first) of a batched operand.
-template <class P>
-const P& phys(const batched<P>& x) {
+template <class P, bool U>
+const P& phys(const batched<P, U>& x) {
   return x.p;
 }
 template <class Slot>
@@ -251,7 +266,7 @@ constexpr std::size_t max_rank() {
 #define TENET_BATCH_UNARY(NAME)          \
   template <Batched X>                   \
   auto NAME(const X& x) {                \
-    return wrap(tenet::NAME(phys(x)));       \
+    return wrap<uniform_v<X>()>(tenet::NAME(phys(x))); \
   }
 TENET_BATCH_UNARY(neg)
 TENET_BATCH_UNARY(abs)
@@ -281,9 +296,15 @@ TENET_BATCH_UNARY(round)
 TENET_BATCH_UNARY(trunc)
 #undef TENET_BATCH_UNARY
 
+/// eval of a batched value: the physical value evaluated (a has_aux output, a cached intermediate).
+template <Batched X>
+auto eval(const X& x) {
+  return wrap<uniform_v<X>()>(tenet::eval(phys(x)));
+}
+
 template <Batched X>
 auto operator-(const X& x) {
-  return wrap(-phys(x));
+  return wrap<uniform_v<X>()>(-phys(x));
 }
 
 /// A pointwise op of operands of which at least one is batched.
@@ -297,7 +318,7 @@ concept batched_pair = Operand<A> && Operand<B> && (Batched<A> || Batched<B>);
     constexpr std::size_t r = max_rank<A, B>();                          \
     const auto& a = operand<r>(a0);                                      \
     const auto& b = operand<r>(b0);                                      \
-    return wrap(EXPR);                                                   \
+    return wrap<uniform_v<A>() && uniform_v<B>()>(EXPR);                 \
   }
 TENET_BATCH_BINARY(operator+, a + b)
 TENET_BATCH_BINARY(operator-, a - b)
@@ -377,6 +398,40 @@ auto log_softmax(const X& x) {
 
 // --- matmul, linear, layer_norm -------------------------------------------------------------
 
+/// x b for a batch of rows x (n, k) that are all equal (a uniform batched vector) and an unbatched
+/// b (k, p): the forward is one row's product, expanded over the batch (one matrix-vector product,
+/// not a GEMM), the backward and the tangent are the batch's (x's gradient g b^T, one GEMM; b's,
+/// x^T g, only where b is tracked: GradB). What a batched Jacobian's forward costs is then f's
+/// forward once plus pointwise ops over the batch, as torch.func's vmap over vjp / jvp.
+template <bool GradB, class X, class B>
+struct uniform_rows_matmul {
+  static auto forward(const X& x, const B& b) {
+    auto row = eval(tenet::matmul(x.template narrow<0>(0, 1), b));  // (1, p)
+    // materialized (m x p values): returned as the stride-0 expanded view, jacrev of the test's r2
+    // (an unsqueeze of the product times another batched value) came out wrong; not yet traced
+    return row.template expand<dyn, -1>(x.sizes()[0]).contiguous();
+  }
+  template <class G>
+  static auto backward(const G& g, const X& x, const B& b) {
+    X gx = tenet::matmul(g, b.template transpose<0, 1>());
+    if constexpr (GradB) return std::make_tuple(gx, B(tenet::matmul(x.template transpose<0, 1>(), g)));
+    else return std::make_tuple(gx, B());
+  }
+  // not a template: custom_function finds a jvp by taking its address
+  static auto jvp(const X& x, const B& b, const X& tx, const B& tb) {
+    if constexpr (GradB) return eval(tenet::matmul(tx, b) + tenet::matmul(x, tb));
+    else return eval(tenet::matmul(tx, b));
+  }
+};
+/// x b as above, for a uniform x (n, k) with n > 0.
+template <class X, class B>
+auto uniform_matmul(const X& x, const B& b) {
+  using Y = decltype(custom_function<uniform_rows_matmul<false, X, B>>::apply(x, b));
+  if (x.sizes()[0] == 0) return Y(tenet::matmul(x, b));
+  if (tenet::detail::ag::is_tracked(b)) return Y(custom_function<uniform_rows_matmul<true, X, B>>::apply(x, b));
+  return custom_function<uniform_rows_matmul<false, X, B>>::apply(x, b);
+}
+
 /// torch.matmul of one sample, batched: a batched vector becomes a matrix (a row on the left, a
 /// column on the right) and is squeezed back after; batched operands are lifted to the rank of
 /// the other operand so that their batch dims line up; tenet's matmul broadcasts the rest.
@@ -385,7 +440,14 @@ template <class A, class B>
 auto matmul(const A& a, const B& b) {
   constexpr std::size_t ra = logical_rank<A>(), rb = logical_rank<B>();
   static_assert(ra >= 1 && rb >= 1, "tenet: matmul needs operands of rank >= 1");
-  if constexpr (Batched<A> && ra == 1) {
+  if constexpr (Batched<A> && ra == 1 && !Batched<B> && rb == 2) {
+    if constexpr (uniform_v<A>()) return wrap<true>(uniform_matmul(eval(phys(a)), eval(b)));
+    else return wrap(tenet::matmul(phys(a), b));  // (n, k) @ (k, p): one GEMM for the batch
+  } else if constexpr (Batched<B> && rb == 1 && !Batched<A> && ra == 2) {
+    // a b_i for every sample: the rows b_i times a^T, one GEMM (not n matrix-vector products)
+    if constexpr (uniform_v<B>()) return wrap<true>(uniform_matmul(eval(phys(b)), eval(eval(a).template transpose<0, 1>())));
+    else return wrap(tenet::matmul(phys(b), eval(a).template transpose<0, 1>()));
+  } else if constexpr (Batched<A> && ra == 1) {
     auto r = matmul(wrap(phys(a).template unsqueeze<-2>()), b);  // (1, k) @ b
     if constexpr (rb == 1) return r.template squeeze<-1>();
     else return r.template squeeze<-2>();
