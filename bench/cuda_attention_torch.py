@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-SHAPES = [(16, 16, 1024, 64), (8, 16, 4096, 128), (2, 16, 8192, 128), (1, 16, 16384, 128)]
+SHAPES = [(16, 12, 1024, 64), (16, 16, 1024, 64), (8, 16, 4096, 128), (2, 16, 8192, 128), (1, 16, 16384, 128)]
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
             "cudnn": SDPBackend.CUDNN_ATTENTION}
 

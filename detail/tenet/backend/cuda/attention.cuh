@@ -353,12 +353,13 @@ constexpr int tile_bytes(int rows) {
   return rows * (HD + 8) * 2;
 }
 
-/// The forward. Grid (row tiles, batch · hq); W warps of 16 query rows; K and V tiles double
-/// buffered (the next pair loads while this one is used). LseOnly: the log-sum-exp only (the
-/// backward's, when the forward's is not at hand).
-template <bool Bf, int HD, int BN, int W, int MK, class MT, bool LseOnly>
+/// The forward. Grid (row tiles, batch · hq); W warps of RT · 16 query rows (RT row tiles share
+/// each K and V fragment read from shared memory); K and V tiles double buffered (the next pair
+/// loads while this one is used). LseOnly: the log-sum-exp only (the backward's, when the
+/// forward's is not at hand).
+template <bool Bf, int HD, int BN, int W, int RT, int MK, class MT, bool LseOnly>
 __global__ void __launch_bounds__(W * 32) flash_forward(const params p) {
-  constexpr int BM = 16 * W, ld = HD + 8, NT = BN / 8, NO = HD / 8;
+  constexpr int BM = 16 * W * RT, ld = HD + 8, NT = BN / 8, NO = HD / 8;
   constexpr float inf = std::numeric_limits<float>::infinity();
   extern __shared__ __align__(16) std::uint16_t smem[];
   std::uint16_t* sQ = smem;
@@ -388,9 +389,11 @@ __global__ void __launch_bounds__(W * 32) flash_forward(const params p) {
     load_tile<BM, HD, W * 32>(sQ, q, p.q, p.L - m0, p.E);
     if (nblocks > 0) load_kv(0);
     cp_async_commit();
-    float o[1][NO][4] = {};
-    float mrow[2] = {-inf, -inf}, lrow[2] = {0.f, 0.f};
-    const std::int64_t r0 = m0 + warp * 16 + g;  // this lane's rows: r0 and r0 + 8
+    float o[RT][NO][4] = {};
+    float mrow[RT][2], lrow[RT][2];
+#pragma unroll
+    for (int mt = 0; mt < RT; ++mt) mrow[mt][0] = mrow[mt][1] = -inf, lrow[mt][0] = lrow[mt][1] = 0.f;
+    const std::int64_t rw = m0 + warp * 16 * RT;  // this warp's rows: rw + 16 mt + g (+ 8)
     for (std::int64_t j = 0; j < nblocks; ++j) {
       const std::int64_t n0 = j * BN;
       if (j + 1 < nblocks) load_kv(j + 1);
@@ -398,71 +401,79 @@ __global__ void __launch_bounds__(W * 32) flash_forward(const params p) {
       cp_async_wait_prev();
       __syncthreads();  // tile j in place for every warp
       const std::uint16_t* sK = sKV + 2 * (j & 1) * BN * ld;
-      float s[1][NT][4] = {};
-      gemm_nt<Bf, 1, NT, HD>(s, sQ + warp * 16 * ld, sK, ktiles);
-      const bool edge = n0 + BN > p.S || (p.causal && n0 + BN - 1 > m0) || MK != no_mask;
-      float mx[2] = {-inf, -inf};
+      float s[RT][NT][4] = {};
+      gemm_nt<Bf, RT, NT, HD>(s, sQ + warp * 16 * RT * ld, sK, ktiles);
+      const bool edge = n0 + BN > p.S || (p.causal && n0 + BN - 1 > rw) || MK != no_mask;
 #pragma unroll
-      for (int t = 0; t < NT; ++t)
+      for (int mt = 0; mt < RT; ++mt) {
+        const std::int64_t r0 = rw + mt * 16 + g;  // this lane's rows: r0 and r0 + 8
+        float mx[2] = {-inf, -inf};
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = s[0][t][e] * p.scale_log2;
-          if (edge) {
-            const std::int64_t i = r0 + 8 * (e >> 1), jj = n0 + t * 8 + tig * 2 + (e & 1);
-            if (jj >= p.S || i >= p.L || (p.causal && jj > i))
-              x = -inf;
-            else
-              x += mask_at<MK, MT>(p, mbase, i, jj);
+        for (int t = 0; t < NT; ++t)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float x = s[mt][t][e] * p.scale_log2;
+            if (edge) {
+              const std::int64_t i = r0 + 8 * (e >> 1), jj = n0 + t * 8 + tig * 2 + (e & 1);
+              if (jj >= p.S || i >= p.L || (p.causal && jj > i))
+                x = -inf;
+              else
+                x += mask_at<MK, MT>(p, mbase, i, jj);
+            }
+            s[mt][t][e] = x;
+            mx[e >> 1] = fmaxf(mx[e >> 1], x);
           }
-          s[0][t][e] = x;
-          mx[e >> 1] = fmaxf(mx[e >> 1], x);
-        }
-      float muse[2], alpha[2];
+        float muse[2], alpha[2];
 #pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const float mnew = fmaxf(mrow[hf], quad_max(mx[hf]));
-        muse[hf] = mnew == -inf ? 0.f : mnew;
-        alpha[hf] = fast_exp2(mrow[hf] - muse[hf]);
-        mrow[hf] = mnew;
+        for (int hf = 0; hf < 2; ++hf) {
+          const float mnew = fmaxf(mrow[mt][hf], quad_max(mx[hf]));
+          muse[hf] = mnew == -inf ? 0.f : mnew;
+          alpha[hf] = fast_exp2(mrow[mt][hf] - muse[hf]);
+          mrow[mt][hf] = mnew;
+        }
+        float sum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float pe = fast_exp2(s[mt][t][e] - muse[e >> 1]);
+            sum[e >> 1] += pe;
+            s[mt][t][e] = pe;
+          }
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) lrow[mt][hf] = lrow[mt][hf] * alpha[hf] + sum[hf];
+        if (!LseOnly) {
+          if (p.dropout_p > 0) {
+            const std::uint32_t keep =
+                keep_bits<NT>(p.seed, p.offset, p.dropout_p, (bh * p.L + r0) * p.S + n0 + tig * 2, 8 * p.S, 8, 1);
+#pragma unroll
+            for (int t = 0; t < NT; ++t)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) s[mt][t][e] *= (keep >> (4 * t + e)) & 1 ? p.keep_scale : 0.f;
+          }
+#pragma unroll
+          for (int t = 0; t < NO; ++t)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[mt][t][e] *= alpha[e >> 1];
+        }
       }
-      float sum[2] = {0.f, 0.f};
-#pragma unroll
-      for (int t = 0; t < NT; ++t)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float pe = fast_exp2(s[0][t][e] - muse[e >> 1]);
-          sum[e >> 1] += pe;
-          s[0][t][e] = pe;
-        }
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) lrow[hf] = lrow[hf] * alpha[hf] + sum[hf];
-      if (!LseOnly) {
-        if (p.dropout_p > 0) {
-          const std::uint32_t keep = keep_bits<NT>(p.seed, p.offset, p.dropout_p, (bh * p.L + r0) * p.S + n0 + tig * 2, 8 * p.S, 8, 1);
-#pragma unroll
-          for (int t = 0; t < NT; ++t)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) s[0][t][e] *= (keep >> (4 * t + e)) & 1 ? p.keep_scale : 0.f;
-        }
-#pragma unroll
-        for (int t = 0; t < NO; ++t)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) o[0][t][e] *= alpha[e >> 1];
-        gemm_pv<Bf, 1, NT, NO, HD>(o, s, sK + BN * ld, opairs);
-      }
+      if (!LseOnly) gemm_pv<Bf, RT, NT, NO, HD>(o, s, sK + BN * ld, opairs);
       __syncthreads();  // every warp done with tile j before its buffer is refilled
     }
     cp_async_wait_all();
-    float f[2];
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const float l = quad_sum(lrow[hf]);
-      f[hf] = l > 0 ? 1.f / l : 0.f;
-      const std::int64_t i = r0 + 8 * hf;
-      if (p.lse2 && tig == 0 && i < p.L) p.lse2[bh * p.L + i] = l > 0 ? mrow[hf] + __log2f(l) : inf;
+    for (int mt = 0; mt < RT; ++mt) {
+      float f[2];
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const float l = quad_sum(lrow[mt][hf]);
+        f[hf] = l > 0 ? 1.f / l : 0.f;
+        const std::int64_t i = rw + mt * 16 + g + 8 * hf;
+        if (p.lse2 && tig == 0 && i < p.L) p.lse2[bh * p.L + i] = l > 0 ? mrow[mt][hf] + __log2f(l) : inf;
+      }
+      if (!LseOnly)
+        store_rows<Bf, NO>(static_cast<std::uint16_t*>(p.out) + bh * p.L * p.Ev, o[mt], rw + mt * 16, p.L, p.Ev, f);
     }
-    if (!LseOnly)
-      store_rows<Bf, NO>(static_cast<std::uint16_t*>(p.out) + bh * p.L * p.Ev, o[0], m0 + warp * 16, p.L, p.Ev, f);
     __syncthreads();  // the next head reuses the tiles
   }
 }
@@ -744,15 +755,26 @@ inline std::int64_t batch_heads(const params& p, std::int64_t heads) {
   return heads;
 }
 
+/// A forward tiling: W warps of RT row tiles (16 rows each), BN keys per step.
+template <int W_, int RT_, int BN_>
+struct fwd_tiles {
+  static constexpr int W = W_, RT = RT_, BN = BN_, BM = 16 * W_ * RT_;
+};
+/// The forward's tiling by head dim (H200, bf16: bench/cuda_attention.cu; docs/attention.md): two
+/// row tiles a warp at 128 (1.13x one, 181 -> 205 TFLOP/s: each K / V fragment feeds twice the
+/// products), one at 64 (two: 10% slower, 232 registers, half the CTAs per SM) and 256 (two spill).
+template <int HD>
+using fwd_tiles_for = std::conditional_t<HD == 128, fwd_tiles<4, 2, 64>, fwd_tiles<4, 1, 64>>;
+
 /// The forward (O into p.out, the log-sum-exp into p.lse2 when set); LseOnly: the log-sum-exp only.
-/// (Measured on an H200, bf16, D = 128: 8 warps and 128 rows per CTA ran within 3% of 4 warps.)
-template <bool Bf, int MK, class MT, bool LseOnly = false>
+/// Tiles: fwd_tiles_for the head dim, or Cfg<HD> where given (the benchmark's variants).
+template <bool Bf, int MK, class MT, bool LseOnly = false, template <int> class Cfg = fwd_tiles_for>
 void forward(const params& p) {
-  constexpr int W = 4, BN = 64, BM = 16 * W;
-  const dim3 grid = grid_of((p.L + BM - 1) / BM, batch_heads(p, p.hq));
   const auto go = [&]<int HD>() {
-    launch<flash_forward<Bf, HD, BN, W, MK, MT, LseOnly>>(p, grid, W * 32, tile_bytes<HD>(BM + 4 * BN),
-                                                         "the attention forward kernel launch");
+    using C = Cfg<HD>;
+    const dim3 grid = grid_of((p.L + C::BM - 1) / C::BM, batch_heads(p, p.hq));
+    launch<flash_forward<Bf, HD, C::BN, C::W, C::RT, MK, MT, LseOnly>>(p, grid, C::W * 32, tile_bytes<HD>(C::BM + 4 * C::BN),
+                                                                       "the attention forward kernel launch");
   };
   switch (head_dim_for(p.E, p.Ev)) {
     case 64: go.template operator()<64>(); break;
