@@ -66,3 +66,39 @@ TEST_CASE("autograd: custom_function with its own VJP and JVP", "[autograd]") {
                              std::make_tuple(x, x), std::make_tuple(x, x)),
                   value_error);
 }
+
+namespace {
+/// y[i, j] = x[0, j]: the first row broadcast over the rows, returned as a stride-0 expanded view
+/// (Expand) or as a contiguous copy; the same values and the same gradient either way.
+template <bool Expand>
+struct first_row {
+  static auto forward(const M& x) {
+    M row = x.narrow<0>(0, 1).contiguous();
+    if constexpr (Expand) return M(row.expand<dyn, -1>(x.sizes()[0]));
+    else return M(row.expand<dyn, -1>(x.sizes()[0]).contiguous());
+  }
+  static auto backward(const M& g, const M& x) {
+    M gx = zeros<double, dyn_shape<2>>(x.sizes()[0], x.sizes()[1]);
+    gx.narrow<0>(0, 1).copy_(sum<0, true>(g));
+    return std::make_tuple(gx);
+  }
+};
+}  // namespace
+
+TEST_CASE("autograd: a custom_function whose output is a stride-0 expanded view", "[autograd]") {
+  const M x0 = filled<2>({4, 3}, -1.0, 1.0, 0.3);
+  const M3 w = filled<3>({4, 2, 3}, 0.5, 1.5, 0.7);
+  const auto run = [&]<bool Expand>() {
+    M x = x0.detach().clone();
+    x.requires_grad_();
+    M y = custom_function<first_row<Expand>>::apply(x);
+    Tensor<double, shape<>> l = sum(pow(y.template unsqueeze<1>() * w, 2.0));
+    l.backward();
+    return std::make_pair(l.item(), M(x.grad().clone()));
+  };
+  const auto [le, ge] = run.template operator()<true>();
+  const auto [lc, gc] = run.template operator()<false>();
+  CHECK(le == Approx(lc));
+  for (std::int64_t i = 0; i < 4; ++i)
+    for (std::int64_t j = 0; j < 3; ++j) CHECK(ge(i, j) == Approx(gc(i, j)));
+}

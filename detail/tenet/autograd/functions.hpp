@@ -65,6 +65,10 @@ struct custom_function {
       y = Y(eval(F::forward(inputs.detach()...)));
     }
     if (detail::ag::grad_mode() && (detail::ag::is_tracked(inputs) || ...)) {
+      // an output whose elements share storage (an expanded view F returned) is copied: the
+      // gradient of a view taken of it later is computed through storage positions
+      // (graph.hpp view_backward), exact only for a base whose elements are distinct positions
+      if (!detail::ag::view_is_injective(y.sizes(), y.strides())) y = Y(y.contiguous());
       auto n = std::make_shared<node<Y, Tensor<T, S>...>>(inputs...);
       (
           [&](const auto& in) {

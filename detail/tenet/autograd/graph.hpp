@@ -628,7 +628,8 @@ grad_tensor<T, RB> view_backward_device(const grad_tensor<T, RV>& g, const sizes
 
 /// The gradient of the base of a view: g (the view's gradient) added at the storage positions the
 /// view reads, read back at the positions the base reads. @post exact for a base whose elements
-/// are distinct storage positions (every tensor but an expanded one). A linear map whose adjoint
+/// are distinct storage positions (every tensor but an expanded one; custom_function copies an
+/// expanded output for this reason). A linear map whose adjoint
 /// is itself with the two layouts swapped: under create_graph (grad mode on, g tracked) the
 /// result gets a relayout_node doing that, so the set of node types stays closed.
 template <class T, std::size_t RB, std::size_t RV>

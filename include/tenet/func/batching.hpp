@@ -407,8 +407,9 @@ template <bool GradB, class X, class B>
 struct uniform_rows_matmul {
   static auto forward(const X& x, const B& b) {
     auto row = eval(tenet::matmul(x.template narrow<0>(0, 1), b));  // (1, p)
-    // materialized (m x p values): returned as the stride-0 expanded view, jacrev of the test's r2
-    // (an unsqueeze of the product times another batched value) came out wrong; not yet traced
+    // materialized (m x p values): custom_function copies an output whose elements share storage
+    // anyway (a view taken of it later got its gradient through storage positions, summed over
+    // the rows: autograd/functions.hpp)
     return row.template expand<dyn, -1>(x.sizes()[0]).contiguous();
   }
   template <class G>
