@@ -102,3 +102,40 @@ TEST_CASE("autograd: a custom_function whose output is a stride-0 expanded view"
   for (std::int64_t i = 0; i < 4; ++i)
     for (std::int64_t j = 0; j < 3; ++j) CHECK(ge(i, j) == Approx(gc(i, j)));
 }
+
+TEST_CASE("autograd: a view of an expanded tracked tensor (expand, then unsqueeze / transpose)", "[autograd]") {
+  const M x0 = filled<2>({1, 3}, -1.0, 1.0, 0.3);
+  const M3 w = filled<3>({4, 2, 3}, 0.5, 1.5, 0.7);
+  M x = x0.detach().clone();
+  x.requires_grad_();
+  M e = x.expand<dyn, -1>(4);
+  Tensor<double, shape<>> l = sum(pow(e.unsqueeze<1>() * w, 2.0));
+  l.backward();
+  // d/dx_j sum_{i,q} (x_j w_iqj)^2 = 2 x_j sum_{i,q} w_iqj^2
+  for (std::int64_t j = 0; j < 3; ++j) {
+    double s = 0;
+    for (std::int64_t i = 0; i < 4; ++i)
+      for (std::int64_t q = 0; q < 2; ++q) s += w(i, q, j) * w(i, q, j);
+    CHECK(x.grad()(0, j) == Approx(2 * x0(0, j) * s));
+  }
+  M y = x0.detach().clone();
+  y.requires_grad_();
+  M et = y.expand<dyn, -1>(4);
+  Tensor<double, shape<>> l2 = sum(pow(et.t() * w.select<1>(0).t(), 2.0));
+  l2.backward();
+  for (std::int64_t j = 0; j < 3; ++j) {
+    double s = 0;
+    for (std::int64_t i = 0; i < 4; ++i) s += w(i, 0, j) * w(i, 0, j);
+    CHECK(y.grad()(0, j) == Approx(2 * x0(0, j) * s));
+  }
+}
+
+TEST_CASE("autograd: a view of a leaf whose elements share memory is refused, not differentiated wrongly", "[autograd]") {
+  M leaf = filled<2>({1, 3}, -1.0, 1.0, 0.3).expand<dyn, -1>(4).detach();
+  leaf.requires_grad_();
+  CHECK_THROWS_WITH(leaf.unsqueeze<1>(), Catch::Matchers::Contains("share memory") && Catch::Matchers::Contains("contiguous"));
+  M c = leaf.contiguous();  // the way out: a copy, differentiable
+  Tensor<double, shape<>> l = sum(pow(c.t(), 2.0));
+  l.backward();
+  CHECK(leaf.grad()(2, 1) == Approx(2 * leaf(2, 1)));
+}

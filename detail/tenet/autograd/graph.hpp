@@ -788,10 +788,22 @@ void on_to_device(const Tensor<T, S>& src, Tensor<T, S>& copy) {
   }
 }
 
+/// Records view as a view of the tracked base (view_node). The view node's gradient goes through
+/// storage positions (view_backward), exact when the base's elements are distinct positions, so:
+/// a view that makes elements share memory (expand, broadcast_to, a stride-0 dim) of a tracked
+/// tensor is materialized (a recorded clone): a later view of it, as expand then unsqueeze,
+/// transpose or select, would otherwise get the gradient of every row sharing a position (stop
+/// 52: 4x too large over 4 rows, silently); and a view of a tracked base whose elements already
+/// share memory (a leaf made from an expanded tensor) is refused.
 template <class T, class S, class S2>
 void on_view(const Tensor<T, S>& base, Tensor<T, S2>& view) {
   if constexpr (is_autograd_dtype<T>) {  // else: nothing to record (and no view_node<T> to compile)
     if (!grad_mode() || !is_tracked(base)) return;
+    if (!view_is_injective(base.sizes(), base.strides()))
+      throw value_error("tenet: autograd: a view of a tensor of sizes " + sizes_text(base.sizes()) + " and strides " +
+                        sizes_text(base.strides()) +
+                        " whose elements share memory (an expanded tensor that requires grad) cannot be "
+                        "differentiated; make it contiguous first (.contiguous())");
     auto n = std::make_shared<view_node<T, S::rank, S2::rank>>();
     n->bsizes = base.sizes();
     n->bstrides = base.strides();
@@ -801,6 +813,7 @@ void on_view(const Tensor<T, S>& base, Tensor<T, S2>& view) {
     n->voffset = view.offset();
     n->inputs.push_back(base.autograd_meta());
     set_grad_fn(view, std::move(n));
+    if (!view_is_injective(view.sizes(), view.strides())) view = view.clone();
   } else {
     (void)base;
     (void)view;
