@@ -419,13 +419,24 @@ train_result train(GPT& model, const train_options& o) {
     safetensors::save_file(d, ckpt, {{"format", "tenet-gpt2-train"}, {"config", c.text()},
                                      {"iter_num", std::to_string(iter)}});
   };
+  // the loss in the training step's precision (as nanoGPT evaluates under its autocast context):
+  // with float32 activations the evaluation of a bfloat16 run took the float32 attention (the
+  // math variant's [B, H, T, T] scores) and gave another model's numbers
+  auto loss_in_precision = [&](const tokens_t& x, const tokens_t& y) -> Tensor<float, shape<>> {
+    std::optional<autocast> ac;
+    if (o.prec == train_options::precision::autocast) ac.emplace(o.dev, dtype::bfloat16);
+#if defined(__CUDACC__)  // bfloat16 activations: the CUDA build's (the CPU build does not compile them)
+    if (o.prec == train_options::precision::bfloat16) return model.loss<bfloat16>(x, y);
+#endif
+    return model.loss(x, y);
+  };
   auto estimate = [&](const token_file& data, std::uint64_t seed) {
     no_grad guard;
     model.eval();
     double total = 0;
     for (int i = 0; i < o.eval_iters; ++i) {
       const auto [x, y] = get_batch(data, B, T, seed, static_cast<std::uint64_t>(i), o.dev);
-      total += static_cast<double>(model.loss(x, y).cpu().item());
+      total += static_cast<double>(loss_in_precision(x, y).cpu().item());
     }
     model.train();
     return total / o.eval_iters;
@@ -456,15 +467,7 @@ train_result train(GPT& model, const train_options& o) {
     Tensor<float, shape<>> loss_sum;
     for (std::int64_t k = 0; k < K; ++k) {
       const auto [x, y] = get_batch(train_data, B, T, o.seed, static_cast<std::uint64_t>(it * K + k), o.dev);
-      std::optional<autocast> ac;
-      if (o.prec == train_options::precision::autocast) ac.emplace(o.dev, dtype::bfloat16);
-      const Tensor<float, shape<>> loss = [&]() -> Tensor<float, shape<>> {
-#if defined(__CUDACC__)  // bfloat16 activations: the CUDA build's (the CPU build does not compile them)
-        if (o.prec == train_options::precision::bfloat16) return model.loss<bfloat16>(x, y) / static_cast<double>(K);
-#endif
-        return model.loss(x, y) / static_cast<double>(K);
-      }();
-      ac.reset();
+      const Tensor<float, shape<>> loss = loss_in_precision(x, y) / static_cast<double>(K);
       loss.backward();
       loss_sum = k == 0 ? loss.detach() : Tensor<float, shape<>>(loss_sum + loss.detach());
     }
