@@ -175,14 +175,19 @@ class Optimizer {
                            std::to_string(i) + " is on " + pd.str() +
                            "); SGD, Adam, AdamW, RMSprop and Adagrad run on CUDA");
     }
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      if (!grads[i].defined()) continue;
-      const any_tensor p = params_[i].value();
-      any_tensor::visit_floating_dtype(params_[i].scalar_type(), [&]<class T>() {  // checked floating above
-        const auto pf = p.flat<T>();
-        tenet::detail::bump_version(pf.storage().get());  // an in-place update (a graph that saved p refuses it)
-        update(i, pf.data(), grads[i].flat<T>().data(), p.numel());
-      });
+    try {
+      for (std::size_t i = 0; i < params_.size(); ++i) {
+        if (!grads[i].defined()) continue;
+        const any_tensor p = params_[i].value();
+        any_tensor::visit_floating_dtype(params_[i].scalar_type(), [&]<class T>() {  // checked floating above
+          const auto pf = p.flat<T>();
+          tenet::detail::bump_version(pf.storage().get());  // an in-place update (a graph that saved p refuses it)
+          update(i, pf.data(), grads[i].flat<T>().data(), p.numel());
+        });
+      }
+    } catch (...) {
+      discard_updates();  // deferred updates point into grads, which may not outlive this call
+      throw;
     }
     flush_updates();  // (grads still holds the gradients the deferred updates read)
   }
@@ -255,6 +260,8 @@ class Optimizer {
   virtual void update(std::size_t i, bfloat16* p, const bfloat16* g, std::int64_t n) = 0;
   virtual void update(std::size_t i, float16* p, const float16* g, std::int64_t n) = 0;
   virtual void flush_updates() {}
+  /// Drops the deferred updates (step() failed before flushing them).
+  virtual void discard_updates() {}
   /// The names of the numeric hyperparameters (not lr) with their storage.
   virtual std::vector<std::pair<std::string, double*>> hyperparameters() const = 0;
   /// Every state buffer name the optimizer may keep for a parameter (with the current options).
@@ -593,9 +600,12 @@ class Adam : public Optimizer {
     try {
       std::apply([&](auto&... ls) { (run(ls), ...); }, pending_);
     } catch (...) {
-      std::apply([](auto&... ls) { (ls.clear(), ...); }, pending_);
+      discard_updates();
       throw;
     }
+  }
+  void discard_updates() override {
+    std::apply([](auto&... ls) { (ls.clear(), ...); }, pending_);
   }
   TENET_OPTIMIZER_UPDATES
   std::vector<std::pair<std::string, double*>> hyperparameters() const override {
